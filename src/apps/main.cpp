@@ -1,0 +1,2 @@
+// apps/main.cpp — placeholder entry; replaced by the subcommand dispatcher.
+int main() { return 0; }

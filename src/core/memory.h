@@ -1,0 +1,34 @@
+// core/memory.h — memory accounting by category, per device type.
+//
+// Invariants:
+//  - Every Storage::allocate adds to its category's current bytes and removes them when freed; peaks are
+//    high-water marks since the last reset. Borrowed (mmapped) storage is not counted here.
+//  - Counters are atomic: any thread may allocate.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace swift {
+
+enum class MemoryCategory : uint8_t { Weights, Gradients, Optimizer, Activations, Workspace, Other, Count };
+
+const char* memory_category_name(MemoryCategory category);
+
+struct MemoryStats {
+  int64_t current[static_cast<int>(MemoryCategory::Count)] = {};
+  int64_t peak[static_cast<int>(MemoryCategory::Count)] = {};
+  int64_t total_current = 0;
+  int64_t total_peak = 0;
+};
+
+// device_type: 0 = CPU, 1 = CUDA (matches DeviceType).
+void memory_record_alloc(int device_type, MemoryCategory category, size_t bytes);
+void memory_record_free(int device_type, MemoryCategory category, size_t bytes);
+MemoryStats memory_stats(int device_type);
+void memory_reset_peaks(int device_type);
+// One line per category with current and peak, in MiB.
+std::string memory_report(int device_type);
+
+}  // namespace swift
