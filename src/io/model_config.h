@@ -4,9 +4,10 @@
 // Invariants:
 //  - Supported model_type: llama, qwen2, qwen3, mistral. Any other model_type throws an error naming it and
 //    listing the supported ones.
-//  - Derived fields are filled: head_dim defaults to hidden_size / num_attention_heads, num_key_value_heads
-//    to num_attention_heads; rope fields come from "rope_scaling" + "rope_theta" (transformers 4.x) or
-//    "rope_parameters" (transformers 5.x).
+//  - Absent fields take the defaults of the transformers config class of that model_type (see
+//    model_config.cpp): head_dim = hidden_size / num_attention_heads (qwen3: 128), num_key_value_heads =
+//    num_attention_heads when null (qwen2/qwen3 default 32, mistral 8 when absent); rope fields come from
+//    "rope_scaling" + "rope_theta" (transformers 4.x) or "rope_parameters" (transformers 5.x).
 //  - Missing required fields or inconsistent sizes throw naming the file and the field.
 #pragma once
 
@@ -39,6 +40,9 @@ struct ModelConfig {
   bool qk_norm = false;          // qwen3: RMSNorm over head_dim on q and k before RoPE
   int64_t sliding_window = 0;    // 0 = none; mistral's sliding_window, qwen2/3 when use_sliding_window
   int64_t max_window_layers = 0; // qwen2/3: layers >= this index use the sliding window
+  // Per-layer attention kind from config.json "layer_types" ("full_attention" | "sliding_attention"), qwen2/3
+  // only; when present it decides which layers slide instead of max_window_layers. Empty = not given.
+  std::vector<std::string> layer_types;
   std::string hidden_act = "silu";
   std::string torch_dtype = "float32";
   int64_t bos_token_id = -1;

@@ -1,0 +1,237 @@
+// model/causal_lm.cpp — loading (HF directory or GGUF), weight binding by Hugging Face name, and the
+// explicit forward pass of the llama-family decoder.
+//
+// Invariants:
+//  - Large matrices keep their stored dtype; small vectors (norm weights, biases) are converted to F32 once
+//    at load so every op sees F32 there.
+//  - Every expected tensor is checked for presence and shape; tensors nobody uses are an error too (they
+//    indicate a model this code does not understand), except known harmless ones (rotary inv_freq buffers).
+#include "model/causal_lm.h"
+
+#include <cmath>
+#include <filesystem>
+#include <set>
+
+#include "io/gguf.h"
+#include "io/hf_checkpoint.h"
+#include "ops/ops.h"
+
+namespace swift::model {
+
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+class WeightBinder {
+ public:
+  WeightBinder(std::map<std::string, Tensor>& tensors, const std::string& source) : tensors_(tensors), source_(source) {}
+
+  // The tensor `name` with exactly `shape`; F32 copy when `as_f32`.
+  Tensor take(const std::string& name, const Shape& shape, bool as_f32 = false) {
+    auto it = tensors_.find(name);
+    SWIFT_CHECK(it != tensors_.end(), "model '{}': missing weight '{}' (expected shape {})", source_, name,
+                shape_str(shape));
+    used_.insert(name);
+    const Tensor& t = it->second;
+    SWIFT_CHECK(t.shape() == shape, "model '{}': weight '{}' has shape {}, expected {} from config.json", source_,
+                name, shape_str(t.shape()), shape_str(shape));
+    SWIFT_CHECK(t.dtype() == DType::F32 || t.dtype() == DType::BF16 || t.dtype() == DType::F16,
+                "model '{}': weight '{}' has dtype {}; expected F32, BF16 or F16", source_, name, dtype_name(t.dtype()));
+    if (as_f32 && t.dtype() != DType::F32) return t.to_dtype(DType::F32, MemoryCategory::Weights);
+    return t;
+  }
+  Tensor take_optional(const std::string& name, const Shape& shape, bool present, bool as_f32 = false) {
+    if (!present) return Tensor();
+    return take(name, shape, as_f32);
+  }
+  bool has(const std::string& name) const { return tensors_.count(name) != 0; }
+  void mark_used(const std::string& name) { used_.insert(name); }
+
+  void check_all_used() const {
+    std::vector<std::string> unused;
+    for (const auto& [name, tensor] : tensors_) {
+      if (used_.count(name) || ends_with(name, "rotary_emb.inv_freq")) continue;
+      unused.push_back(name);
+    }
+    if (unused.empty()) return;
+    std::string list;
+    for (size_t i = 0; i < unused.size() && i < 5; ++i) list += (i ? ", " : "") + unused[i];
+    fail("model '{}': {} weight(s) not used by this architecture (e.g. {}); the checkpoint does not match config.json",
+         source_, unused.size(), list);
+  }
+
+ private:
+  std::map<std::string, Tensor>& tensors_;
+  std::string source_;
+  std::set<std::string> used_;
+};
+
+ModelWeights bind_weights(const io::ModelConfig& c, std::map<std::string, Tensor>& tensors, const std::string& source) {
+  WeightBinder bind(tensors, source);
+  const int64_t C = c.hidden_size, F = c.intermediate_size, V = c.vocab_size, D = c.head_dim;
+  const int64_t Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
+  ModelWeights w;
+  w.embed_tokens = bind.take("model.embed_tokens.weight", {V, C});
+  w.final_norm = bind.take("model.norm.weight", {C}, true);
+  if (c.tie_word_embeddings) {
+    w.lm_head = w.embed_tokens;
+    if (bind.has("lm_head.weight")) bind.mark_used("lm_head.weight");  // saved tied copies are ignored, as HF does
+  } else {
+    w.lm_head = bind.take("lm_head.weight", {V, C});
+  }
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    LayerWeights l;
+    l.input_norm = bind.take(p + "input_layernorm.weight", {C}, true);
+    l.post_attention_norm = bind.take(p + "post_attention_layernorm.weight", {C}, true);
+    l.q_proj = bind.take(p + "self_attn.q_proj.weight", {Hq * D, C});
+    l.k_proj = bind.take(p + "self_attn.k_proj.weight", {Hkv * D, C});
+    l.v_proj = bind.take(p + "self_attn.v_proj.weight", {Hkv * D, C});
+    l.o_proj = bind.take(p + "self_attn.o_proj.weight", {C, Hq * D});
+    l.q_bias = bind.take_optional(p + "self_attn.q_proj.bias", {Hq * D}, c.attention_bias, true);
+    l.k_bias = bind.take_optional(p + "self_attn.k_proj.bias", {Hkv * D}, c.attention_bias, true);
+    l.v_bias = bind.take_optional(p + "self_attn.v_proj.bias", {Hkv * D}, c.attention_bias, true);
+    l.o_bias = bind.take_optional(p + "self_attn.o_proj.bias", {C}, c.attention_output_bias, true);
+    l.q_norm = bind.take_optional(p + "self_attn.q_norm.weight", {D}, c.qk_norm, true);
+    l.k_norm = bind.take_optional(p + "self_attn.k_norm.weight", {D}, c.qk_norm, true);
+    l.gate_proj = bind.take(p + "mlp.gate_proj.weight", {F, C});
+    l.up_proj = bind.take(p + "mlp.up_proj.weight", {F, C});
+    l.down_proj = bind.take(p + "mlp.down_proj.weight", {C, F});
+    l.gate_bias = bind.take_optional(p + "mlp.gate_proj.bias", {F}, c.mlp_bias, true);
+    l.up_bias = bind.take_optional(p + "mlp.up_proj.bias", {F}, c.mlp_bias, true);
+    l.down_bias = bind.take_optional(p + "mlp.down_proj.bias", {C}, c.mlp_bias, true);
+    w.layers.push_back(std::move(l));
+  }
+  bind.check_all_used();
+  return w;
+}
+
+// Applies RoPE to x (T, H, D). Dynamic NTK scaling depends on each sequence's length, so it is applied per
+// sequence (a packed batch then equals its sequences run alone); other types use one table for the batch.
+void apply_rope(Tensor& x, const Tensor& positions, const Tensor& cu_seqlens, const io::ModelConfig& c,
+                const ops::RopeFrequencies& shared) {
+  if (c.rope.type != ops::RopeType::Dynamic) {
+    ops::rope(x, positions, shared);
+    return;
+  }
+  const int32_t* cu = cu_seqlens.data<int32_t>();
+  const int32_t* pos = positions.data<int32_t>();
+  for (int64_t b = 0; b + 1 < cu_seqlens.numel(); ++b) {
+    if (cu[b + 1] == cu[b]) continue;
+    int32_t max_pos = 0;
+    for (int32_t t = cu[b]; t < cu[b + 1]; ++t) max_pos = std::max(max_pos, pos[t]);
+    ops::RopeFrequencies freqs = ops::rope_frequencies(c.rope, c.head_dim, int64_t{max_pos} + 1);
+    Tensor xs = x.slice_rows(cu[b], cu[b + 1]);
+    Tensor ps = positions.slice_rows(cu[b], cu[b + 1]);
+    ops::rope(xs, ps, freqs);
+  }
+}
+
+}  // namespace
+
+CausalLM::CausalLM(io::ModelConfig config, std::map<std::string, Tensor> weights)
+    : config_(std::move(config)), tensors_(std::move(weights)) {
+  weights_ = bind_weights(config_, tensors_, config_.model_type);
+}
+
+std::unique_ptr<CausalLM> CausalLM::from_weights(io::ModelConfig config, std::map<std::string, Tensor> weights) {
+  return std::unique_ptr<CausalLM>(new CausalLM(std::move(config), std::move(weights)));
+}
+
+std::unique_ptr<CausalLM> CausalLM::load(const std::string& path) {
+  namespace fs = std::filesystem;
+  SWIFT_CHECK(fs::exists(path), "--model '{}': no such file or directory", path);
+  if (fs::is_directory(path)) {
+    io::ModelConfig config = io::load_model_config((fs::path(path) / "config.json").string());
+    return from_weights(std::move(config), io::load_hf_weights(path));
+  }
+  SWIFT_CHECK(ends_with(path, ".gguf"), "--model '{}': expected a Hugging Face model directory or a .gguf file", path);
+  io::GgufFile file = io::GgufFile::open(path);
+  io::ModelConfig config = io::gguf_model_config(file);
+  return from_weights(config, io::gguf_load_weights(file, config));
+}
+
+Tensor CausalLM::forward_hidden(const Tensor& ids, const Tensor& positions, const Tensor& cu_seqlens) const {
+  const io::ModelConfig& c = config_;
+  const int64_t T = ids.numel();
+  SWIFT_CHECK(positions.numel() == T, "forward: {} positions for {} tokens", positions.numel(), T);
+  ops::check_cu_seqlens(cu_seqlens, T, "forward");
+  const int64_t C = c.hidden_size, F = c.intermediate_size, D = c.head_dim;
+  const int64_t Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  int32_t max_pos = 0;
+  for (int64_t t = 0; t < T; ++t) max_pos = std::max(max_pos, positions.data<int32_t>()[t]);
+  const ops::RopeFrequencies freqs = ops::rope_frequencies(c.rope, D, int64_t{max_pos} + 1);
+
+  Tensor x = Tensor::empty({T, C}, DType::F32);   // residual stream
+  Tensor h = Tensor::empty({T, C}, DType::F32);   // normed input of a sub-block
+  Tensor q = Tensor::empty({T, Hq * D}, DType::F32);
+  Tensor k = Tensor::empty({T, Hkv * D}, DType::F32);
+  Tensor v = Tensor::empty({T, Hkv * D}, DType::F32);
+  Tensor qn = c.qk_norm ? Tensor::empty({T * Hq, D}, DType::F32) : Tensor();
+  Tensor kn = c.qk_norm ? Tensor::empty({T * Hkv, D}, DType::F32) : Tensor();
+  Tensor attn = Tensor::empty({T, Hq, D}, DType::F32);
+  Tensor gate = Tensor::empty({T, F}, DType::F32);
+  Tensor up = Tensor::empty({T, F}, DType::F32);
+  Tensor none;
+
+  ops::embedding(weights_.embed_tokens, ids, x);
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    const LayerWeights& l = weights_.layers[static_cast<size_t>(i)];
+    // attention block: x += o_proj(attention(rope(norm(q)), rope(norm(k)), v))
+    ops::rmsnorm(x, l.input_norm, eps, h, none);
+    ops::linear(h, l.q_proj, l.q_bias, q);
+    ops::linear(h, l.k_proj, l.k_bias, k);
+    ops::linear(h, l.v_proj, l.v_bias, v);
+    Tensor q3 = q.view({T, Hq, D}), k3 = k.view({T, Hkv, D});
+    if (c.qk_norm) {
+      ops::rmsnorm(q.view({T * Hq, D}), l.q_norm, eps, qn, none);
+      ops::rmsnorm(k.view({T * Hkv, D}), l.k_norm, eps, kn, none);
+      q3 = qn.view({T, Hq, D});
+      k3 = kn.view({T, Hkv, D});
+    }
+    apply_rope(q3, positions, cu_seqlens, c, freqs);
+    apply_rope(k3, positions, cu_seqlens, c, freqs);
+    ops::attention(q3, k3, v.view({T, Hkv, D}), cu_seqlens, scale, c.layer_window(i), attn, none);
+    ops::linear(attn.view({T, Hq * D}), l.o_proj, l.o_bias, x, /*accumulate=*/true);
+    // MLP block: x += down(silu(gate(norm(x))) * up(norm(x)))
+    ops::rmsnorm(x, l.post_attention_norm, eps, h, none);
+    ops::linear(h, l.gate_proj, l.gate_bias, gate);
+    ops::linear(h, l.up_proj, l.up_bias, up);
+    ops::swiglu(gate, up, gate);
+    ops::linear(gate, l.down_proj, l.down_bias, x, /*accumulate=*/true);
+  }
+  ops::rmsnorm(x, weights_.final_norm, eps, h, none);
+  return h;
+}
+
+Tensor CausalLM::forward(const Tensor& ids, const Tensor& positions, const Tensor& cu_seqlens) const {
+  Tensor hidden = forward_hidden(ids, positions, cu_seqlens);
+  Tensor logits = Tensor::empty({ids.numel(), config_.vocab_size}, DType::F32);
+  ops::linear(hidden, weights_.lm_head, Tensor(), logits);
+  return logits;
+}
+
+Tensor CausalLM::forward(const std::vector<int32_t>& ids) const {
+  PackedBatch batch = pack_sequences({ids});
+  return forward(batch.ids, batch.positions, batch.cu_seqlens);
+}
+
+PackedBatch pack_sequences(const std::vector<std::vector<int32_t>>& sequences) {
+  std::vector<int32_t> ids, positions, cu{0};
+  for (const auto& seq : sequences) {
+    for (size_t i = 0; i < seq.size(); ++i) {
+      ids.push_back(seq[i]);
+      positions.push_back(static_cast<int32_t>(i));
+    }
+    cu.push_back(static_cast<int32_t>(ids.size()));
+  }
+  const int64_t T = static_cast<int64_t>(ids.size());
+  return {Tensor::from_i32({T}, ids), Tensor::from_i32({T}, positions),
+          Tensor::from_i32({static_cast<int64_t>(cu.size())}, cu)};
+}
+
+}  // namespace swift::model

@@ -1,0 +1,71 @@
+// model/causal_lm.h — a decoder-only causal language model of the llama family (llama, qwen2, qwen3, mistral)
+// built from a ModelConfig and Hugging Face-named weights, with an explicit forward pass per block.
+//
+// Invariants:
+//  - Weights are held under their Hugging Face names, in their stored dtype (F32/BF16/F16); the forward
+//    computes in F32 on the CPU. Missing, unexpected or mis-shaped weights throw naming the tensor and the
+//    expected shape.
+//  - A forward takes a packed batch: ids (T), positions (T; restarting at 0 per sequence) and cu_seqlens
+//    (B+1). Tokens of different sequences never see each other, so a packed batch gives the same logits as
+//    its sequences run alone.
+//  - Architecture differences are data (ModelConfig flags: qkv bias, q/k norm, tied head, sliding window,
+//    rope scaling), not subclasses; a new family adds a weight-name map and flags.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "io/model_config.h"
+
+namespace swift::model {
+
+struct LayerWeights {
+  Tensor input_norm;                      // (C)
+  Tensor q_proj, k_proj, v_proj, o_proj;  // (Hq*D, C), (Hkv*D, C), (Hkv*D, C), (C, Hq*D)
+  Tensor q_bias, k_bias, v_bias, o_bias;  // (Hq*D), (Hkv*D), (Hkv*D), (C) or undefined
+  Tensor q_norm, k_norm;                  // (D) or undefined (qwen3)
+  Tensor post_attention_norm;             // (C)
+  Tensor gate_proj, up_proj, down_proj;   // (F, C), (F, C), (C, F)
+  Tensor gate_bias, up_bias, down_bias;   // (F), (F), (C) or undefined (llama mlp_bias)
+};
+
+struct ModelWeights {
+  Tensor embed_tokens;  // (V, C)
+  std::vector<LayerWeights> layers;
+  Tensor final_norm;    // (C)
+  Tensor lm_head;       // (V, C); the same tensor as embed_tokens when tied
+};
+
+class CausalLM {
+ public:
+  // A Hugging Face model directory (config.json + model.safetensors or a sharded index) or a .gguf file.
+  static std::unique_ptr<CausalLM> load(const std::string& path);
+  static std::unique_ptr<CausalLM> from_weights(io::ModelConfig config, std::map<std::string, Tensor> weights);
+
+  const io::ModelConfig& config() const { return config_; }
+  const ModelWeights& weights() const { return weights_; }
+
+  // Logits (T, V) F32 of a packed batch. ids, positions: (T) I32; cu_seqlens: (B+1) I32.
+  Tensor forward(const Tensor& ids, const Tensor& positions, const Tensor& cu_seqlens) const;
+  // Final hidden states (T, C) F32 after the last norm (the input of the LM head).
+  Tensor forward_hidden(const Tensor& ids, const Tensor& positions, const Tensor& cu_seqlens) const;
+  // One sequence: positions 0..n-1.
+  Tensor forward(const std::vector<int32_t>& ids) const;
+
+ private:
+  CausalLM(io::ModelConfig config, std::map<std::string, Tensor> weights);
+  io::ModelConfig config_;
+  std::map<std::string, Tensor> tensors_;  // keeps every loaded tensor (and its mapping) alive
+  ModelWeights weights_;
+};
+
+// Builds the packed-batch inputs for several sequences: ids, positions restarting per sequence, cu_seqlens.
+struct PackedBatch {
+  Tensor ids, positions, cu_seqlens;
+};
+PackedBatch pack_sequences(const std::vector<std::vector<int32_t>>& sequences);
+
+}  // namespace swift::model
