@@ -29,7 +29,6 @@ import time
 
 import torch
 import transformers
-from safetensors.torch import save_file
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -43,6 +42,28 @@ PROMPTS = [
 ]
 TOPK = 20
 SUBSET_STRIDE = 61
+
+
+def save_safetensors(tensors, path, metadata):
+    """Writes a safetensors file byte-for-byte deterministically (safetensors' own writer orders the metadata
+    map at random, so reruns would differ): header keys sorted, tensors laid out in name order."""
+    dtypes = {torch.float32: "F32", torch.int32: "I32", torch.bfloat16: "BF16", torch.float16: "F16"}
+    header = {"__metadata__": dict(sorted(metadata.items()))}
+    blobs, offset = [], 0
+    for name in sorted(tensors):
+        t = tensors[name].contiguous()
+        data = t.view(torch.uint8).numpy().tobytes() if t.dtype == torch.bfloat16 else t.numpy().tobytes()
+        header[name] = {"dtype": dtypes[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    text = json.dumps(header, separators=(",", ":"), sort_keys=True).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path + ".tmp", "wb") as f:
+        f.write(len(text).to_bytes(8, "little"))
+        f.write(text)
+        for blob in blobs:
+            f.write(blob)
+    os.replace(path + ".tmp", path)
 
 
 def peak_rss_mib():
@@ -66,6 +87,7 @@ def main():
 
     torch.set_default_dtype(torch.float32)
     transformers.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
     path = os.path.join(args.models_dir, GGUF_NAME)
     if not os.path.exists(path):
         raise SystemExit(f"{path} is missing: run scripts/fetch-model.sh first")
@@ -134,7 +156,7 @@ def main():
         **noise,
     }
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    save_file({
+    save_safetensors({
         "input_ids": torch.tensor(ids, dtype=torch.int32),
         "positions": torch.tensor(positions, dtype=torch.int32),
         "cu_seqlens": torch.tensor(cu, dtype=torch.int32),
@@ -143,7 +165,7 @@ def main():
         "topk_values": top.values.contiguous(),
         "subset_ids": subset_ids.to(torch.int32),
         "subset_logits": logits[:, subset_ids].contiguous(),
-    }, args.out, metadata=metadata)
+    }, args.out, metadata)
     print(json.dumps(metadata, indent=1))
     print(f"sequences: {[len(s) for s in sequences]}; wrote {args.out} ({os.path.getsize(args.out) / 1024:.0f} KiB)")
 

@@ -36,7 +36,6 @@ import tempfile
 
 import torch
 import transformers
-from safetensors.torch import save_file
 from transformers import (AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
                           Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
 
@@ -71,7 +70,7 @@ CASES = [
         description="llama, MHA 3 heads, explicit head_dim 20 (3*20 != hidden 45), tied embeddings, linear rope "
                     "scaling 2.5, attention_bias (q,k,v,o) and mlp_bias",
         arch="llama", seed=1002, seq_lens=[9, 15, 7],
-        config=dict(vocab_size=97, hidden_size=45, intermediate_size=67, num_hidden_layers=2,
+        config=dict(vocab_size=97, hidden_size=45, intermediate_size=51, num_hidden_layers=2,
                     num_attention_heads=3, num_key_value_heads=3, head_dim=20, max_position_embeddings=128,
                     rms_norm_eps=1e-6, tie_word_embeddings=True, attention_bias=True, mlp_bias=True,
                     rope_parameters=dict(rope_type="linear", rope_theta=500.0, factor=2.5)),
@@ -114,11 +113,11 @@ CASES = [
     ),
     dict(
         name="qwen3_qknorm",
-        description="qwen3, GQA 4/2, explicit head_dim 20 (4*20 != hidden 44), q/k RMSNorm per head, untied, "
+        description="qwen3, GQA 4/2, explicit head_dim 14 (4*14 != hidden 44), q/k RMSNorm per head, untied, "
                     "3 layers",
         arch="qwen3", seed=1006, seq_lens=[9, 13, 5],
-        config=dict(vocab_size=109, hidden_size=44, intermediate_size=67, num_hidden_layers=3,
-                    num_attention_heads=4, num_key_value_heads=2, head_dim=20, max_position_embeddings=128,
+        config=dict(vocab_size=109, hidden_size=44, intermediate_size=47, num_hidden_layers=3,
+                    num_attention_heads=4, num_key_value_heads=2, head_dim=14, max_position_embeddings=128,
                     rms_norm_eps=1e-6, tie_word_embeddings=False,
                     rope_parameters=dict(rope_type="default", rope_theta=10000.0)),
         ablate="unit_qk_norms",
@@ -128,7 +127,7 @@ CASES = [
         description="mistral, GQA 4/2, head_dim 12, sliding_window 5 (each query sees itself and the 4 previous "
                     "keys) while the longest sequence has 21 tokens",
         arch="mistral", seed=1007, seq_lens=[21, 9, 3],
-        config=dict(vocab_size=99, hidden_size=48, intermediate_size=67, num_hidden_layers=2,
+        config=dict(vocab_size=99, hidden_size=48, intermediate_size=55, num_hidden_layers=2,
                     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128, rms_norm_eps=1e-5,
                     tie_word_embeddings=False, sliding_window=5,
                     rope_parameters=dict(rope_type="default", rope_theta=10000.0)),
@@ -150,6 +149,28 @@ CASES = [
 ]
 
 INIT_STD = 0.15  # weights ~ N(0, 0.15): logits spread well away from uniform with hidden 36-48
+
+
+def save_safetensors(tensors, path, metadata):
+    """Writes a safetensors file byte-for-byte deterministically (safetensors' own writer orders the metadata
+    map at random, so reruns would differ): header keys sorted, tensors laid out in name order."""
+    dtypes = {torch.float32: "F32", torch.int32: "I32", torch.bfloat16: "BF16", torch.float16: "F16"}
+    header = {"__metadata__": dict(sorted(metadata.items()))}
+    blobs, offset = [], 0
+    for name in sorted(tensors):
+        t = tensors[name].contiguous()
+        data = t.view(torch.uint8).numpy().tobytes() if t.dtype == torch.bfloat16 else t.numpy().tobytes()
+        header[name] = {"dtype": dtypes[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    text = json.dumps(header, separators=(",", ":"), sort_keys=True).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path + ".tmp", "wb") as f:
+        f.write(len(text).to_bytes(8, "little"))
+        f.write(text)
+        for blob in blobs:
+            f.write(blob)
+    os.replace(path + ".tmp", path)
 
 
 def randomise(model, seed):
@@ -277,12 +298,12 @@ def make_case(case, out_root):
         "logits_abs_max": f"{float(logits.abs().max()):.4g}",
         "logits_min_row_std": f"{row_std:.4g}",
     }
-    save_file({
+    save_safetensors({
         "input_ids": torch.tensor(ids, dtype=torch.int32),
         "positions": torch.tensor(positions, dtype=torch.int32),
         "cu_seqlens": torch.tensor(cu, dtype=torch.int32),
         "logits": logits.contiguous(),
-    }, os.path.join(case_dir, "expected.safetensors"), metadata=metadata)
+    }, os.path.join(case_dir, "expected.safetensors"), metadata)
 
     size = sum(os.path.getsize(os.path.join(case_dir, f)) for f in os.listdir(case_dir))
     print(f"{name:28s} T={len(ids):3d} V={vocab:3d} |logits|max={metadata['logits_abs_max']:>6s} "
@@ -300,6 +321,7 @@ def main():
     torch.set_default_dtype(torch.float32)
     torch.set_num_threads(1)  # reproducible summation order
     transformers.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
     os.makedirs(args.out, exist_ok=True)
     total = 0
     for case in CASES:

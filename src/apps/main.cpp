@@ -49,6 +49,7 @@ void print_help() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  swift::ops::tune_cpu_environment(argc, argv);
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0 ||
       std::strcmp(argv[1], "help") == 0) {
     print_help();

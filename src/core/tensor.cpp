@@ -127,8 +127,10 @@ std::shared_ptr<Storage> Storage::allocate(size_t bytes, Device device, MemoryCa
   return storage;
 }
 
-std::shared_ptr<Storage> Storage::wrap(void* data, size_t bytes, Device device, std::shared_ptr<void> keepalive) {
+std::shared_ptr<Storage> Storage::wrap(void* data, size_t bytes, Device device, std::shared_ptr<void> keepalive,
+                                       bool writable) {
   std::shared_ptr<Storage> storage(new Storage());
+  storage->writable_ = writable;
   storage->data_ = data;
   storage->bytes_ = bytes;
   storage->device_ = device;
@@ -239,7 +241,13 @@ Tensor Tensor::to(Device device, MemoryCategory category) const {
   return out;
 }
 
+void Tensor::check_writable(const char* op) const {
+  SWIFT_CHECK(writable(), "{}: tensor {} views read-only memory (a mapped weight file); clone() it before writing",
+              op, str());
+}
+
 void Tensor::copy_from(const Tensor& src) {
+  check_writable("copy_from");
   SWIFT_CHECK(src.numel() == numel() && src.dtype() == dtype_, "copy_from: {} into {}", src.str(), str());
   size_t bytes = nbytes();
   if (bytes == 0) return;
@@ -253,6 +261,7 @@ void Tensor::copy_from(const Tensor& src) {
 
 void Tensor::zero_() {
   if (nbytes() == 0) return;
+  check_writable("zero_");
   if (device().is_cpu()) {
     std::memset(raw(), 0, nbytes());
   } else {

@@ -4,7 +4,9 @@
 //  - A Tensor is a typed, shaped, row-major contiguous view into a Storage at a byte offset. Views share
 //    storage (copying a Tensor never copies data); `clone()` copies.
 //  - A Storage lives on one Device. CPU storage is either owned heap memory (64-byte aligned) or memory owned
-//    by something else (an mmap of a file) kept alive through `keepalive`.
+//    by something else (an mmap of a file) kept alive through `keepalive`. Wrapped memory is read-only unless
+//    wrapped as writable: copy_from, zero_ and every op output check `writable()` and throw instead of
+//    faulting on a read-only mapping (clone() a loaded weight before updating it in place).
 //  - Allocation on a non-CPU device goes through a DeviceBackend registered by that backend (the CUDA
 //    backend registers itself when it is built in); core knows no backend.
 //  - Every allocation is accounted to a MemoryCategory (see core/memory.h).
@@ -54,7 +56,8 @@ class Storage {
   // Owned memory on `device`, accounted to `category`. Contents are uninitialised.
   static std::shared_ptr<Storage> allocate(size_t bytes, Device device, MemoryCategory category);
   // Borrowed memory; `keepalive` (e.g. a mapped file) is held as long as the storage lives.
-  static std::shared_ptr<Storage> wrap(void* data, size_t bytes, Device device, std::shared_ptr<void> keepalive);
+  static std::shared_ptr<Storage> wrap(void* data, size_t bytes, Device device, std::shared_ptr<void> keepalive,
+                                       bool writable = false);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -63,6 +66,7 @@ class Storage {
   size_t bytes() const { return bytes_; }
   Device device() const { return device_; }
   bool owned() const { return owned_; }
+  bool writable() const { return writable_; }
 
  private:
   Storage() = default;
@@ -70,6 +74,7 @@ class Storage {
   size_t bytes_ = 0;
   Device device_;
   bool owned_ = false;
+  bool writable_ = true;
   MemoryCategory category_ = MemoryCategory::Other;
   std::shared_ptr<void> keepalive_;
 };
@@ -103,6 +108,9 @@ class Tensor {
   const std::shared_ptr<Storage>& storage() const { return storage_; }
   size_t byte_offset() const { return offset_; }
 
+  bool writable() const { return storage_ && storage_->writable(); }
+  // Throws naming `op` when this tensor views read-only memory (a mapped weight file).
+  void check_writable(const char* op) const;
   void* raw() const { return static_cast<char*>(storage_->data()) + offset_; }
   // Typed pointer; checks that T matches the dtype and that the tensor is on the CPU when `cpu_only`.
   template <typename T>

@@ -69,8 +69,13 @@ class GgufFile {
   const GgufTensorInfo& tensor_info(const std::string& name) const;  // throws naming the tensor and file
   // The tensor as F32 (row-major shape), dequantized when needed.
   Tensor dequantize(const std::string& name) const;
-  // Zero-copy view for F32/F16/BF16 tensors (throws for quantized types).
+  // Zero-copy view for F32/F16/BF16 tensors (throws for quantized types). The mapping is read-only: never
+  // write through it. A tensor whose data is not aligned to its element size is copied instead.
   Tensor view(const std::string& name) const;
+  // The raw bytes of a tensor (info.bytes of them) inside the mapping; valid while this GgufFile or a view
+  // of it lives.
+  const uint8_t* data(const GgufTensorInfo& info) const;
+  const std::shared_ptr<MappedFile>& mapped_file() const { return file_; }
 
  private:
   std::shared_ptr<MappedFile> file_;
@@ -83,6 +88,14 @@ class GgufFile {
 
 // Dequantizes `n` elements (a whole number of blocks) of `type` from `src` into `dst` (fp32).
 void ggml_dequantize_row(GgmlType type, const void* src, float* dst, int64_t n);
+// Dequantizes `rows` rows of `row_len` elements each (row_len a whole number of blocks), in parallel over
+// rows for big jobs. With `row_order` (rows entries), dst row r takes src row row_order[r].
+void ggml_dequantize_rows(GgmlType type, const void* src, float* dst, int64_t rows, int64_t row_len,
+                          const int64_t* row_order = nullptr);
+// Whether `type_id` names a ggml type whose block geometry is known (a GGUF may hold it), and whether
+// ggml_dequantize_row supports it (F32, F16, BF16, F64, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K).
+bool ggml_type_known(uint32_t type_id);
+bool ggml_type_dequantizable(GgmlType type);
 // Block geometry: elements per block and bytes per block.
 int64_t ggml_block_elems(GgmlType type);
 size_t ggml_block_bytes(GgmlType type);
@@ -97,5 +110,10 @@ ModelConfig gguf_model_config(const GgufFile& file);
 // are zero-copy views unless they must be un-permuted; quantized tensors are dequantized to F32.
 // Tied models (no output.weight) get no lm_head entry.
 std::map<std::string, Tensor> gguf_load_weights(const GgufFile& file, const ModelConfig& config);
+
+// The gather order that undoes llama.cpp's Q/K row permutation of a (rows, cols) projection of `n_head`
+// heads: Hugging Face row r is GGUF row order[r], i.e. hf[h*D + s*D/2 + i] = gguf[h*D + 2*i + s] with
+// D = rows / n_head. q_proj uses num_attention_heads, k_proj num_key_value_heads.
+std::vector<int64_t> gguf_unpermute_qk_order(int64_t rows, int64_t n_head);
 
 }  // namespace swift::io

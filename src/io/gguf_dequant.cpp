@@ -2,11 +2,12 @@
 //
 // Invariants:
 //  - Each dequantizer reproduces llama.cpp's reference dequantize_row_<type> (ggml-quants.c) bit for bit:
-//    same element order, same float operations in the same order, no fused multiply-add (each product is
-//    rounded to fp32 before the add, as the reference and gguf-py's numpy port compute it). Keep every
-//    `a * b + c` below as two statements' worth of rounding: the file is compiled with -ffp-contract=off
-//    semantics (ISO C++ mode), and the pragma below asks for it explicitly.
-//  - Blocks are read byte-wise (fp16 scales through memcpy-free byte assembly), so the source needs no
+//    same element order, same float operations in the same order. Every product before an add is exact in
+//    fp32 (an fp16 scale has 11 significant bits, times a 6-bit sub-scale, times a value of at most 6 bits:
+//    at most 23 bits), so a fused multiply-add could not change a result; the pragma below still forbids
+//    contraction (GCC fuses with -march=native even in ISO mode) so that the code computes literally what
+//    the reference computes.
+//  - Blocks are read byte-wise (little-endian fields assembled from bytes), so the source needs no
 //    alignment and the code is endian-independent; GGUF is little-endian.
 //  - ggml_dequantize_row works on whole blocks; ggml_dequantize_rows splits big jobs over rows with OpenMP
 //    (each row is a whole number of blocks because ne[0] is, which the GGUF reader checks).
@@ -23,15 +24,18 @@
 //   Q4_K  d, dmin, scales[12], qs[128]: 8 groups of 32, 6-bit scale and min packed in 12 bytes
 //   Q5_K  d, dmin, scales[12], qh[32], qs[128]: as Q4_K plus a fifth bit per element from qh
 //   Q6_K  ql[128], qh[64], scales[16] int8, d: 16 groups of 16, 6-bit values offset by 32
-#include <omp.h>
-
+#include <algorithm>
 #include <array>
 #include <cstring>
 
 #include "core/error.h"
 #include "io/gguf.h"
 
-#pragma GCC optimize("fp-contract=off")
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")  // GCC contracts a * b + c into FMA even in ISO mode otherwise
+#endif
 
 namespace swift::io {
 namespace {
@@ -371,18 +375,25 @@ void ggml_dequantize_row(GgmlType type, const void* src_ptr, float* dst, int64_t
 void ggml_dequantize_rows(GgmlType type, const void* src, float* dst, int64_t rows, int64_t row_len,
                           const int64_t* row_order) {
   const TypeTraits& t = traits(type);
+  // Everything that can throw is checked here: exceptions must not leave the parallel region below.
+  SWIFT_CHECK(t.dequantizable, "ggml_dequantize_rows: tensor type {} cannot be dequantized", t.name);
   SWIFT_CHECK(rows >= 0 && row_len >= 0 && row_len % t.block_elems == 0,
               "ggml_dequantize_rows: rows of {} elements of {} are not whole {}-element blocks", row_len, t.name,
               t.block_elems);
   const size_t row_bytes = static_cast<size_t>(row_len / t.block_elems) * t.block_bytes;
   const auto* base = static_cast<const uint8_t*>(src);
   (void)half_table();  // build the table before the threads start
-  // One dequantizer call per row; small jobs stay on the calling thread.
-  const bool parallel = rows > 1 && rows * row_len >= (int64_t{1} << 16);
-#pragma omp parallel for schedule(static) if (parallel)
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t from = row_order != nullptr ? row_order[r] : r;
-    ggml_dequantize_row(type, base + static_cast<size_t>(from) * row_bytes, dst + r * row_len, row_len);
+  // Chunks of about 64K elements, handed out dynamically (a busy core does not hold the others up); small
+  // jobs stay on the calling thread.
+  const int64_t chunk = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(row_len, 1));
+  const int64_t chunks = (rows + chunk - 1) / chunk;
+#pragma omp parallel for schedule(dynamic, 1) if (chunks > 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t end = std::min(rows, (c + 1) * chunk);
+    for (int64_t r = c * chunk; r < end; ++r) {
+      const int64_t from = row_order != nullptr ? row_order[r] : r;
+      ggml_dequantize_row(type, base + static_cast<size_t>(from) * row_bytes, dst + r * row_len, row_len);
+    }
   }
 }
 

@@ -9,9 +9,11 @@
 //  - tensor() returns a read-only view of the mapping (PROT_READ: clone() before writing to it) that keeps the
 //    MappedFile alive. The only copy is for a tensor whose bytes are not aligned to its element size (a writer
 //    that did not pad its header); that copy is accounted as Weights.
-//  - save_safetensors writes "<path>.tmp" (header padded with spaces to a multiple of 8 bytes so every tensor
-//    starts 8-byte aligned, tensors in name order, no holes), fsyncs it, renames it over <path> and fsyncs
-//    the directory. On failure the .tmp is removed and <path> is untouched.
+//  - save_safetensors writes "<path>.tmp", fsyncs it, renames it over <path> and fsyncs the directory; on
+//    failure the .tmp is removed and <path> is untouched. The header is padded with spaces to a multiple of
+//    8 bytes and the data block has no holes (the Python safetensors reader refuses holes). Tensors are laid
+//    out by element size, largest first, then by name — the order of the safetensors library's own writer —
+//    so every tensor starts aligned to its element size and loads zero-copy.
 #include "io/safetensors.h"
 
 #include <fcntl.h>
@@ -56,6 +58,19 @@ bool is_known_unsupported_dtype(const std::string& name) {
   static const char* kKnown[] = {"F64",     "I8",      "I16",  "U16",      "U32",      "U64", "BOOL",
                                  "F8_E4M3", "F8_E5M2", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4",  "C64"};
   return std::any_of(std::begin(kKnown), std::end(kKnown), [&](const char* k) { return name == k; });
+}
+
+// Layout order of the safetensors library's writer: dtypes by descending enum rank (I64, F32, I32, BF16, F16,
+// U8 among ours), then names. Keeps every tensor aligned to its element size with no padding.
+int layout_rank(DType dtype) {
+  switch (dtype) {
+    case DType::I64: return 0;
+    case DType::F32: return 1;
+    case DType::I32: return 2;
+    case DType::BF16: return 3;
+    case DType::F16: return 4;
+    default: return 5;
+  }
 }
 
 const char* safetensors_dtype_name(DType dtype) {
@@ -156,7 +171,9 @@ class OutFile {
  public:
   explicit OutFile(std::string path) : path_(std::move(path)) {
     fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd_ < 0) fail("cannot create '{}': {}; check that the directory exists and is writable", path_, std::strerror(errno));
+    if (fd_ < 0) {
+      fail("cannot create '{}': {}; check that the directory exists and is writable", path_, std::strerror(errno));
+    }
   }
   ~OutFile() {
     if (fd_ >= 0) ::close(fd_);
@@ -289,7 +306,8 @@ Tensor SafetensorsFile::tensor(const std::string& name) const {
   const size_t align = static_cast<size_t>(dtype_info(e.dtype).block_bytes);
   if (bytes == 0 || reinterpret_cast<uintptr_t>(src) % align == 0) {
     // The mapping is read-only; Storage takes a mutable pointer but nothing may write through it.
-    auto storage = Storage::wrap(const_cast<uint8_t*>(src), bytes, Device::cpu(), std::static_pointer_cast<void>(file_));
+    auto storage =
+        Storage::wrap(const_cast<uint8_t*>(src), bytes, Device::cpu(), std::static_pointer_cast<void>(file_));
     return Tensor(std::move(storage), 0, e.shape, e.dtype);
   }
   Tensor copy = Tensor::empty(e.shape, e.dtype, Device::cpu(), MemoryCategory::Weights);
@@ -300,9 +318,19 @@ Tensor SafetensorsFile::tensor(const std::string& name) const {
 // ---- writer ---------------------------------------------------------------------------------------
 void save_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
                       const std::map<std::string, std::string>& metadata) {
+  std::vector<std::pair<const std::string*, const Tensor*>> order;
+  for (const auto& [name, t] : tensors) order.emplace_back(&name, &t);
+  std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+    const bool a_ok = a.second->defined(), b_ok = b.second->defined();
+    const int ra = a_ok ? layout_rank(a.second->dtype()) : 0, rb = b_ok ? layout_rank(b.second->dtype()) : 0;
+    return ra < rb;  // stable: names stay sorted within a rank
+  });
+
   json header = json::object();
   uint64_t offset = 0;
-  for (const auto& [name, t] : tensors) {
+  for (const auto& [name_ptr, t_ptr] : order) {
+    const std::string& name = *name_ptr;
+    const Tensor& t = *t_ptr;
     if (name == "__metadata__") fail("save_safetensors '{}': a tensor may not be named \"__metadata__\"", path);
     if (!t.defined()) fail("save_safetensors '{}': tensor '{}' is undefined", path, name);
     const char* dtype = safetensors_dtype_name(t.dtype());
@@ -337,7 +365,8 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
     write_le64(len, text.size());
     out.write(len, 8);
     out.write(text.data(), text.size());
-    for (const auto& [name, t] : tensors) {
+    for (const auto& [name_ptr, t_ptr] : order) {
+      const Tensor& t = *t_ptr;
       if (t.nbytes() == 0) continue;
       if (t.device().is_cpu()) {
         out.write(t.raw(), t.nbytes());

@@ -48,7 +48,9 @@ class SafetensorsFile {
   std::map<std::string, std::string> metadata_;
 };
 
-// Writes CPU tensors (any dtype but NF4) atomically. Tensors are laid out in name order.
+// Writes tensors (any dtype but NF4; non-CPU ones are copied to the CPU) atomically. The data block is laid
+// out as the safetensors library does: by element size, largest first, then by name, so every tensor is
+// aligned to its element size without holes.
 void save_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 

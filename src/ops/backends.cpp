@@ -1,7 +1,15 @@
 // ops/backends.cpp — backend registration for builds with and without CUDA.
 #include "ops/backends.h"
 
+#include <unistd.h>
+
+#include <cctype>
+#include <cstdlib>
 #include <mutex>
+#include <string>
+#include <vector>
+
+#include <cblas.h>
 
 #include "core/tensor.h"
 
@@ -18,6 +26,37 @@ void init_backends() {
     register_device_backend(DeviceType::CUDA, cuda::backend());
 #endif
   });
+}
+
+void tune_cpu_environment(int argc, char** argv) {
+  (void)argc;
+  if (std::getenv("SWIFT_CPU_ENV") != nullptr) return;  // already re-executed (or the user opted out)
+  setenv("SWIFT_CPU_ENV", "1", 1);
+  bool changed = false;
+  if (std::getenv("OPENBLAS_NUM_THREADS") == nullptr) {
+    setenv("OPENBLAS_NUM_THREADS", "1", 1);
+    changed = true;
+  }
+#if defined(__x86_64__)
+  if (std::getenv("OPENBLAS_CORETYPE") == nullptr) {
+    std::string core = openblas_get_corename();
+    for (char& c : core) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const bool avx512_kernels = core == "skylakex" || core == "cooperlake" || core == "sapphirerapids";
+    const bool avx2_kernels = avx512_kernels || core == "haswell" || core == "zen";
+    const char* better = nullptr;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") && !avx512_kernels) {
+      better = "SkylakeX";
+    } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && !avx2_kernels) {
+      better = "Haswell";
+    }
+    if (better != nullptr) {
+      setenv("OPENBLAS_CORETYPE", better, 1);
+      changed = true;
+    }
+  }
+#endif
+  if (changed) execv("/proc/self/exe", argv);  // on failure, carry on with what we have
 }
 
 int cuda_device_count() {

@@ -74,6 +74,8 @@ Device check_cast(const Tensor& src, const Tensor& dst) {
   require_float("cast", "src", src);
   require_float("cast", "dst", dst);
   if (src.numel() != dst.numel()) fail("cast: src {} and dst {} differ in element count", desc(src), desc(dst));
+  const bool same = src.storage() == dst.storage() && src.byte_offset() == dst.byte_offset() && src.dtype() == dst.dtype();
+  if (overlaps(src, dst) && !same) fail("cast: dst {} overlaps src {}; cast into a separate tensor", desc(dst), desc(src));
   return common_device("cast", {&src, &dst});
 }
 

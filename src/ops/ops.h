@@ -39,7 +39,7 @@ void embedding(const Tensor& table, const Tensor& ids, Tensor& out);
 
 // ---- matmul ---------------------------------------------------------------------------------------
 // y = x @ w^T (+ bias)                       x: (N, K) F32; w: (M, K) F32/BF16/F16; bias: (M) or undefined;
-//                                            y: (N, M) F32. With accumulate, y += instead of =.
+//                                            y: (N, M) F32. With accumulate, y += x @ w^T (+ bias) instead of =.
 void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y, bool accumulate = false);
 // C = alpha * op(A) @ op(B) + beta * C        A: (N, K) or (K, N) when trans_a; B: (K, M) or (M, K) when
 //                                            trans_b; C: (N, M). All F32. For backward passes.
@@ -59,7 +59,8 @@ struct RopeConfig {
   RopeType type = RopeType::Default;
   double theta = 10000.0;
   double factor = 1.0;                             // linear, dynamic, yarn, llama3
-  int64_t original_max_position_embeddings = 0;    // dynamic (else max_position_embeddings), yarn, llama3
+  int64_t original_max_position_embeddings = 0;    // yarn, llama3 (0: max_position_embeddings); dynamic ignores
+                                                   // it and scales from max_position_embeddings, as transformers
   int64_t max_position_embeddings = 2048;          // from config.json
   double low_freq_factor = 1.0, high_freq_factor = 4.0;  // llama3
   double beta_fast = 32.0, beta_slow = 1.0;        // yarn
@@ -92,5 +93,11 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& 
 
 // Validates cu_seqlens against a token count; throws naming what is wrong.
 void check_cu_seqlens(const Tensor& cu_seqlens, int64_t tokens, const char* op);
+
+// ---- backend information ------------------------------------------------------------------------------
+// One line describing the CPU backend (OpenBLAS version, the kernel family it picked, OpenMP threads). When
+// OpenBLAS picked kernels older than the CPU supports (it misdetects some virtualised CPUs as "Prescott":
+// sgemm 4-5x slower), the line ends with a hint: set OPENBLAS_CORETYPE before the process starts.
+std::string cpu_backend_info();
 
 }  // namespace swift::ops

@@ -83,6 +83,20 @@ TEST(Tensor, ViewsShareStorageAndCheckBounds) {
   EXPECT_EQ(t.item(0), 0.0);
 }
 
+TEST(Tensor, WrappedMemoryIsReadOnlyUnlessSaidOtherwise) {
+  static float backing[4] = {1, 2, 3, 4};
+  Tensor ro(Storage::wrap(backing, sizeof(backing), Device::cpu(), nullptr), 0, {4}, DType::F32);
+  EXPECT_FALSE(ro.writable());
+  EXPECT_THROW(ro.zero_(), Error);
+  EXPECT_THROW(ro.copy_from(Tensor::from_f32({4}, {0, 0, 0, 0})), Error);
+  Tensor copy = ro.clone();
+  EXPECT_TRUE(copy.writable());
+  copy.zero_();
+  Tensor rw(Storage::wrap(backing, sizeof(backing), Device::cpu(), nullptr, /*writable=*/true), 0, {4}, DType::F32);
+  rw.copy_from(copy);
+  EXPECT_EQ(backing[2], 0.0f);
+}
+
 TEST(Tensor, DTypeConversionRoundTrip) {
   Tensor t = Tensor::from_f32({4}, {1.0f, -2.5f, 3.140625f, 65504.0f});
   Tensor h = t.to_dtype(DType::F16);

@@ -1,0 +1,72 @@
+// ops/cpu/cpu_ops.h — the fast CPU kernels behind ops:: (namespace swift::ops::cpu), and their shared helpers.
+// Internal to src/ops: callers go through ops.h, which checks arguments before calling these.
+//
+// Invariants:
+//  - Kernels assume their arguments passed detail::check_<op> (shapes, dtypes, CPU device, valid ids and
+//    cu_seqlens); they never throw from inside an OpenMP region.
+//  - Parallelism is OpenMP only. OpenBLAS is switched to one thread on first use (blas_single_threaded) and
+//    called from inside OpenMP regions on per-thread panels, so the two thread pools never compete.
+//  - Per-thread scratch (thread_scratch) is reused across calls: no allocation in steady state.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "ops/ops.h"
+
+namespace swift::ops::cpu {
+
+void cast(const Tensor& src, Tensor& dst);
+void add(const Tensor& a, const Tensor& b, Tensor& out);
+void swiglu(const Tensor& gate, const Tensor& up, Tensor& out);
+void embedding(const Tensor& table, const Tensor& ids, Tensor& out);
+void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y, bool accumulate);
+void gemm(bool trans_a, bool trans_b, float alpha, const Tensor& a, const Tensor& b, float beta, Tensor& c);
+void rmsnorm(const Tensor& x, const Tensor& weight, float eps, Tensor& y, Tensor& rstd);
+void rope(Tensor& x, const Tensor& positions, const RopeFrequencies& freqs);
+void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, float scale,
+               int64_t window, Tensor& out, Tensor& lse);
+
+// ---- helpers shared by the kernels ------------------------------------------------------------------------
+// n elements of dtype (F32/BF16/F16) at src, converted to fp32 into dst. Exact.
+void to_f32(const void* src, DType dtype, float* dst, int64_t n);
+// n fp32 values converted to dtype (F32/BF16/F16), rounding to nearest even.
+void from_f32(const float* src, DType dtype, void* dst, int64_t n);
+
+// A per-thread buffer of at least `floats` floats; slot picks one of a few independent buffers. Valid until
+// the same thread asks for the same slot again. Contents are unspecified.
+enum class ScratchSlot : int { WeightBlock, Bias, Attention, Row, Count };
+float* thread_scratch(ScratchSlot slot, size_t floats);
+
+// Calls openblas_set_num_threads(1) once per process.
+void blas_single_threaded();
+
+// exp(x) in fp32 within 1 ulp (checked densely over [-87, 88.3]), branch-free so loops over it vectorise.
+// exp(-inf) = 0, exp(+inf) = inf, NaN propagates; results below 2^-126 flush to 0.
+inline float exp_approx(float x) {
+  constexpr float kHi = 88.3762626647949f, kLo = -87.3365447504019f;
+  float xc = x > kHi ? kHi : x;
+  xc = xc < kLo ? kLo : xc;
+  // n = round(x / ln 2) by the 1.5 * 2^23 trick; r = x - n ln 2 in two parts (Cody-Waite).
+  const float shifted = xc * 1.44269504088896341f + 12582912.0f;
+  const float n = shifted - 12582912.0f;
+  float r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, 4);
+  float result = p * scale;
+  result = x > kHi ? __builtin_inff() : result;
+  result = x < kLo ? 0.0f : result;
+  return result;
+}
+
+}  // namespace swift::ops::cpu

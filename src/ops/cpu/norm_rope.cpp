@@ -1,0 +1,86 @@
+// ops/cpu/norm_rope.cpp — fast CPU RMSNorm and rotary position embedding.
+//
+// Invariants:
+//  - RMSNorm follows Hugging Face LlamaRMSNorm in fp32: rstd = 1 / sqrt(mean(x^2) + eps) with the sum of
+//    squares accumulated in double, then y = weight * (x * rstd) rounded at each product as torch does.
+//    Rows are independent (one OpenMP work item each), so y may alias x.
+//  - RoPE follows Hugging Face's rotate_half layout: angle = float(position) * inv_freq[i] in fp32,
+//    c = cos(angle) * attention_scaling, s = sin(angle) * attention_scaling (fp32), then
+//    out[i] = x[i] c - x[i + D/2] s and out[i + D/2] = x[i + D/2] c + x[i] s. cos/sin are computed once per
+//    token and shared by all its heads.
+#include <omp.h>
+
+#include <cmath>
+
+#include "ops/cpu/cpu_ops.h"
+
+namespace swift::ops::cpu {
+
+namespace {
+constexpr int64_t kParallelMin = 32768;  // elements below which the op runs on one thread
+}
+
+void rmsnorm(const Tensor& x, const Tensor& weight, float eps, Tensor& y, Tensor& rstd) {
+  const int64_t n = x.size(0), c = x.size(1);
+  if (n == 0) return;
+  const float* px = x.data<float>();
+  float* py = y.data<float>();
+  float* pr = rstd.defined() ? rstd.data<float>() : nullptr;
+  const float* pw;
+  if (weight.dtype() == DType::F32) {
+    pw = weight.data<float>();
+  } else {
+    float* converted = thread_scratch(ScratchSlot::Bias, static_cast<size_t>(c));
+    to_f32(weight.raw(), weight.dtype(), converted, c);
+    pw = converted;
+  }
+#pragma omp parallel for schedule(static) if (n * c >= kParallelMin)
+  for (int64_t r = 0; r < n; ++r) {
+    const float* xr = px + r * c;
+    float* yr = py + r * c;
+    double sum = 0.0;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t j = 0; j < c; ++j) sum += static_cast<double>(xr[j]) * xr[j];
+    const float variance = c > 0 ? static_cast<float>(sum / static_cast<double>(c)) : 0.0f;
+    const float inv = 1.0f / std::sqrt(variance + eps);
+#pragma omp simd
+    for (int64_t j = 0; j < c; ++j) yr[j] = pw[j] * (xr[j] * inv);
+    if (pr) pr[r] = inv;
+  }
+}
+
+void rope(Tensor& x, const Tensor& positions, const RopeFrequencies& freqs) {
+  const int64_t tokens = x.size(0), heads = x.size(1), d = x.size(2), half = d / 2;
+  if (tokens == 0 || half == 0) return;
+  float* px = x.data<float>();
+  const int32_t* pos = positions.data<int32_t>();
+  const float* inv_freq = freqs.inv_freq.data();
+  const float scaling = freqs.attention_scaling;
+#pragma omp parallel if (tokens * heads * d >= kParallelMin)
+  {
+    float* table = thread_scratch(ScratchSlot::Row, static_cast<size_t>(2 * half));
+    float* cs = table;
+    float* sn = table + half;
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < tokens; ++t) {
+      const float p = static_cast<float>(pos[t]);
+      for (int64_t i = 0; i < half; ++i) {
+        const float angle = p * inv_freq[i];
+        cs[i] = std::cos(angle) * scaling;
+        sn[i] = std::sin(angle) * scaling;
+      }
+      for (int64_t h = 0; h < heads; ++h) {
+        float* x1 = px + (t * heads + h) * d;
+        float* x2 = x1 + half;
+#pragma omp simd
+        for (int64_t i = 0; i < half; ++i) {
+          const float a = x1[i], b = x2[i];
+          x1[i] = a * cs[i] - b * sn[i];
+          x2[i] = b * cs[i] + a * sn[i];
+        }
+      }
+    }
+  }
+}
+
+}  // namespace swift::ops::cpu
