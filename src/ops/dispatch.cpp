@@ -11,6 +11,8 @@
 #include "ops/op_checks.h"
 #include "ops/ops.h"
 
+#include <initializer_list>
+
 #ifdef SWIFT_WITH_CUDA
 #include <cuda_runtime.h>
 
@@ -20,6 +22,13 @@
 namespace swift::ops {
 
 namespace {
+// Every output must be writable memory (not a view of a mapped weight file).
+void require_writable(const char* op, std::initializer_list<const Tensor*> outputs) {
+  for (const Tensor* t : outputs) {
+    if (t->defined()) t->check_writable(op);
+  }
+}
+
 // Runs `cpu_kernel` for CPU tensors; CUDA has no kernels yet.
 template <typename Fn>
 void dispatch(const char* op, Device device, Fn&& cpu_kernel) {
@@ -39,6 +48,7 @@ void check_launch(const char* op, cudaError_t status) {
 
 void cast(const Tensor& src, Tensor& dst) {
   const Device device = detail::check_cast(src, dst);
+  require_writable("cast", {&dst});
 #ifdef SWIFT_WITH_CUDA
   if (device.is_cuda()) {
     check_launch("cast", cudaSetDevice(device.index));
@@ -52,36 +62,44 @@ void cast(const Tensor& src, Tensor& dst) {
 }
 
 void add(const Tensor& a, const Tensor& b, Tensor& out) {
+  require_writable("add", {&out});
   dispatch("add", detail::check_add(a, b, out), [&] { cpu::add(a, b, out); });
 }
 
 void swiglu(const Tensor& gate, const Tensor& up, Tensor& out) {
+  require_writable("swiglu", {&out});
   dispatch("swiglu", detail::check_swiglu(gate, up, out), [&] { cpu::swiglu(gate, up, out); });
 }
 
 void embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
+  require_writable("embedding", {&out});
   dispatch("embedding", detail::check_embedding(table, ids, out), [&] { cpu::embedding(table, ids, out); });
 }
 
 void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y, bool accumulate) {
+  require_writable("linear", {&y});
   dispatch("linear", detail::check_linear(x, w, bias, y), [&] { cpu::linear(x, w, bias, y, accumulate); });
 }
 
 void gemm(bool trans_a, bool trans_b, float alpha, const Tensor& a, const Tensor& b, float beta, Tensor& c) {
+  require_writable("gemm", {&c});
   dispatch("gemm", detail::check_gemm(trans_a, trans_b, a, b, c),
            [&] { cpu::gemm(trans_a, trans_b, alpha, a, b, beta, c); });
 }
 
 void rmsnorm(const Tensor& x, const Tensor& weight, float eps, Tensor& y, Tensor& rstd) {
+  require_writable("rmsnorm", {&y, &rstd});
   dispatch("rmsnorm", detail::check_rmsnorm(x, weight, eps, y, rstd), [&] { cpu::rmsnorm(x, weight, eps, y, rstd); });
 }
 
 void rope(Tensor& x, const Tensor& positions, const RopeFrequencies& freqs) {
+  require_writable("rope", {&x});
   dispatch("rope", detail::check_rope(x, positions, freqs), [&] { cpu::rope(x, positions, freqs); });
 }
 
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, float scale,
                int64_t window, Tensor& out, Tensor& lse) {
+  require_writable("attention", {&out, &lse});
   dispatch("attention", detail::check_attention(q, k, v, cu_seqlens, scale, window, out, lse),
            [&] { cpu::attention(q, k, v, cu_seqlens, scale, window, out, lse); });
 }

@@ -339,6 +339,10 @@ TEST(OpsErrors, ShapeAndDTypeMismatchesThrowNamingTheOp) {
   EXPECT_NO_THROW(ops::cast(x, x));  // the same tensor: nothing to do
   Tensor undefined;
   EXPECT_TRUE(throws_error([&] { ops::add(x, undefined, y); }, {"add: b is undefined"}));
+  // Outputs may not view read-only memory (a mapped weight file): an error, not a segfault.
+  static float mapped[21];
+  Tensor read_only(Storage::wrap(mapped, sizeof(mapped), Device::cpu(), nullptr), 0, {3, 7}, DType::F32);
+  EXPECT_TRUE(throws_error([&] { ops::linear(x, w5, Tensor(), read_only); }, {"linear:", "read-only"}));
 }
 
 // A stand-in CUDA backend (host memory) so tensors can claim to live on a GPU: ops must refuse them by name.
