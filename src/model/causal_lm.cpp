@@ -8,6 +8,8 @@
 //    indicate a model this code does not understand), except known harmless ones (rotary inv_freq buffers).
 #include "model/causal_lm.h"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <filesystem>
 #include <set>
@@ -129,7 +131,39 @@ void apply_rope(Tensor& x, const Tensor& positions, const Tensor& cu_seqlens, co
   }
 }
 
+// y (=|+=) x W^T + b, plus the LoRA path scale * (x A^T) B^T when `lora` is defined.
+//   x: (N, K); y: (N, M); scratch: (N, >= r) F32.
+void linear_lora(const Tensor& x, const Tensor& w, const Tensor& bias, const LoraLinear& lora, float scale, Tensor& y,
+                 bool accumulate, Tensor& scratch) {
+  ops::linear(x, w, bias, y, accumulate);
+  if (!lora.defined()) return;
+  const int64_t N = x.size(0), r = lora.a.size(0);
+  Tensor t = scratch.view({-1}).slice_rows(0, N * r).view({N, r});
+  ops::linear(x, lora.a, Tensor(), t);
+  float* tp = t.data<float>();
+  for (int64_t i = 0; i < N * r; ++i) tp[i] *= scale;
+  ops::linear(t, lora.b, Tensor(), y, /*accumulate=*/true);
+}
+
 }  // namespace
+
+void CausalLM::set_lora(LoraAdapters adapters) {
+  SWIFT_CHECK(adapters.layers.empty() || static_cast<int64_t>(adapters.layers.size()) == config_.num_hidden_layers,
+              "set_lora: adapters for {} layers on a model of {} layers", adapters.layers.size(),
+              config_.num_hidden_layers);
+  for (size_t i = 0; i < adapters.layers.size(); ++i) {
+    for (int k = 0; k < kLinearKinds; ++k) {
+      const LoraLinear& l = adapters.layers[i][static_cast<size_t>(k)];
+      if (!l.defined()) continue;
+      const auto [M, K] = linear_shape(config_, static_cast<LinearKind>(k));
+      SWIFT_CHECK(l.a.size(1) == K && l.b.size(0) == M && l.b.size(1) == l.a.size(0),
+                  "set_lora: adapter of '{}' has A {} and B {}, the layer is ({}, {})",
+                  linear_module_path(static_cast<int64_t>(i), static_cast<LinearKind>(k)), shape_str(l.a.shape()),
+                  shape_str(l.b.shape()), M, K);
+    }
+  }
+  lora_ = std::move(adapters);
+}
 
 CausalLM::CausalLM(io::ModelConfig config, std::map<std::string, Tensor> weights)
     : config_(std::move(config)), tensors_(std::move(weights)) {
@@ -177,15 +211,26 @@ Tensor CausalLM::forward_hidden(const Tensor& ids, const Tensor& positions, cons
   Tensor gate = Tensor::empty({T, F}, DType::F32);
   Tensor up = Tensor::empty({T, F}, DType::F32);
   Tensor none;
+  int64_t max_rank = 0;
+  for (const auto& layer : lora_.layers)
+    for (const LoraLinear& l : layer)
+      if (l.defined()) max_rank = std::max(max_rank, l.a.size(0));
+  Tensor lora_scratch = max_rank > 0 ? Tensor::empty({T, max_rank}, DType::F32) : Tensor();
+  static const std::array<LoraLinear, kLinearKinds> kNoLora{};
+  const float lora_scale = lora_.scale;
 
   ops::embedding(weights_.embed_tokens, ids, x);
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     const LayerWeights& l = weights_.layers[static_cast<size_t>(i)];
+    const auto& ad = lora_.layers.empty() ? kNoLora : lora_.layers[static_cast<size_t>(i)];
+    auto lin = [&](LinearKind kind, const Tensor& in, const Tensor& w, const Tensor& b, Tensor& out, bool acc) {
+      linear_lora(in, w, b, ad[static_cast<size_t>(kind)], lora_scale, out, acc, lora_scratch);
+    };
     // attention block: x += o_proj(attention(rope(norm(q)), rope(norm(k)), v))
     ops::rmsnorm(x, l.input_norm, eps, h, none);
-    ops::linear(h, l.q_proj, l.q_bias, q);
-    ops::linear(h, l.k_proj, l.k_bias, k);
-    ops::linear(h, l.v_proj, l.v_bias, v);
+    lin(LinearKind::Q, h, l.q_proj, l.q_bias, q, false);
+    lin(LinearKind::K, h, l.k_proj, l.k_bias, k, false);
+    lin(LinearKind::V, h, l.v_proj, l.v_bias, v, false);
     Tensor q3 = q.view({T, Hq, D}), k3 = k.view({T, Hkv, D});
     if (c.qk_norm) {
       ops::rmsnorm(q.view({T * Hq, D}), l.q_norm, eps, qn, none);
@@ -196,13 +241,13 @@ Tensor CausalLM::forward_hidden(const Tensor& ids, const Tensor& positions, cons
     apply_rope(q3, positions, cu_seqlens, c, freqs);
     apply_rope(k3, positions, cu_seqlens, c, freqs);
     ops::attention(q3, k3, v.view({T, Hkv, D}), cu_seqlens, scale, c.layer_window(i), attn, none);
-    ops::linear(attn.view({T, Hq * D}), l.o_proj, l.o_bias, x, /*accumulate=*/true);
+    lin(LinearKind::O, attn.view({T, Hq * D}), l.o_proj, l.o_bias, x, /*acc=*/true);
     // MLP block: x += down(silu(gate(norm(x))) * up(norm(x)))
     ops::rmsnorm(x, l.post_attention_norm, eps, h, none);
-    ops::linear(h, l.gate_proj, l.gate_bias, gate);
-    ops::linear(h, l.up_proj, l.up_bias, up);
+    lin(LinearKind::Gate, h, l.gate_proj, l.gate_bias, gate, false);
+    lin(LinearKind::Up, h, l.up_proj, l.up_bias, up, false);
     ops::swiglu(gate, up, gate);
-    ops::linear(gate, l.down_proj, l.down_bias, x, /*accumulate=*/true);
+    lin(LinearKind::Down, gate, l.down_proj, l.down_bias, x, /*acc=*/true);
   }
   ops::rmsnorm(x, weights_.final_norm, eps, h, none);
   return h;

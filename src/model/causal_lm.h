@@ -19,6 +19,7 @@
 
 #include "core/tensor.h"
 #include "io/model_config.h"
+#include "model/lora.h"
 
 namespace swift::model {
 
@@ -48,6 +49,11 @@ class CausalLM {
   const io::ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }
 
+  // LoRA adapters applied in every forward (inference: no dropout). Replaces any earlier adapters; an empty
+  // LoraAdapters removes them. Throws when the adapters were made for another architecture.
+  void set_lora(LoraAdapters adapters);
+  const LoraAdapters& lora() const { return lora_; }
+
   // Logits (T, V) F32 of a packed batch. ids, positions: (T) I32; cu_seqlens: (B+1) I32.
   Tensor forward(const Tensor& ids, const Tensor& positions, const Tensor& cu_seqlens) const;
   // Final hidden states (T, C) F32 after the last norm (the input of the LM head).
@@ -60,6 +66,7 @@ class CausalLM {
   io::ModelConfig config_;
   std::map<std::string, Tensor> tensors_;  // keeps every loaded tensor (and its mapping) alive
   ModelWeights weights_;
+  LoraAdapters lora_;
 };
 
 // Builds the packed-batch inputs for several sequences: ids, positions restarting per sequence, cu_seqlens.
