@@ -16,6 +16,7 @@
 
 #include "io/gguf.h"
 #include "io/hf_checkpoint.h"
+#include "ops/attention_decode.h"
 #include "ops/ops.h"
 
 namespace swift::model {
@@ -188,6 +189,40 @@ std::unique_ptr<CausalLM> CausalLM::load(const std::string& path) {
 }
 
 Tensor CausalLM::forward_hidden(const Tensor& ids, const Tensor& positions, const Tensor& cu_seqlens) const {
+  return run_layers(ids, positions, cu_seqlens, nullptr);
+}
+
+CausalLM::KvCache CausalLM::new_kv_cache(int64_t capacity) const {
+  SWIFT_CHECK(capacity > 0, "KV cache: capacity must be positive, got {}", capacity);
+  KvCache cache;
+  for (int64_t i = 0; i < config_.num_hidden_layers; ++i) {
+    cache.k.push_back(Tensor::empty({capacity, config_.num_key_value_heads, config_.head_dim}, DType::F32,
+                                    Device::cpu(), MemoryCategory::Activations));
+    cache.v.push_back(Tensor::empty({capacity, config_.num_key_value_heads, config_.head_dim}, DType::F32,
+                                    Device::cpu(), MemoryCategory::Activations));
+  }
+  return cache;
+}
+
+Tensor CausalLM::forward_cached(const std::vector<int32_t>& ids, KvCache& cache, bool all_logits) const {
+  const int64_t n = static_cast<int64_t>(ids.size());
+  SWIFT_CHECK(n > 0, "forward_cached: no tokens");
+  SWIFT_CHECK(cache.length + n <= cache.capacity(),
+              "KV cache full: {} cached + {} new tokens exceed its capacity of {} (raise --max_length or "
+              "lower --max_new_tokens)", cache.length, n, cache.capacity());
+  std::vector<int32_t> positions(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) positions[static_cast<size_t>(i)] = static_cast<int32_t>(cache.length + i);
+  const Tensor cu = Tensor::from_i32({2}, {0, static_cast<int32_t>(n)});
+  Tensor hidden = run_layers(Tensor::from_i32({n}, ids), Tensor::from_i32({n}, positions), cu, &cache);
+  cache.length += n;
+  if (!all_logits) hidden = hidden.slice_rows(n - 1, n);
+  Tensor logits = Tensor::empty({hidden.size(0), config_.vocab_size}, DType::F32);
+  ops::linear(hidden, weights_.lm_head, Tensor(), logits);
+  return logits;
+}
+
+Tensor CausalLM::run_layers(const Tensor& ids, const Tensor& positions, const Tensor& cu_seqlens,
+                            KvCache* cache) const {
   const io::ModelConfig& c = config_;
   const int64_t T = ids.numel();
   SWIFT_CHECK(positions.numel() == T, "forward: {} positions for {} tokens", positions.numel(), T);
@@ -240,7 +275,15 @@ Tensor CausalLM::forward_hidden(const Tensor& ids, const Tensor& positions, cons
     }
     apply_rope(q3, positions, cu_seqlens, c, freqs);
     apply_rope(k3, positions, cu_seqlens, c, freqs);
-    ops::attention(q3, k3, v.view({T, Hkv, D}), cu_seqlens, scale, c.layer_window(i), attn, none);
+    if (cache == nullptr) {
+      ops::attention(q3, k3, v.view({T, Hkv, D}), cu_seqlens, scale, c.layer_window(i), attn, none);
+    } else {  // append this step's keys and values, attend to everything cached
+      Tensor& kc = cache->k[static_cast<size_t>(i)];
+      Tensor& vc = cache->v[static_cast<size_t>(i)];
+      kc.slice_rows(cache->length, cache->length + T).copy_from(k3);
+      vc.slice_rows(cache->length, cache->length + T).copy_from(v.view({T, Hkv, D}));
+      ops::attention_decode(q3, kc, vc, cache->length, scale, c.layer_window(i), attn);
+    }
     lin(LinearKind::O, attn.view({T, Hq * D}), l.o_proj, l.o_bias, x, /*acc=*/true);
     // MLP block: x += down(silu(gate(norm(x))) * up(norm(x)))
     ops::rmsnorm(x, l.post_attention_norm, eps, h, none);

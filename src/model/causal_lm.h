@@ -61,8 +61,21 @@ class CausalLM {
   // One sequence: positions 0..n-1.
   Tensor forward(const std::vector<int32_t>& ids) const;
 
+  // Incremental decoding of one sequence: keys and values of every layer for positions 0..length-1.
+  struct KvCache {
+    std::vector<Tensor> k, v;  // per layer: (capacity, Hkv, D) F32
+    int64_t length = 0;
+    int64_t capacity() const { return k.empty() ? 0 : k[0].size(0); }
+  };
+  KvCache new_kv_cache(int64_t capacity) const;
+  // Runs `ids` at positions cache.length.. (appending their keys and values) and returns the logits of the last
+  // token (1, V), or of every new token (n, V) with all_logits. Throws when the cache would overflow.
+  Tensor forward_cached(const std::vector<int32_t>& ids, KvCache& cache, bool all_logits = false) const;
+
  private:
   CausalLM(io::ModelConfig config, std::map<std::string, Tensor> weights);
+  // The decoder stack; with a cache, one sequence attends to the cached keys (and appends its own).
+  Tensor run_layers(const Tensor& ids, const Tensor& positions, const Tensor& cu_seqlens, KvCache* cache) const;
   io::ModelConfig config_;
   std::map<std::string, Tensor> tensors_;  // keeps every loaded tensor (and its mapping) alive
   ModelWeights weights_;
