@@ -1,0 +1,112 @@
+// model/training.h — the trainable view of a CausalLM: LoRA adapters or full fine-tuning (F32 master weights),
+// and the explicit forward + backward of one packed micro-batch with a per-block recompute policy.
+//
+// Invariants:
+//  - Trainable parameters and their gradients are F32; frozen base weights keep their stored dtype. Gradients
+//    accumulate (+=) across micro-batches until zero_grad(); the loss gradient is scaled by `grad_scale`, so the
+//    trainer passes 1 / (valid tokens of the whole accumulated batch), as transformers >= 4.46 normalises.
+//  - Gradient checkpointing keeps only each block's input; the block is recomputed (same dropout masks: they
+//    are a pure function of the seed) right before its backward. Without it every activation is kept.
+//    Both give the same gradients bit for bit.
+//  - Labels are already shifted: labels[t] is the token that must follow position t (-100: no loss), and
+//    never cross a sequence boundary (shift_labels builds them from ids and a per-token loss mask).
+//  - Parameter names are PEFT's saved names for LoRA and Hugging Face names for full fine-tuning, so gradients
+//    and checkpoints compare directly with transformers + PEFT.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "model/causal_lm.h"
+#include "model/lora.h"
+#include "ops/ops.h"
+
+namespace swift::model {
+
+enum class TunerType { Lora, Full };
+TunerType tuner_type_from_string(const std::string& name);  // lora | full (throws listing them)
+
+struct Parameter {
+  std::string name;  // PEFT saved name (LoRA) or Hugging Face name (full)
+  Tensor value;      // F32, trainable
+  Tensor grad;       // F32, same shape
+};
+
+struct MicroBatch {
+  Tensor ids;         // (T) I32
+  Tensor positions;   // (T) I32, restarting per sequence
+  Tensor cu_seqlens;  // (B+1) I32
+  Tensor labels;      // (T) I32 shifted targets, -100 = ignored
+};
+
+// labels[t] = ids[t + 1] when loss_mask[t + 1] is set and t + 1 is in the same sequence, else -100.
+//   ids: (T) I32; loss_mask: (T) U8 (1 = the token is a training target); cu_seqlens: (B+1) I32.
+Tensor shift_labels(const Tensor& ids, const Tensor& loss_mask, const Tensor& cu_seqlens);
+
+struct StepStats {
+  double loss_sum = 0;  // summed token losses (natural log)
+  int64_t tokens = 0;   // valid target tokens
+  int64_t correct = 0;  // argmax == label
+};
+
+class TrainableModel {
+ public:
+  // LoRA: `lora` holds the adapters to train (from create_lora or lora_from_peft). Full: `lora` must be empty;
+  // every weight gets an F32 master copy (tied embeddings stay one parameter).
+  TrainableModel(CausalLM& model, TunerType type, LoraAdapters lora = {});
+  TrainableModel(const TrainableModel&) = delete;  // layers point into lora_: never copied or moved
+  TrainableModel& operator=(const TrainableModel&) = delete;
+
+  TunerType type() const { return type_; }
+  std::vector<Parameter>& parameters() { return params_; }
+  int64_t trainable_count() const;
+  void zero_grad();
+
+  // Forward + backward of one micro-batch; gradients of grad_scale * (summed loss) are added to the parameters'.
+  // dropout_seed picks the LoRA dropout masks of this micro-batch (0 with lora_dropout 0).
+  StepStats forward_backward(const MicroBatch& batch, float grad_scale, uint64_t dropout_seed,
+                             bool gradient_checkpointing);
+  // Loss only (no dropout, no gradients).
+  StepStats evaluate(const MicroBatch& batch);
+
+  // The adapters (LoRA) or the base model's weights (full) now hold the trained values.
+  const LoraAdapters& lora() const { return lora_; }
+  // Full fine-tuning: the trained weights under Hugging Face names (F32), for saving.
+  std::map<std::string, Tensor> full_weights() const;
+
+ private:
+  struct Linear {
+    Tensor w, bias;            // the weight used in the forward (base dtype for LoRA, F32 master for full)
+    Tensor grad_w, grad_bias;  // full only
+    const LoraLinear* lora = nullptr;
+    Tensor grad_a, grad_b;     // LoRA only
+  };
+  struct Layer {
+    Tensor input_norm, post_norm, q_norm, k_norm;              // weights used in the forward
+    Tensor grad_input_norm, grad_post_norm, grad_q_norm, grad_k_norm;  // full only
+    std::array<Linear, kLinearKinds> linears;
+  };
+  struct Activations;  // one layer's saved forward state (training.cpp)
+
+  void layer_forward(int64_t layer, const MicroBatch& b, const Tensor& x_in, Activations& a, Tensor& x_out,
+                     uint64_t dropout_seed, bool training) const;
+  void layer_backward(int64_t layer, const MicroBatch& b, Activations& a, Tensor& dx, uint64_t dropout_seed);
+  void apply_rope(Tensor& x, const MicroBatch& b, bool backward) const;
+  ops::Dropout dropout_for(uint64_t seed, int64_t layer, int kind, bool training) const;
+  StepStats run(const MicroBatch& batch, float grad_scale, uint64_t dropout_seed, bool checkpoint, bool backward);
+
+  CausalLM& model_;
+  TunerType type_;
+  LoraAdapters lora_;
+  std::vector<Parameter> params_;
+  std::vector<Layer> layers_;
+  Tensor embed_, grad_embed_, final_norm_, grad_final_norm_, lm_head_, grad_lm_head_;
+  bool tied_ = false;
+};
+
+}  // namespace swift::model

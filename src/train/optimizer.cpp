@@ -1,0 +1,50 @@
+// train/optimizer.cpp — AdamW with Trainer's decay groups; gradient clipping.
+#include "train/optimizer.h"
+
+#include <regex>
+
+#include "core/error.h"
+
+namespace swift::train {
+
+bool weight_decay_applies(const std::string& name) {
+  static const std::regex norm_pattern(R"((^|\.)norm($|\.)|_norm($|\.))");
+  std::string lower;
+  for (char c : name) lower.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  if (lower.find("bias") != std::string::npos) return false;
+  if (lower.find("layernorm") != std::string::npos || lower.find("rmsnorm") != std::string::npos) return false;
+  return !std::regex_search(lower, norm_pattern);
+}
+
+AdamW::AdamW(std::vector<model::Parameter>& params, const ops::AdamWConfig& config) : config_(config) {
+  SWIFT_CHECK(config.beta1 >= 0 && config.beta1 < 1 && config.beta2 >= 0 && config.beta2 < 1,
+              "--adam_beta1 / --adam_beta2 must be in [0, 1), got {} / {}", config.beta1, config.beta2);
+  SWIFT_CHECK(config.eps > 0, "--adam_epsilon must be positive, got {}", config.eps);
+  SWIFT_CHECK(config.weight_decay >= 0, "--weight_decay must be >= 0, got {}", config.weight_decay);
+  for (model::Parameter& p : params) {
+    states_.push_back({p.value, p.grad, Tensor::zeros(p.value.shape(), DType::F32, Device::cpu(), MemoryCategory::Optimizer),
+                       Tensor::zeros(p.value.shape(), DType::F32, Device::cpu(), MemoryCategory::Optimizer)});
+    decay_.push_back(weight_decay_applies(p.name) ? 1 : 0);
+  }
+}
+
+void AdamW::step(double lr) {
+  ++steps_;
+  std::vector<ops::AdamWTensor> with_decay, without_decay;
+  for (size_t i = 0; i < states_.size(); ++i) (decay_[i] ? with_decay : without_decay).push_back(states_[i]);
+  ops::AdamWConfig c = config_;
+  c.lr = lr;
+  if (!with_decay.empty()) ops::adamw_step(with_decay, c, steps_);
+  c.weight_decay = 0.0;
+  if (!without_decay.empty()) ops::adamw_step(without_decay, c, steps_);
+}
+
+float clip_gradients(std::vector<model::Parameter>& params, double max_norm) {
+  std::vector<Tensor> grads;
+  grads.reserve(params.size());
+  for (const model::Parameter& p : params) grads.push_back(p.grad);
+  if (max_norm <= 0) return ops::grad_norm(grads);
+  return ops::clip_grad_norm(grads, max_norm);
+}
+
+}  // namespace swift::train

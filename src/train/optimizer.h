@@ -1,0 +1,46 @@
+// train/optimizer.h — AdamW over a model's trainable parameters, with transformers' Trainer parameter groups
+// (no weight decay for biases and normalisation weights), gradient clipping, and state for checkpoints.
+//
+// Invariants:
+//  - One AdamW state (exp_avg, exp_avg_sq: F32, zero at start) per parameter; `steps()` counts every step taken,
+//    including steps at lr 0 (torch's state["step"]).
+//  - weight_decay_applies(name) is Trainer.get_decay_parameter_names: false for names containing "bias" or a
+//    normalisation weight (layernorm, rmsnorm, "(^|.)norm($|.)", "_norm($|.)"), true otherwise.
+//  - The update itself is ops::adamw_step (torch.optim.AdamW, foreach=False, operation for operation).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/training.h"
+#include "ops/ops.h"
+
+namespace swift::train {
+
+bool weight_decay_applies(const std::string& parameter_name);
+
+class AdamW {
+ public:
+  // betas, eps and weight_decay from `config` (its lr is ignored: step() takes the scheduled lr).
+  AdamW(std::vector<model::Parameter>& params, const ops::AdamWConfig& config);
+  void step(double lr);
+  int64_t steps() const { return steps_; }
+  void set_steps(int64_t steps) { steps_ = steps; }  // when restoring a checkpoint
+  // exp_avg and exp_avg_sq of parameter i (checkpoint save and restore).
+  Tensor& exp_avg(size_t i) { return states_[i].exp_avg; }
+  Tensor& exp_avg_sq(size_t i) { return states_[i].exp_avg_sq; }
+  size_t size() const { return states_.size(); }
+
+ private:
+  ops::AdamWConfig config_;
+  std::vector<ops::AdamWTensor> states_;
+  std::vector<uint8_t> decay_;
+  int64_t steps_ = 0;
+};
+
+// Global L2 norm of the parameters' gradients before clipping, then clips them to max_norm (torch's
+// clip_grad_norm_); max_norm <= 0 only measures. Returns the pre-clip norm.
+float clip_gradients(std::vector<model::Parameter>& params, double max_norm);
+
+}  // namespace swift::train
