@@ -1,15 +1,33 @@
 #!/usr/bin/env bash
-# The README's first command: install, build, fetch the real SmolLM2-135M-Instruct model and run it.
-# (Until the training engine lands, the main job loads the model and runs a forward pass with a greedy
-# continuation; it becomes a LoRA fine-tuning run with before/after answers.)
+# The README's first command, on a fresh machine with no GPU: install packages, build, fetch the real
+# SmolLM2-135M-Instruct model, answer a few GSM8K test questions with the base model, fine-tune it with LoRA on
+# GSM8K train rows, then answer the same questions with the fine-tuned adapter.
+# Knobs (environment): SWIFT_DEMO_TRAIN_ROWS (default 200), SWIFT_DEMO_TEST_ROWS (4), SWIFT_DEMO_MAX_LENGTH (384).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/setup.sh"
 "$root/scripts/fetch-model.sh"
-model="$root/models/SmolLM2-135M-Instruct.Q4_1.gguf"
-"$root/build/swift" info --model "$model"
-# Token ids of the ChatML prompt (system: "You are a helpful AI assistant named SmolLM, trained by Hugging
-# Face"; user: "What is the capital of France?"), made with Hugging Face tokenizers from the GGUF's own
-# vocabulary; swift.cpp's tokenizer arrives with the text layer.
-ids=1,9690,198,2683,359,253,5356,5646,11173,3365,3511,308,34519,28,7018,411,407,19712,8182,2,198,1,4093,198,1780,314,260,3575,282,4649,47,2,198,1,520,9531,198
-"$root/build/swift" forward --model "$model" --ids "$ids" --top_k 5 --max_new_tokens 24
+cd "$root"
+swift=build/swift
+model=models/SmolLM2-135M-Instruct.Q4_1.gguf
+train_rows=${SWIFT_DEMO_TRAIN_ROWS:-200}
+test_rows=${SWIFT_DEMO_TEST_ROWS:-4}
+max_length=${SWIFT_DEMO_MAX_LENGTH:-384}
+out=output/main-job
+mkdir -p "$out"
+
+echo "== base model on $test_rows GSM8K test questions"
+$swift infer --model "$model" --val_dataset "data/gsm8k/test-50.jsonl#$test_rows" --max_new_tokens 200 \
+  --result_path "$out/base.jsonl"
+
+echo "== LoRA fine-tuning on $train_rows GSM8K train rows"
+$swift sft --model "$model" --dataset "data/gsm8k/train-1000.jsonl#$train_rows" --tuner_type lora \
+  --max_length "$max_length" --num_train_epochs 1 --per_device_train_batch_size 4 --gradient_accumulation_steps 2 \
+  --learning_rate 5e-4 --lora_rank 16 --lora_alpha 32 --warmup_ratio 0.05 --logging_steps 5 --save_steps 100 \
+  --gradient_checkpointing false --dataset_num_proc 2 --output_dir "$out/sft" | tee "$out/sft.log"
+ckpt=$(sed -n 's/^last_model_checkpoint: //p' "$out/sft.log" | tail -n 1)
+
+echo "== fine-tuned model ($ckpt) on the same questions"
+$swift infer --model "$model" --adapters "$ckpt" --val_dataset "data/gsm8k/test-50.jsonl#$test_rows" \
+  --max_new_tokens 200 --result_path "$out/finetuned.jsonl"
+echo "== results: $out/base.jsonl, $out/finetuned.jsonl; training logs and curves: $(dirname "$ckpt")"

@@ -11,7 +11,11 @@ namespace swift::apps {
 
 using Args = std::vector<std::string>;
 
+int cmd_sft(const Args& args);       // supervised fine-tuning (LoRA or full)
+int cmd_pt(const Args& args);        // continued pre-training on raw text
+int cmd_infer(const Args& args);     // chat REPL or batch inference
 int cmd_info(const Args& args);     // model summary: config, parameters, weight dtypes, load time
 int cmd_forward(const Args& args);  // forward pass on token ids: next-token predictions, greedy continuation
+int cmd_tokenize(const Args& args); // text <-> ids; a dataset's rendered samples with ids and loss masks
 
 }  // namespace swift::apps

@@ -24,16 +24,17 @@ struct Subcommand {
 };
 
 const Subcommand kSubcommands[] = {
-    {"sft", "supervised fine-tuning (LoRA, QLoRA, full)", nullptr, "the training-engine issue"},
-    {"pt", "continued pre-training on raw text", nullptr, "the training-engine issue"},
+    {"sft", "supervised fine-tuning (LoRA, full)", swift::apps::cmd_sft, nullptr},
+    {"pt", "continued pre-training on raw text", swift::apps::cmd_pt, nullptr},
     {"rlhf", "preference and RL alignment (DPO, GRPO, KTO, ORPO, SimPO, CPO)", nullptr, "a later issue"},
-    {"infer", "chat on the terminal or batch inference to a jsonl file", nullptr, "the training-engine issue"},
+    {"infer", "chat on the terminal or batch inference to a jsonl file", swift::apps::cmd_infer, nullptr},
     {"deploy", "OpenAI-compatible HTTP server", nullptr, "a later issue"},
     {"export", "merge LoRA, quantize, convert to GGUF", nullptr, "a later issue"},
     {"eval", "evaluate on gsm8k or a dataset file", nullptr, "a later issue"},
     {"web-ui", "dashboard: live training curves, chat playground", nullptr, "a later issue"},
     {"info", "load a model and print its configuration, parameters and weights", swift::apps::cmd_info, nullptr},
     {"forward", "run a forward pass on token ids; print next-token predictions", swift::apps::cmd_forward, nullptr},
+    {"tokenize", "tokenize text, decode ids, show a dataset's ids and loss masks", swift::apps::cmd_tokenize, nullptr},
 };
 
 void print_help() {

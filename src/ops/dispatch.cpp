@@ -11,6 +11,7 @@
 #include "ops/op_checks.h"
 #include "ops/ops.h"
 
+#include <cmath>
 #include <initializer_list>
 
 #ifdef SWIFT_WITH_CUDA
@@ -102,6 +103,116 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& 
   require_writable("attention", {&out, &lse});
   dispatch("attention", detail::check_attention(q, k, v, cu_seqlens, scale, window, out, lse),
            [&] { cpu::attention(q, k, v, cu_seqlens, scale, window, out, lse); });
+}
+
+// ---- training ops ------------------------------------------------------------------------------------------
+void embedding_backward(const Tensor& dout, const Tensor& ids, Tensor& dtable, int64_t padding_id) {
+  require_writable("embedding_backward", {&dtable});
+  dispatch("embedding_backward", detail::check_embedding_backward(dout, ids, dtable, padding_id),
+           [&] { cpu::embedding_backward(dout, ids, dtable, padding_id); });
+}
+
+void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw, Tensor& dbias,
+                     bool accumulate_dx) {
+  require_writable("linear_backward", {&dx, &dw, &dbias});
+  dispatch("linear_backward", detail::check_linear_backward(dy, x, w, dx, dw, dbias, accumulate_dx),
+           [&] { cpu::linear_backward(dy, x, w, dx, dw, dbias, accumulate_dx); });
+}
+
+void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd, Tensor& dx,
+                      Tensor& dweight, bool accumulate_dx) {
+  require_writable("rmsnorm_backward", {&dx, &dweight});
+  dispatch("rmsnorm_backward", detail::check_rmsnorm_backward(dy, x, weight, rstd, dx, dweight, accumulate_dx),
+           [&] { cpu::rmsnorm_backward(dy, x, weight, rstd, dx, dweight, accumulate_dx); });
+}
+
+void rope_backward(Tensor& dx, const Tensor& positions, const RopeFrequencies& freqs) {
+  require_writable("rope_backward", {&dx});
+  dispatch("rope_backward", detail::check_rope_backward(dx, positions, freqs),
+           [&] { cpu::rope_backward(dx, positions, freqs); });
+}
+
+void swiglu_backward(const Tensor& dout, const Tensor& gate, const Tensor& up, Tensor& dgate, Tensor& dup) {
+  require_writable("swiglu_backward", {&dgate, &dup});
+  dispatch("swiglu_backward", detail::check_swiglu_backward(dout, gate, up, dgate, dup),
+           [&] { cpu::swiglu_backward(dout, gate, up, dgate, dup); });
+}
+
+void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                        const Tensor& lse, const Tensor& cu_seqlens, float scale, int64_t window, Tensor& dq,
+                        Tensor& dk, Tensor& dv) {
+  require_writable("attention_backward", {&dq, &dk, &dv});
+  dispatch("attention_backward",
+           detail::check_attention_backward(dout, q, k, v, out, lse, cu_seqlens, scale, window, dq, dk, dv),
+           [&] { cpu::attention_backward(dout, q, k, v, out, lse, cu_seqlens, scale, window, dq, dk, dv); });
+}
+
+void dropout(const Tensor& x, const Dropout& dropout, Tensor& out) {
+  require_writable("dropout", {&out});
+  dispatch("dropout", detail::check_dropout(x, dropout, out), [&] { cpu::dropout(x, dropout, out); });
+}
+
+void lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& a, const Tensor& b, float scale,
+                 const Dropout& dropout, Tensor& y, Tensor& xa, bool accumulate) {
+  require_writable("lora_linear", {&y, &xa});
+  dispatch("lora_linear", detail::check_lora_linear(x, w, bias, a, b, scale, dropout, y, xa),
+           [&] { cpu::lora_linear(x, w, bias, a, b, scale, dropout, y, xa, accumulate); });
+}
+
+void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b,
+                          const Tensor& xa, float scale, const Dropout& dropout, Tensor& dx, Tensor& da, Tensor& db,
+                          bool accumulate_dx) {
+  require_writable("lora_linear_backward", {&dx, &da, &db});
+  dispatch("lora_linear_backward",
+           detail::check_lora_linear_backward(dy, x, w, a, b, xa, scale, dropout, dx, da, db, accumulate_dx),
+           [&] { cpu::lora_linear_backward(dy, x, w, a, b, xa, scale, dropout, dx, da, db, accumulate_dx); });
+}
+
+CrossEntropyStats cross_entropy(const Tensor& hidden, const Tensor& head, const Tensor& labels, float grad_scale,
+                                Tensor& dhidden, Tensor& dhead, const CrossEntropyOptions& options) {
+  require_writable("cross_entropy", {&dhidden, &dhead});
+  if (!std::isfinite(grad_scale)) fail("cross_entropy: grad_scale = {} must be finite", grad_scale);
+  CrossEntropyStats stats;
+  dispatch("cross_entropy",
+           detail::check_lm_head_loss("cross_entropy", hidden, head, labels, options, Tensor(), dhidden, dhead),
+           [&] { stats = cpu::cross_entropy(hidden, head, labels, grad_scale, dhidden, dhead, options); });
+  return stats;
+}
+
+void token_logprobs(const Tensor& hidden, const Tensor& head, const Tensor& labels, Tensor& logp,
+                    const CrossEntropyOptions& options) {
+  require_writable("token_logprobs", {&logp});
+  if (!logp.defined()) fail("token_logprobs: logp is undefined");
+  Tensor none;
+  dispatch("token_logprobs", detail::check_lm_head_loss("token_logprobs", hidden, head, labels, options, logp, none, none),
+           [&] { cpu::token_logprobs(hidden, head, labels, logp, options); });
+}
+
+void token_logprobs_backward(const Tensor& hidden, const Tensor& head, const Tensor& labels, const Tensor& dlogp,
+                             Tensor& dhidden, Tensor& dhead, const CrossEntropyOptions& options) {
+  require_writable("token_logprobs_backward", {&dhidden, &dhead});
+  if (!dlogp.defined()) fail("token_logprobs_backward: dlogp is undefined");
+  dispatch("token_logprobs_backward",
+           detail::check_lm_head_loss("token_logprobs_backward", hidden, head, labels, options, dlogp, dhidden, dhead),
+           [&] { cpu::token_logprobs_backward(hidden, head, labels, dlogp, dhidden, dhead, options); });
+}
+
+void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config, int64_t step) {
+  dispatch("adamw_step", detail::check_adamw(tensors, config, step), [&] { cpu::adamw_step(tensors, config, step); });
+}
+
+float grad_norm(std::span<const Tensor> grads) {
+  float norm = 0.0f;
+  dispatch("grad_norm", detail::check_grads("grad_norm", grads, false), [&] { norm = cpu::grad_norm(grads); });
+  return norm;
+}
+
+float clip_grad_norm(std::span<const Tensor> grads, double max_norm) {
+  if (!(max_norm > 0.0) || !std::isfinite(max_norm)) fail("clip_grad_norm: max_norm = {} must be finite and > 0", max_norm);
+  float norm = 0.0f;
+  dispatch("clip_grad_norm", detail::check_grads("clip_grad_norm", grads, true),
+           [&] { norm = cpu::clip_grad_norm(grads, max_norm); });
+  return norm;
 }
 
 }  // namespace swift::ops

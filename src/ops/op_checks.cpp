@@ -12,8 +12,6 @@
 
 namespace swift::ops::detail {
 
-namespace {
-
 std::string desc(const Tensor& t) { return t.defined() ? t.str() : "<undefined>"; }
 
 void require_defined(const char* op, const char* name, const Tensor& t) {
@@ -44,7 +42,10 @@ bool overlaps(const Tensor& a, const Tensor& b) {
   return a0 < b1 && b0 < a1 && a1 > a0 && b1 > b0;
 }
 
-}  // namespace
+bool same_view(const Tensor& a, const Tensor& b) {
+  return a.defined() && b.defined() && a.storage() == b.storage() && a.byte_offset() == b.byte_offset() &&
+         a.dtype() == b.dtype() && a.shape() == b.shape();
+}
 
 bool is_float_dtype(DType dtype) { return dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16; }
 

@@ -10,6 +10,8 @@
 #pragma once
 
 #include <initializer_list>
+#include <span>
+#include <string>
 
 #include "ops/ops.h"
 
@@ -17,6 +19,18 @@ namespace swift::ops::detail {
 
 // True for F32, BF16 and F16: the dtypes weights may be stored in.
 bool is_float_dtype(DType dtype);
+// "DTYPE[shape] device", or "<undefined>".
+std::string desc(const Tensor& t);
+// Each throws "<op>: <name> <desc> ..." when the rule is broken.
+void require_defined(const char* op, const char* name, const Tensor& t);
+void require_dtype(const char* op, const char* name, const Tensor& t, DType dtype);
+void require_float(const char* op, const char* name, const Tensor& t);
+void require_rank(const char* op, const char* name, const Tensor& t, int64_t rank, const char* letters);
+void require_same_shape(const char* op, const char* name_a, const Tensor& a, const char* name_b, const Tensor& b);
+// True when the byte ranges of two defined tensors in the same storage intersect.
+bool overlaps(const Tensor& a, const Tensor& b);
+// True when a and b are the same view (storage, offset, dtype, shape): exact in-place aliasing.
+bool same_view(const Tensor& a, const Tensor& b);
 // Returns the device shared by every defined tensor; throws naming the op when they disagree.
 Device common_device(const char* op, std::initializer_list<const Tensor*> tensors);
 // Throws "op <name>: no CUDA kernel yet (CUDA backend issue)".
@@ -35,5 +49,30 @@ Device check_rmsnorm(const Tensor& x, const Tensor& weight, float eps, const Ten
 Device check_rope(const Tensor& x, const Tensor& positions, const RopeFrequencies& freqs);
 Device check_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, float scale,
                        int64_t window, const Tensor& out, const Tensor& lse);
+
+// ---- training ops (op_checks_train.cpp) ----
+Device check_embedding_backward(const Tensor& dout, const Tensor& ids, const Tensor& dtable, int64_t padding_id);
+Device check_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dx, const Tensor& dw,
+                             const Tensor& dbias, bool accumulate_dx);
+Device check_rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd,
+                              const Tensor& dx, const Tensor& dweight, bool accumulate_dx);
+Device check_rope_backward(const Tensor& dx, const Tensor& positions, const RopeFrequencies& freqs);
+Device check_swiglu_backward(const Tensor& dout, const Tensor& gate, const Tensor& up, const Tensor& dgate,
+                             const Tensor& dup);
+Device check_attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
+                                const Tensor& out, const Tensor& lse, const Tensor& cu_seqlens, float scale,
+                                int64_t window, const Tensor& dq, const Tensor& dk, const Tensor& dv);
+Device check_dropout(const Tensor& x, const Dropout& dropout, const Tensor& out);
+Device check_lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& a, const Tensor& b,
+                         float scale, const Dropout& dropout, const Tensor& y, const Tensor& xa);
+Device check_lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& a,
+                                  const Tensor& b, const Tensor& xa, float scale, const Dropout& dropout,
+                                  const Tensor& dx, const Tensor& da, const Tensor& db, bool accumulate_dx);
+// Shared by cross_entropy and token_logprobs(_backward); dlogp / logp may be undefined where not used.
+Device check_lm_head_loss(const char* op, const Tensor& hidden, const Tensor& head, const Tensor& labels,
+                          const CrossEntropyOptions& options, const Tensor& per_token, const Tensor& dhidden,
+                          const Tensor& dhead);
+Device check_adamw(std::span<const AdamWTensor> tensors, const AdamWConfig& config, int64_t step);
+Device check_grads(const char* op, std::span<const Tensor> grads, bool writable);
 
 }  // namespace swift::ops::detail

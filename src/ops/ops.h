@@ -7,6 +7,7 @@
 //   C  hidden size      F  intermediate (MLP) size     V  vocabulary size
 //   Hq query heads      Hkv key/value heads            D  head dim
 //   N  rows, K inner dimension, M output columns (generic matmul)
+//   r  LoRA rank
 //
 // Invariants:
 //  - Activations are F32 on the CPU. Weights may be F32, BF16 or F16 (converted on the fly, accumulation in
@@ -14,9 +15,14 @@
 //  - All tensors are contiguous row-major. Ops check shapes and dtypes and throw swift::Error naming the op.
 //  - Variable-length batches are described by `cu_seqlens` (I32, B+1, starting at 0, non-decreasing, ending
 //    at T): no token attends across a sequence boundary.
+//  - Backward ops (training section below): gradients of parameters accumulate (`+=`) into F32 tensors;
+//    gradients of activations are written (`=`) unless the argument says `accumulate`. An undefined gradient
+//    output is not computed (frozen parameter, or an input that needs no gradient). Trainable parameters and
+//    optimizer states are F32; frozen weights keep their dtype (F32/BF16/F16).
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -93,6 +99,149 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& 
 
 // Validates cu_seqlens against a token count; throws naming what is wrong.
 void check_cu_seqlens(const Tensor& cu_seqlens, int64_t tokens, const char* op);
+
+// =====================================================================================================
+// Training: backward ops, LoRA linear, chunked cross-entropy, optimizer. No autograd graph: each block's
+// forward saves what these need (or recomputes it) and its backward calls them explicitly.
+// =====================================================================================================
+
+// ---- backward of the forward ops ----------------------------------------------------------------------
+// dtable[ids[t]] += dout[t] for every t with ids[t] != padding_id, in token order.
+//   dout: (T, C) F32; ids: (T) I32, each in [0, V) or equal to padding_id; dtable: (V, C) F32 (+=).
+//   padding_id: the row nn.Embedding(padding_idx=...) never updates (Hugging Face llama passes
+//   config.pad_token_id), or -1 for none; tokens with that id are skipped. A tied lm_head still gets its
+//   gradient for that row from the loss (cross_entropy's dhead).
+void embedding_backward(const Tensor& dout, const Tensor& ids, Tensor& dtable, int64_t padding_id = -1);
+
+// Backward of y = x w^T (+ bias).
+//   dy: (N, M) F32; x: (N, K) F32 (read only for dw; may be undefined otherwise); w: (M, K) F32/BF16/F16.
+//   dx: (N, K) F32 = dy @ w (+= with accumulate_dx: q/k/v share their input), or undefined.
+//   dw: (M, K) F32 += dy^T @ x, or undefined (frozen weight).
+//   dbias: (M) F32 += sum over the N rows of dy, or undefined.
+void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw, Tensor& dbias,
+                     bool accumulate_dx = false);
+
+// Backward of rmsnorm, from its input and the rstd it saved (Hugging Face's fp32 LlamaRMSNorm math:
+// xhat = x * rstd, g = dy * weight, dx = rstd * g - x * rstd^3 * mean(g * x), dweight += sum_rows dy * xhat).
+//   dy, x: (N, C) F32; weight: (C) F32/BF16/F16; rstd: (N) F32 from rmsnorm.
+//   dx: (N, C) F32 = (+= with accumulate_dx: the residual stream's gradient); without accumulate_dx it may be
+//   dy itself (in place). dweight: (C) F32 += or undefined (frozen norm, as under LoRA).
+void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd, Tensor& dx,
+                      Tensor& dweight, bool accumulate_dx = false);
+
+// Backward of rope: rotates dx (T, H, D) F32 in place by the transposed rotation (angle -theta, same
+// attention_scaling), turning the gradient of rope's output into the gradient of its input. Same positions
+// and frequencies as the forward (per sequence for dynamic NTK, as the model applies them).
+void rope_backward(Tensor& dx, const Tensor& positions, const RopeFrequencies& freqs);
+
+// Backward of out = silu(gate) * up, as torch's autograd computes it in fp32:
+//   dup = dout * silu(gate);  dgate = (dout * up) * sigmoid(gate) * (1 + gate * (1 - sigmoid(gate))).
+//   dout, gate, up, dgate, dup: (N, F) F32. Element-wise: dgate may be gate or dout, dup may be up or dout
+//   (in place); dgate and dup must be different tensors.
+void swiglu_backward(const Tensor& dout, const Tensor& gate, const Tensor& up, Tensor& dgate, Tensor& dup);
+
+// Backward of attention (flash-attention-2 style: the probabilities are recomputed per block from q, k and
+// the forward's lse; nothing of size T x T is stored).
+//   dout, q, out: (T, Hq, D) F32; k, v: (T, Hkv, D) F32; lse: (Hq, T) F32 — out and lse as the forward wrote
+//   them, with the same cu_seqlens (B+1), scale and window.
+//   dq: (T, Hq, D) F32 =; dk, dv: (T, Hkv, D) F32 =, each summed over the Hq/Hkv query heads of its group.
+//   dq, dk, dv are the gradients of the q, k, v that attention saw (after rope): apply rope_backward next.
+void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                        const Tensor& lse, const Tensor& cu_seqlens, float scale, int64_t window, Tensor& dq,
+                        Tensor& dk, Tensor& dv);
+
+// add: the gradient passes through unchanged (da = db = dout); no op needed.
+
+// ---- dropout (counter-based, reproducible) -------------------------------------------------------------------
+// Element i of a tensor is kept when philox4x32-10(key = seed, counter = i / 4) word i % 4 >= p * 2^32
+// (ops/philox.h): the mask is a pure function of (seed, flat index, p), so a recompute, the backward and a
+// CUDA kernel regenerate it exactly, and CPU results are reproducible. Kept elements are scaled by
+// 1 / (1 - p) (float), as torch.nn.Dropout. The caller picks one seed per (step, micro-batch, layer, module)
+// so that masks never repeat (PEFT gives each adapted module its own dropout).
+struct Dropout {
+  float p = 0.0f;      // drop probability in [0, 1); 0 = identity (no RNG at all)
+  uint64_t seed = 0;
+};
+// out = x * keep / (1 - p). x, out: same shape F32 (flat index = element index); out may be x.
+void dropout(const Tensor& x, const Dropout& dropout, Tensor& out);
+
+// ---- LoRA linear (PEFT semantics) ------------------------------------------------------------------------------
+// y = x w^T (+ bias) + scale * (dropout(x) a^T) b^T
+//   x: (N, K) F32; w: (M, K) F32/BF16/F16 (frozen); bias: (M) or undefined (frozen);
+//   a: (r, K) F32 (lora_A); b: (M, r) F32 (lora_B); scale = alpha / r, or alpha / sqrt(r) for rsLoRA.
+//   y: (N, M) F32 = (+= with accumulate); xa: (N, r) F32 written: dropout(x) a^T, saved for the backward.
+//   The dropout mask of element (n, k) of x is keep(seed, n * K + k): recomputing regenerates it.
+// DoRA (magnitude vector, column norms of w + scale * b a) is not implemented yet: it would add a per-output
+// rescale after the sum, a (M) magnitude gradient and the norm's backward to these two functions.
+void lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& a, const Tensor& b, float scale,
+                 const Dropout& dropout, Tensor& y, Tensor& xa, bool accumulate = false);
+// Backward of lora_linear (same x, w, a, b, scale and dropout; xa from the forward).
+//   dy: (N, M) F32.
+//   dx: (N, K) F32 = dy w + scale * keep(dy b a) / (1 - p) (+= with accumulate_dx), or undefined.
+//   da: (r, K) F32 += scale * (dy b)^T dropout(x), or undefined.   db: (M, r) F32 += scale * dy^T xa, or undefined.
+void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b,
+                          const Tensor& xa, float scale, const Dropout& dropout, Tensor& dx, Tensor& da, Tensor& db,
+                          bool accumulate_dx = false);
+
+// ---- LM head + cross-entropy, chunked over tokens and vocabulary -----------------------------------------------
+// Logits z = hidden head^T are computed per block of (token_block valid tokens) x (vocab_block rows of head)
+// with an online log-sum-exp; the (T, V) logits never exist. Tokens whose label is ignore_index cost nothing.
+// Labels are already shifted: labels[t] is the token that should follow position t.
+struct CrossEntropyOptions {
+  int32_t ignore_index = -100;
+  int64_t token_block = 128;  // valid tokens per work item (rows of a logits block); items run in parallel
+  int64_t vocab_block = 256;  // vocabulary rows per logits block (a converted block of head stays in L2)
+};
+struct CrossEntropyStats {
+  double loss_sum = 0.0;   // sum over valid tokens of -log softmax(z)[label] (each term fp32, summed in fp64)
+  int64_t tokens = 0;      // valid tokens (label != ignore_index)
+  int64_t correct = 0;     // valid tokens whose argmax (first maximal index, as torch.argmax) equals the label
+};
+// Loss, counts, and optionally the gradients of grad_scale * loss_sum:
+//   hidden: (T, C) F32; head: (V, C) F32/BF16/F16; labels: (T) I32, each in [0, V) or ignore_index.
+//   dhidden: (T, C) F32 = grad_scale * d loss_sum / d hidden (rows of ignored tokens = 0), or undefined
+//   (loss only). dhead: (V, C) F32 += grad_scale * d loss_sum / d head, or undefined (frozen head; tied
+//   embeddings: pass the embedding's gradient). grad_scale: e.g. 1 / (valid tokens of the whole
+//   accumulated batch), so micro-batches add up to the mean.
+// Cost: one logits product, plus one for dhidden, plus two for dhead (a second sweep, once lse is known).
+CrossEntropyStats cross_entropy(const Tensor& hidden, const Tensor& head, const Tensor& labels, float grad_scale,
+                                Tensor& dhidden, Tensor& dhead, const CrossEntropyOptions& options = {});
+// logp[t] = log softmax(hidden[t] head^T)[labels[t]] (0 where ignored), for DPO / GRPO / KTO.
+//   hidden: (T, C) F32; head: (V, C) F32/BF16/F16; labels: (T) I32; logp: (T) F32 =.
+void token_logprobs(const Tensor& hidden, const Tensor& head, const Tensor& labels, Tensor& logp,
+                    const CrossEntropyOptions& options = {});
+// Backward of token_logprobs given dlogp (T) F32 (ignored tokens' entries are not read):
+//   dhidden: (T, C) F32 = sum_t dlogp[t] d logp[t] / d hidden, or undefined; dhead: (V, C) F32 +=, or undefined.
+void token_logprobs_backward(const Tensor& hidden, const Tensor& head, const Tensor& labels, const Tensor& dlogp,
+                             Tensor& dhidden, Tensor& dhead, const CrossEntropyOptions& options = {});
+
+// ---- optimizer ---------------------------------------------------------------------------------------------------
+// torch.optim.AdamW (foreach=False, amsgrad=False, maximize=False) in fp32, operation for operation:
+//   param *= float(1 - lr * weight_decay)
+//   exp_avg = lerp(exp_avg, grad, float(1 - beta1))                  (torch's fused lerp: one fma)
+//   exp_avg_sq = fma(float(1 - beta2) * grad, grad, exp_avg_sq * float(beta2))
+//   denom = sqrt(exp_avg_sq) / float(sqrt(1 - beta2^step)) + float(eps)
+//   param += (float(-lr / (1 - beta1^step)) * exp_avg) / denom
+// Scalars are formed in double as Python does. exp_avg and exp_avg_sq match torch bit for bit; param within
+// 1 ulp (torch's CPU sqrt, from MKL, is off by 1 ulp for ~0.6% of inputs).
+struct AdamWConfig {
+  double lr = 1e-4;
+  double beta1 = 0.9, beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+};
+struct AdamWTensor {
+  Tensor param, grad, exp_avg, exp_avg_sq;  // F32, one shape; exp_avg and exp_avg_sq start at zero
+};
+// One step over every tensor; step = the step count including this one (torch's state["step"], 1 first).
+void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config, int64_t step);
+// Global L2 norm of all gradients (F32 tensors), accumulated in fp64 and rounded to fp32 (torch's
+// clip_grad_norm_ returns an fp32 total_norm). Deterministic: a fixed summation order for any thread count.
+float grad_norm(std::span<const Tensor> grads);
+// torch.nn.utils.clip_grad_norm_(max_norm, norm_type=2): total = grad_norm(grads); every grad *=
+// min(1, float(max_norm) / (total + 1e-6f)) (always multiplied, as torch). Returns total (before clipping);
+// a non-finite total makes the grads non-finite too (error_if_nonfinite=False): the trainer checks it.
+float clip_grad_norm(std::span<const Tensor> grads, double max_norm);
 
 // ---- backend information ------------------------------------------------------------------------------
 // One line describing the CPU backend (OpenBLAS version, the kernel family it picked, OpenMP threads). When

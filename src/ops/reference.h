@@ -18,4 +18,36 @@ void rope(Tensor& x, const Tensor& positions, const RopeFrequencies& freqs);
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, float scale,
                int64_t window, Tensor& out, Tensor& lse);
 
+// ---- training ops (reference/backward.cpp, reference/training.cpp) ----
+// The references compute the exact mathematical gradient in double. attention_backward recomputes the
+// softmax from q and k (out and lse are checked, not used); lora_linear_backward uses the given xa for db.
+void embedding_backward(const Tensor& dout, const Tensor& ids, Tensor& dtable, int64_t padding_id = -1);
+void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw, Tensor& dbias,
+                     bool accumulate_dx = false);
+void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd, Tensor& dx,
+                      Tensor& dweight, bool accumulate_dx = false);
+void rope_backward(Tensor& dx, const Tensor& positions, const RopeFrequencies& freqs);
+void swiglu_backward(const Tensor& dout, const Tensor& gate, const Tensor& up, Tensor& dgate, Tensor& dup);
+void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                        const Tensor& lse, const Tensor& cu_seqlens, float scale, int64_t window, Tensor& dq,
+                        Tensor& dk, Tensor& dv);
+void dropout(const Tensor& x, const Dropout& dropout, Tensor& out);
+void lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& a, const Tensor& b, float scale,
+                 const Dropout& dropout, Tensor& y, Tensor& xa, bool accumulate = false);
+void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b,
+                          const Tensor& xa, float scale, const Dropout& dropout, Tensor& dx, Tensor& da, Tensor& db,
+                          bool accumulate_dx = false);
+// Unchunked: every logit of a token at once, in double. The options' blocks are ignored (ignore_index is used).
+CrossEntropyStats cross_entropy(const Tensor& hidden, const Tensor& head, const Tensor& labels, float grad_scale,
+                                Tensor& dhidden, Tensor& dhead, const CrossEntropyOptions& options = {});
+void token_logprobs(const Tensor& hidden, const Tensor& head, const Tensor& labels, Tensor& logp,
+                    const CrossEntropyOptions& options = {});
+void token_logprobs_backward(const Tensor& hidden, const Tensor& head, const Tensor& labels, const Tensor& dlogp,
+                             Tensor& dhidden, Tensor& dhead, const CrossEntropyOptions& options = {});
+// The fp32 formulas of ops.h, element by element (bit-identical to the fast kernel by construction).
+void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config, int64_t step);
+// One fp64 sum over all elements in order.
+float grad_norm(std::span<const Tensor> grads);
+float clip_grad_norm(std::span<const Tensor> grads, double max_norm);
+
 }  // namespace swift::ops::ref

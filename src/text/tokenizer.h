@@ -24,6 +24,18 @@ class GgufFile;
 
 namespace swift::text {
 
+// How a GGUF vocabulary becomes a tokenizer (GGUF files carry no tokenizer.json).
+//  - Transformers (default): as transformers 5 builds it from the GGUF (AutoTokenizer.from_pretrained(...,
+//    gguf_file=...)): tokenizer.ggml.pre selects a split regex for the Llama-3, Qwen2/3.5, Tekken and GPT-4o
+//    families, GPT-2's ByteLevel regex for every other name; no normalizer; BOS only when
+//    tokenizer.ggml.add_bos_token says so. Two deliberate differences, where transformers' builder disagrees with
+//    the model's own tokenizer.json and llama.cpp: ignore_merges for the Llama-3/Tekken families, and Llama-2's
+//    Prepend + Replace normalizer for SentencePiece ("llama") vocabularies.
+//  - LlamaCpp: llama.cpp's tokenizer.ggml.pre families, i.e. the model's original tokenizer.json: SmolLM2 /
+//    StarCoder split digits before GPT-2's regex, Qwen2 normalises to NFC, the Llama-3 family adds BOS by default;
+//    unknown names are refused.
+enum class GgufRules { Transformers, LlamaCpp };
+
 struct SpecialTokens {
   int32_t bos = -1, eos = -1, pad = -1, unk = -1;  // -1: none
   std::string bos_text, eos_text, pad_text, unk_text;
@@ -38,7 +50,8 @@ class Tokenizer {
   static std::unique_ptr<Tokenizer> load(const std::string& path);
   static std::unique_ptr<Tokenizer> from_tokenizer_json(const std::string& tokenizer_json_path,
                                                         const std::string& tokenizer_config_path = "");
-  static std::unique_ptr<Tokenizer> from_gguf(const io::GgufFile& file);
+  static std::unique_ptr<Tokenizer> from_gguf(const io::GgufFile& file);  // GgufRules::Transformers
+  static std::unique_ptr<Tokenizer> from_gguf(const io::GgufFile& file, GgufRules rules);
   static std::unique_ptr<Tokenizer> from_gpt2_files(const std::string& vocab_json, const std::string& merges_txt);
 
   virtual std::vector<int32_t> encode(std::string_view text, bool add_special_tokens = false,
@@ -59,17 +72,24 @@ class Tokenizer {
 
 // Streams decoded text token by token without ever emitting a partial UTF-8 sequence: bytes of an incomplete
 // character are held until it completes (or until flush(), which emits U+FFFD for a dangling tail, as HF does).
+// The concatenation of everything returned equals decode(all ids). Each push decodes only a small window (the
+// tokens since the previous emission plus the ones before them as context), as HF's DecodeStream and vLLM's
+// incremental detokenizer do, so a stream costs O(tokens), and start-of-text rules (SentencePiece's leading-space
+// strip) apply to the window's prefix and text alike and never reappear mid-stream.
 class StreamDecoder {
  public:
   explicit StreamDecoder(const Tokenizer& tokenizer, bool skip_special_tokens = false);
   std::string push(int32_t id);  // text that became complete with this token (may be empty)
-  std::string flush();
+  std::string flush();           // the held tail (U+FFFD for incomplete bytes); the stream may continue after it
 
  private:
+  std::string emit(const std::string& text);
+
   const Tokenizer& tokenizer_;
   bool skip_special_;
-  std::vector<int32_t> ids_;
-  size_t emitted_ = 0;  // bytes of decode(ids_) already returned
+  std::vector<int32_t> ids_;  // the window: context tokens (first prefix_index_) and the undecoded ones
+  std::string prefix_;        // decode() of the window's context tokens
+  size_t prefix_index_ = 0;
 };
 
 }  // namespace swift::text

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <span>
 
 #include "ops/ops.h"
 
@@ -28,6 +29,33 @@ void rope(Tensor& x, const Tensor& positions, const RopeFrequencies& freqs);
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, float scale,
                int64_t window, Tensor& out, Tensor& lse);
 
+// ---- backward and training ops (same contracts as ops.h) ---------------------------------------------------
+void embedding_backward(const Tensor& dout, const Tensor& ids, Tensor& dtable, int64_t padding_id);
+void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw, Tensor& dbias,
+                     bool accumulate_dx);
+void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd, Tensor& dx,
+                      Tensor& dweight, bool accumulate_dx);
+void rope_backward(Tensor& dx, const Tensor& positions, const RopeFrequencies& freqs);
+void swiglu_backward(const Tensor& dout, const Tensor& gate, const Tensor& up, Tensor& dgate, Tensor& dup);
+void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                        const Tensor& lse, const Tensor& cu_seqlens, float scale, int64_t window, Tensor& dq,
+                        Tensor& dk, Tensor& dv);
+void dropout(const Tensor& x, const Dropout& dropout, Tensor& out);
+void lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& a, const Tensor& b, float scale,
+                 const Dropout& dropout, Tensor& y, Tensor& xa, bool accumulate);
+void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b,
+                          const Tensor& xa, float scale, const Dropout& dropout, Tensor& dx, Tensor& da, Tensor& db,
+                          bool accumulate_dx);
+CrossEntropyStats cross_entropy(const Tensor& hidden, const Tensor& head, const Tensor& labels, float grad_scale,
+                                Tensor& dhidden, Tensor& dhead, const CrossEntropyOptions& options);
+void token_logprobs(const Tensor& hidden, const Tensor& head, const Tensor& labels, Tensor& logp,
+                    const CrossEntropyOptions& options);
+void token_logprobs_backward(const Tensor& hidden, const Tensor& head, const Tensor& labels, const Tensor& dlogp,
+                             Tensor& dhidden, Tensor& dhead, const CrossEntropyOptions& options);
+void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config, int64_t step);
+float grad_norm(std::span<const Tensor> grads);
+float clip_grad_norm(std::span<const Tensor> grads, double max_norm);
+
 // ---- helpers shared by the kernels ------------------------------------------------------------------------
 // n elements of dtype (F32/BF16/F16) at src, converted to fp32 into dst. Exact.
 void to_f32(const void* src, DType dtype, float* dst, int64_t n);
@@ -41,6 +69,25 @@ float* thread_scratch(ScratchSlot slot, size_t floats);
 
 // Calls openblas_set_num_threads(1) once per process.
 void blas_single_threaded();
+
+// Splits [0, total) into `parts` ranges aligned to `align`; returns part `index` as [begin, end).
+void split_range(int64_t total, int64_t parts, int64_t index, int64_t align, int64_t& begin, int64_t& end);
+
+// The output tile (rows [n0, n1), columns [m0, m1)) of thread `tid` out of `threads` for an (n, m) product:
+// columns are split into as many panels of >= 64 as divide the thread count, rows into the remaining factor
+// (>= 16 rows each). Threads beyond the grid get an empty tile. A thread's tile depends only on (n, m,
+// threads, tid), so every element of an output is computed by one thread in one fixed order.
+struct Tile {
+  int64_t n0 = 0, n1 = 0, m0 = 0, m1 = 0;
+  bool empty() const { return n1 <= n0 || m1 <= m0; }
+};
+Tile tile_of(int64_t n, int64_t m, int threads, int tid);
+
+// OpenMP threads for a product of `multiply_adds`: 1 below ~2e6, else all.
+int threads_for(double multiply_adds);
+
+// Rows of a 16-bit weight converted per block so that one block holds at most ~4 MiB of fp32.
+constexpr int64_t kWeightBlockFloats = 1 << 20;
 
 // exp(x) in fp32 within 1 ulp (checked densely over [-87, 88.3]), branch-free so loops over it vectorise.
 // exp(-inf) = 0, exp(+inf) = inf, NaN propagates; results below 2^-126 flush to 0.

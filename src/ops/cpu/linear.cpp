@@ -26,41 +26,9 @@ namespace {
 constexpr int64_t kSkinnyRows = 4;              // x rows at or below which the dot kernel replaces sgemm
 constexpr int64_t kPanelAlign = 16;             // panel boundaries are multiples of this (one AVX-512 vector)
 constexpr int64_t kMinPanel = 64;               // do not split the output into panels narrower than this
-constexpr int64_t kWeightBlockFloats = 1 << 20; // converted weight floats per block (4 MiB): one block for
-                                                // the demo's 576 x 1536 layers; bounds scratch per thread
+// kWeightBlockFloats (cpu_ops.h): 4 MiB of converted weight per block: one block for the demo's 576 x 1536
+// layers; bounds scratch per thread.
 constexpr double kSerialFlops = 2e6;            // below this many multiply-adds, one thread
-
-// Splits [0, total) into `parts` ranges aligned to `align`; returns part `index`.
-void split(int64_t total, int64_t parts, int64_t index, int64_t align, int64_t& begin, int64_t& end) {
-  const int64_t units = (total + align - 1) / align;
-  const int64_t per = units / parts, extra = units % parts;
-  const int64_t b = index * per + std::min(index, extra);
-  const int64_t e = b + per + (index < extra ? 1 : 0);
-  begin = std::min(total, b * align);
-  end = std::min(total, e * align);
-}
-
-// The output tile (rows [n0, n1), columns [m0, m1)) of thread `tid` out of `threads`: columns are split into
-// as many panels of >= kMinPanel as divide the thread count, rows into the remaining factor (>= kMinRows each).
-// Threads beyond the grid get an empty tile.
-struct Tile {
-  int64_t n0 = 0, n1 = 0, m0 = 0, m1 = 0;
-};
-Tile tile_of(int64_t n, int64_t m, int threads, int tid) {
-  constexpr int64_t kMinRows = 16;
-  int64_t pm = std::clamp<int64_t>(m / kMinPanel, 1, threads);
-  while (threads % pm != 0) --pm;
-  const int64_t pn = std::clamp<int64_t>(n / kMinRows, 1, threads / pm);
-  Tile t;
-  if (tid >= pm * pn) return t;
-  split(m, pm, tid % pm, kPanelAlign, t.m0, t.m1);
-  split(n, pn, tid / pm, 1, t.n0, t.n1);
-  return t;
-}
-
-int threads_for(double multiply_adds) {
-  return multiply_adds < kSerialFlops ? 1 : omp_get_max_threads();
-}
 
 // y[r, o] (+)= dot(x[r], w[o]) + bias[o] for N <= kSkinnyRows; 16-bit weights converted row by row.
 void linear_skinny(const float* x, const Tensor& w, const float* bias, float* y, int64_t n, int64_t k, int64_t m,
@@ -129,6 +97,29 @@ std::string cpu_backend_info() {
 }  // namespace swift::ops
 
 namespace swift::ops::cpu {
+
+void split_range(int64_t total, int64_t parts, int64_t index, int64_t align, int64_t& begin, int64_t& end) {
+  const int64_t units = (total + align - 1) / align;
+  const int64_t per = units / parts, extra = units % parts;
+  const int64_t b = index * per + std::min(index, extra);
+  const int64_t e = b + per + (index < extra ? 1 : 0);
+  begin = std::min(total, b * align);
+  end = std::min(total, e * align);
+}
+
+Tile tile_of(int64_t n, int64_t m, int threads, int tid) {
+  constexpr int64_t kMinRows = 16;
+  int64_t pm = std::clamp<int64_t>(m / kMinPanel, 1, threads);
+  while (threads % pm != 0) --pm;
+  const int64_t pn = std::clamp<int64_t>(n / kMinRows, 1, threads / pm);
+  Tile t;
+  if (tid >= pm * pn) return t;
+  split_range(m, pm, tid % pm, kPanelAlign, t.m0, t.m1);
+  split_range(n, pn, tid / pm, 1, t.n0, t.n1);
+  return t;
+}
+
+int threads_for(double multiply_adds) { return multiply_adds < kSerialFlops ? 1 : omp_get_max_threads(); }
 
 void blas_single_threaded() {
   static std::once_flag once;

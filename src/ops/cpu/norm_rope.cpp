@@ -7,10 +7,14 @@
 //  - RoPE follows Hugging Face's rotate_half layout: angle = float(position) * inv_freq[i] in fp32,
 //    c = cos(angle) * attention_scaling, s = sin(angle) * attention_scaling (fp32), then
 //    out[i] = x[i] c - x[i + D/2] s and out[i + D/2] = x[i + D/2] c + x[i] s. cos/sin are computed once per
-//    token and shared by all its heads.
+//    token and shared by all its heads. rope_backward applies the transposed rotation (sin negated, which is
+//    exact), so forward then backward round the same products.
+//  - rmsnorm_backward: dweight is reduced per column in fp64 over rows in order (columns split across
+//    threads), dx per row (rows split across threads); the row's sum(g * x) is accumulated in fp64.
 #include <omp.h>
 
 #include <cmath>
+#include <vector>
 
 #include "ops/cpu/cpu_ops.h"
 
@@ -49,7 +53,10 @@ void rmsnorm(const Tensor& x, const Tensor& weight, float eps, Tensor& y, Tensor
   }
 }
 
-void rope(Tensor& x, const Tensor& positions, const RopeFrequencies& freqs) {
+namespace {
+
+// Rotates x (T, H, D) in place by angle * direction (direction = +1 forward, -1 backward).
+void rotate(Tensor& x, const Tensor& positions, const RopeFrequencies& freqs, float direction) {
   const int64_t tokens = x.size(0), heads = x.size(1), d = x.size(2), half = d / 2;
   if (tokens == 0 || half == 0) return;
   float* px = x.data<float>();
@@ -67,7 +74,7 @@ void rope(Tensor& x, const Tensor& positions, const RopeFrequencies& freqs) {
       for (int64_t i = 0; i < half; ++i) {
         const float angle = p * inv_freq[i];
         cs[i] = std::cos(angle) * scaling;
-        sn[i] = std::sin(angle) * scaling;
+        sn[i] = direction * (std::sin(angle) * scaling);
       }
       for (int64_t h = 0; h < heads; ++h) {
         float* x1 = px + (t * heads + h) * d;
@@ -79,6 +86,76 @@ void rope(Tensor& x, const Tensor& positions, const RopeFrequencies& freqs) {
           x2[i] = b * cs[i] + a * sn[i];
         }
       }
+    }
+  }
+}
+
+// The weight as fp32: the tensor itself, or a converted copy in this thread's scratch.
+const float* weight_f32(const Tensor& weight) {
+  if (weight.dtype() == DType::F32) return weight.data<float>();
+  float* converted = thread_scratch(ScratchSlot::Bias, static_cast<size_t>(weight.numel()));
+  to_f32(weight.raw(), weight.dtype(), converted, weight.numel());
+  return converted;
+}
+
+}  // namespace
+
+void rope(Tensor& x, const Tensor& positions, const RopeFrequencies& freqs) { rotate(x, positions, freqs, 1.0f); }
+
+void rope_backward(Tensor& dx, const Tensor& positions, const RopeFrequencies& freqs) {
+  rotate(dx, positions, freqs, -1.0f);
+}
+
+// xhat = x * rstd (fp32, as the forward); g = dy * w;
+// dx = g * rstd + x * c with c = -rstd^3 * sum(g * x) / C (fp64 sum, c rounded once); dweight += sum_r dy * xhat.
+void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd, Tensor& dx,
+                      Tensor& dweight, bool accumulate_dx) {
+  const int64_t n = x.size(0), c = x.size(1);
+  if (n == 0 || c == 0) return;
+  const float* px = x.data<float>();
+  const float* pdy = dy.data<float>();
+  const float* pr = rstd.data<float>();
+  // dweight first: dx may be dy itself (in place).
+  if (dweight.defined()) {
+    float* pdw = dweight.data<float>();
+#pragma omp parallel if (n * c >= kParallelMin)
+    {
+      int64_t c0, c1;
+      split_range(c, omp_get_num_threads(), omp_get_thread_num(), 16, c0, c1);
+      if (c1 > c0) {
+        std::vector<double> acc(static_cast<size_t>(c1 - c0), 0.0);
+        for (int64_t r = 0; r < n; ++r) {
+          const float* xr = px + r * c + c0;
+          const float* gr = pdy + r * c + c0;
+          const float inv = pr[r];
+#pragma omp simd
+          for (int64_t j = 0; j < c1 - c0; ++j) acc[static_cast<size_t>(j)] += gr[j] * (xr[j] * inv);
+        }
+        for (int64_t j = c0; j < c1; ++j) pdw[j] = static_cast<float>(pdw[j] + acc[static_cast<size_t>(j - c0)]);
+      }
+    }
+  }
+  if (!dx.defined()) return;
+  const float* pw = weight_f32(weight);
+  float* pdx = dx.data<float>();
+  const double inv_c = 1.0 / static_cast<double>(c);
+#pragma omp parallel for schedule(static) if (n * c >= kParallelMin)
+  for (int64_t r = 0; r < n; ++r) {
+    const float* xr = px + r * c;
+    const float* gr = pdy + r * c;
+    float* out = pdx + r * c;
+    const float inv = pr[r];
+    double sum = 0.0;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t j = 0; j < c; ++j) sum += static_cast<double>(gr[j] * pw[j]) * xr[j];
+    const double inv_d = inv;
+    const float coef = static_cast<float>(-inv_d * inv_d * inv_d * sum * inv_c);
+    if (accumulate_dx) {
+#pragma omp simd
+      for (int64_t j = 0; j < c; ++j) out[j] += (gr[j] * pw[j]) * inv + xr[j] * coef;
+    } else {
+#pragma omp simd
+      for (int64_t j = 0; j < c; ++j) out[j] = (gr[j] * pw[j]) * inv + xr[j] * coef;
     }
   }
 }

@@ -12,32 +12,12 @@
 
 #include "ops/op_checks.h"
 #include "ops/reference.h"
+#include "ops/reference/ref_util.h"
 
 namespace swift::ops::ref {
 
-namespace {
-
-// Element i of a F32/BF16/F16 tensor as fp32.
-float load(const Tensor& t, int64_t i) {
-  switch (t.dtype()) {
-    case DType::F32: return static_cast<const float*>(t.raw())[i];
-    case DType::BF16: return bf16_to_f32(static_cast<const uint16_t*>(t.raw())[i]);
-    case DType::F16: return f16_to_f32(static_cast<const uint16_t*>(t.raw())[i]);
-    default: fail("ref: dtype {} is not a float dtype", dtype_name(t.dtype()));
-  }
-}
-
-void store(const Tensor& t, int64_t i, double value) {
-  float v = static_cast<float>(value);
-  switch (t.dtype()) {
-    case DType::F32: static_cast<float*>(t.raw())[i] = v; break;
-    case DType::BF16: static_cast<uint16_t*>(t.raw())[i] = f32_to_bf16(v); break;
-    case DType::F16: static_cast<uint16_t*>(t.raw())[i] = f32_to_f16(v); break;
-    default: fail("ref: dtype {} is not a float dtype", dtype_name(t.dtype()));
-  }
-}
-
-}  // namespace
+using util::load;
+using util::store;
 
 void cast(const Tensor& src, Tensor& dst) {
   detail::require_cpu("cast", detail::check_cast(src, dst));

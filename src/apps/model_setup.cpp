@@ -1,0 +1,84 @@
+// apps/model_setup.cpp — loading --model with its tokenizer, template and encoder.
+#include "apps/model_setup.h"
+
+#include <sys/resource.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+
+namespace swift::apps {
+
+namespace fs = std::filesystem;
+
+double peak_memory_gib() {
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / (1024.0 * 1024.0);
+}
+
+nlohmann::json hf_config_json(const io::ModelConfig& c) {
+  nlohmann::json j = {
+      {"architectures", {c.model_type == "qwen2"   ? "Qwen2ForCausalLM"
+                         : c.model_type == "qwen3" ? "Qwen3ForCausalLM"
+                         : c.model_type == "mistral" ? "MistralForCausalLM"
+                                                      : "LlamaForCausalLM"}},
+      {"model_type", c.model_type},
+      {"vocab_size", c.vocab_size},
+      {"hidden_size", c.hidden_size},
+      {"intermediate_size", c.intermediate_size},
+      {"num_hidden_layers", c.num_hidden_layers},
+      {"num_attention_heads", c.num_attention_heads},
+      {"num_key_value_heads", c.num_key_value_heads},
+      {"head_dim", c.head_dim},
+      {"rms_norm_eps", c.rms_norm_eps},
+      {"max_position_embeddings", c.max_position_embeddings},
+      {"rope_theta", c.rope.theta},
+      {"tie_word_embeddings", c.tie_word_embeddings},
+      {"attention_bias", c.attention_bias},
+      {"mlp_bias", c.mlp_bias},
+      {"hidden_act", c.hidden_act},
+      {"torch_dtype", "float32"},
+  };
+  if (c.bos_token_id >= 0) j["bos_token_id"] = c.bos_token_id;
+  if (!c.eos_token_ids.empty()) j["eos_token_id"] = c.eos_token_ids.size() == 1 ? nlohmann::json(c.eos_token_ids[0])
+                                                                                 : nlohmann::json(c.eos_token_ids);
+  if (c.rope.type != ops::RopeType::Default) {
+    SWIFT_CHECK(c.rope.type == ops::RopeType::Linear || c.rope.type == ops::RopeType::Dynamic,
+                "writing config.json for rope scaling other than linear/dynamic from a GGUF model is not supported");
+    j["rope_scaling"] = {{"rope_type", c.rope.type == ops::RopeType::Linear ? "linear" : "dynamic"},
+                         {"factor", c.rope.factor}};
+  }
+  return j;
+}
+
+LoadedModel load_model_for(const ModelArguments& m, const DataArguments& d) {
+  SWIFT_CHECK(m.model.has_value() && !m.model->empty(),
+              "--model is required: a Hugging Face model directory or a .gguf file");
+  const std::string& path = *m.model;
+  LoadedModel out;
+  out.model = model::CausalLM::load(path);
+  out.tokenizer = text::Tokenizer::load(path);
+  const std::string name = m.template_name.value_or(text::ChatTemplate::detect(out.model->config().model_type,
+                                                                                *out.tokenizer));
+  out.chat_template = text::ChatTemplate::create(name);
+  out.template_options.system = m.system;
+  if (d.enable_thinking.has_value()) out.template_options.enable_thinking = *d.enable_thinking;
+  out.encoder = std::make_unique<data::TemplateChatEncoder>(*out.tokenizer, *out.chat_template, out.template_options,
+                                                            text::loss_scale_from_string(d.loss_scale));
+  if (fs::is_directory(path)) {
+    std::ifstream in(fs::path(path) / "config.json");
+    out.config_json = nlohmann::json::parse(in);
+    for (const char* f : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json",
+                          "vocab.json", "merges.txt", "tokenizer.model", "chat_template.jinja"}) {
+      if (fs::exists(fs::path(path) / f)) out.tokenizer_files.push_back((fs::path(path) / f).string());
+    }
+  } else {
+    out.config_json = hf_config_json(out.model->config());
+  }
+  return out;
+}
+
+}  // namespace swift::apps

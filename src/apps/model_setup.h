@@ -1,0 +1,41 @@
+// apps/model_setup.h — what every model-using subcommand loads from --model: the model, its tokenizer, the chat
+// template (--template or detected) and the chat encoder (--system, --loss_scale), plus the files a full
+// checkpoint copies (config.json, tokenizer files).
+//
+// Invariants: a missing --model, an unknown --template or a model without a tokenizer fails with a message
+// naming the argument and what to do; nothing is loaded twice.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "apps/arguments_structs.h"
+#include "data/encode.h"
+#include "model/causal_lm.h"
+#include "text/chat_template.h"
+#include "text/tokenizer.h"
+
+namespace swift::apps {
+
+struct LoadedModel {
+  std::unique_ptr<model::CausalLM> model;
+  std::unique_ptr<text::Tokenizer> tokenizer;
+  std::unique_ptr<text::ChatTemplate> chat_template;
+  text::TemplateOptions template_options;
+  std::unique_ptr<data::TemplateChatEncoder> encoder;
+  nlohmann::json config_json;                // config.json of the model (built from GGUF metadata for .gguf)
+  std::vector<std::string> tokenizer_files;  // files to copy into full checkpoints
+};
+
+LoadedModel load_model_for(const ModelArguments& model_args, const DataArguments& data_args);
+
+// A Hugging Face config.json for `config` (used when the model came from a GGUF file).
+nlohmann::json hf_config_json(const io::ModelConfig& config);
+
+// Peak resident memory of the process, GiB.
+double peak_memory_gib();
+
+}  // namespace swift::apps

@@ -1,0 +1,196 @@
+// ops/cpu/lora.cpp — fast CPU dropout and LoRA linear (forward and backward).
+//
+// Invariants:
+//  - The dropout multiplier of flat element i is (philox word i of `seed` >= threshold(p)) ? 1 / (1 - p) : 0
+//    (ops/philox.h); it is regenerated wherever needed (forward, backward dx, backward da), never stored, and
+//    applied as x * multiplier (so NaN stays NaN, as torch's x * mask).
+//  - p == 0 uses no RNG and no scratch: the LoRA products run on x directly.
+//  - The base product goes through linear / linear_backward (16-bit frozen weights converted per block); the
+//    rank-r products are single-threaded sgemm calls on tiles owned by one thread (row chunks for xa and dx,
+//    column ranges for da, tile_of for db), so every output element has one writer and a fixed order.
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+
+#include "ops/cpu/cpu_ops.h"
+#include "ops/philox.h"
+
+namespace swift::ops::cpu {
+
+namespace {
+
+constexpr int64_t kChunkFloats = 1 << 15;  // x elements per dropout work item (128 KiB of fp32: stays in L2)
+
+// out[e] = multiplier of flat element begin + e, for e in [0, count).
+void dropout_multipliers(uint64_t seed, uint32_t threshold, float keep_scale, uint64_t begin, int64_t count,
+                         float* out) {
+  if (count <= 0) return;
+  const uint64_t end = begin + static_cast<uint64_t>(count);
+  uint64_t i = begin;
+  // Leading partial block, whole blocks (4 words each), trailing partial block.
+  while (i < end && (i & 3) != 0) {
+    out[i - begin] = philox_word(seed, i) >= threshold ? keep_scale : 0.0f;
+    ++i;
+  }
+  const uint64_t whole_end = end & ~uint64_t{3};
+  for (; i < whole_end; i += 4) {
+    const PhiloxBlock block = philox_block(seed, i >> 2);
+    float* o = out + (i - begin);
+    o[0] = block.w[0] >= threshold ? keep_scale : 0.0f;
+    o[1] = block.w[1] >= threshold ? keep_scale : 0.0f;
+    o[2] = block.w[2] >= threshold ? keep_scale : 0.0f;
+    o[3] = block.w[3] >= threshold ? keep_scale : 0.0f;
+  }
+  for (; i < end; ++i) out[i - begin] = philox_word(seed, i) >= threshold ? keep_scale : 0.0f;
+}
+
+struct DropoutParams {
+  uint64_t seed;
+  uint32_t threshold;
+  float keep_scale;
+};
+DropoutParams params_of(const Dropout& d) {
+  return {d.seed, dropout_threshold(d.p), d.p > 0.0f ? 1.0f / (1.0f - d.p) : 1.0f};
+}
+
+// Rows per work item when a (rows x k) fp32 block must fit kChunkFloats (at least 1).
+int64_t rows_per_chunk(int64_t k) { return std::max<int64_t>(1, kChunkFloats / std::max<int64_t>(k, 1)); }
+
+}  // namespace
+
+void dropout(const Tensor& x, const Dropout& dropout, Tensor& out) {
+  const int64_t n = x.numel();
+  const float* px = x.data<float>();
+  float* po = out.data<float>();
+  if (dropout.p == 0.0f) {
+    if (po != px) std::copy(px, px + n, po);
+    return;
+  }
+  const DropoutParams d = params_of(dropout);
+  const int64_t chunks = (n + kChunkFloats - 1) / kChunkFloats;
+#pragma omp parallel if (n >= kChunkFloats)
+  {
+    float* mult = thread_scratch(ScratchSlot::Row, static_cast<size_t>(kChunkFloats));
+#pragma omp for schedule(static)
+    for (int64_t ch = 0; ch < chunks; ++ch) {
+      const int64_t begin = ch * kChunkFloats, len = std::min(kChunkFloats, n - begin);
+      dropout_multipliers(d.seed, d.threshold, d.keep_scale, static_cast<uint64_t>(begin), len, mult);
+#pragma omp simd
+      for (int64_t e = 0; e < len; ++e) po[begin + e] = px[begin + e] * mult[e];
+    }
+  }
+}
+
+void lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& a, const Tensor& b, float scale,
+                 const Dropout& dropout, Tensor& y, Tensor& xa, bool accumulate) {
+  const int64_t n = x.size(0), k = x.size(1), r = a.size(0);
+  linear(x, w, bias, y, accumulate);
+  if (n == 0) return;
+  // xa = dropout(x) a^T
+  if (dropout.p == 0.0f) {
+    gemm(false, true, 1.0f, x, a, 0.0f, xa);
+  } else if (r > 0) {
+    blas_single_threaded();
+    const DropoutParams d = params_of(dropout);
+    const float* px = x.data<float>();
+    const float* pa = a.data<float>();
+    float* pxa = xa.data<float>();
+    const int64_t rows = rows_per_chunk(k), chunks = (n + rows - 1) / rows;
+#pragma omp parallel num_threads(threads_for(static_cast<double>(n) * k * (r + 8)))
+    {
+      float* xd = thread_scratch(ScratchSlot::Row, static_cast<size_t>(rows * k));
+#pragma omp for schedule(static)
+      for (int64_t ch = 0; ch < chunks; ++ch) {
+        const int64_t n0 = ch * rows, nr = std::min(rows, n - n0);
+        dropout_multipliers(d.seed, d.threshold, d.keep_scale, static_cast<uint64_t>(n0 * k), nr * k, xd);
+#pragma omp simd
+        for (int64_t e = 0; e < nr * k; ++e) xd[e] = px[n0 * k + e] * xd[e];
+        if (k > 0) {
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(nr), static_cast<int>(r),
+                      static_cast<int>(k), 1.0f, xd, static_cast<int>(k), pa, static_cast<int>(k), 0.0f,
+                      pxa + n0 * r, static_cast<int>(r));
+        } else {
+          std::fill(pxa + n0 * r, pxa + (n0 + nr) * r, 0.0f);
+        }
+      }
+    }
+  }
+  // y += scale * xa b^T
+  gemm(false, true, scale, xa, b, 1.0f, y);
+}
+
+void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b,
+                          const Tensor& xa, float scale, const Dropout& dropout, Tensor& dx, Tensor& da, Tensor& db,
+                          bool accumulate_dx) {
+  const int64_t n = x.size(0), k = x.size(1), r = a.size(0);
+  Tensor none;
+  if (dx.defined()) linear_backward(dy, x, w, dx, none, none, accumulate_dx);  // through the frozen weight
+  if (n == 0 || r == 0) return;
+  if (db.defined()) gemm(true, false, scale, dy, xa, 1.0f, db);  // db += scale dy^T xa
+  if (!dx.defined() && !da.defined()) return;
+  // g = dy b (N, r): the gradient of xa, before the scale.
+  Tensor g = Tensor::empty({n, r}, DType::F32, Device::cpu(), MemoryCategory::Workspace);
+  gemm(false, false, 1.0f, dy, b, 0.0f, g);
+  if (dropout.p == 0.0f) {
+    if (dx.defined()) gemm(false, false, scale, g, a, 1.0f, dx);  // dx += scale g a
+    if (da.defined()) gemm(true, false, scale, g, x, 1.0f, da);   // da += scale g^T x
+    return;
+  }
+  if (k == 0) return;
+  blas_single_threaded();
+  const DropoutParams d = params_of(dropout);
+  const float* pg = g.data<float>();
+  const float* pa = a.data<float>();
+  const float* px = x.data<float>();
+  const int64_t rows = rows_per_chunk(k);
+  if (dx.defined()) {  // dx += scale * mult * (g a), row chunks
+    float* pdx = dx.data<float>();
+    const int64_t chunks = (n + rows - 1) / rows;
+#pragma omp parallel num_threads(threads_for(static_cast<double>(n) * k * (r + 8)))
+    {
+      float* buf = thread_scratch(ScratchSlot::Row, static_cast<size_t>(2 * rows * k));
+      float* ga = buf;
+      float* mult = buf + rows * k;
+#pragma omp for schedule(static)
+      for (int64_t ch = 0; ch < chunks; ++ch) {
+        const int64_t n0 = ch * rows, nr = std::min(rows, n - n0);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(nr), static_cast<int>(k),
+                    static_cast<int>(r), 1.0f, pg + n0 * r, static_cast<int>(r), pa, static_cast<int>(k), 0.0f, ga,
+                    static_cast<int>(k));
+        dropout_multipliers(d.seed, d.threshold, d.keep_scale, static_cast<uint64_t>(n0 * k), nr * k, mult);
+        float* out = pdx + n0 * k;
+#pragma omp simd
+        for (int64_t e = 0; e < nr * k; ++e) out[e] += scale * (mult[e] * ga[e]);
+      }
+    }
+  }
+  if (da.defined()) {  // da += scale g^T dropout(x), column ranges of K per thread, row chunks in order
+    float* pda = da.data<float>();
+#pragma omp parallel num_threads(threads_for(static_cast<double>(n) * k * (r + 8)))
+    {
+      int64_t k0, k1;
+      split_range(k, omp_get_num_threads(), omp_get_thread_num(), 16, k0, k1);
+      const int64_t cols = k1 - k0;
+      if (cols > 0) {
+        const int64_t crows = rows_per_chunk(cols);
+        float* xd = thread_scratch(ScratchSlot::Row, static_cast<size_t>(crows * cols));
+        for (int64_t n0 = 0; n0 < n; n0 += crows) {
+          const int64_t nr = std::min(crows, n - n0);
+          for (int64_t i = 0; i < nr; ++i) {
+            float* row = xd + i * cols;
+            const float* xr = px + (n0 + i) * k + k0;
+            dropout_multipliers(d.seed, d.threshold, d.keep_scale, static_cast<uint64_t>((n0 + i) * k + k0), cols, row);
+#pragma omp simd
+            for (int64_t j = 0; j < cols; ++j) row[j] = xr[j] * row[j];
+          }
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(r), static_cast<int>(cols),
+                      static_cast<int>(nr), scale, pg + n0 * r, static_cast<int>(r), xd, static_cast<int>(cols), 1.0f,
+                      pda + k0, static_cast<int>(k));
+        }
+      }
+    }
+  }
+}
+
+}  // namespace swift::ops::cpu

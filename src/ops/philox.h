@@ -1,0 +1,70 @@
+// ops/philox.h — Philox4x32-10, the counter-based random generator of dropout masks (Salmon et al., "Parallel
+// random numbers: as easy as 1, 2, 3", SC 2011; the generator of cuRAND and of torch's CUDA dropout).
+//
+// Invariants:
+//  - A random word is a pure function of (seed, index): no state, so any thread, the backward, a recompute
+//    and a CUDA kernel regenerate the same mask in any order. Word i of stream `seed` is word i % 4 of the
+//    block philox(key = seed, counter = i / 4).
+//  - Header-only, no library calls: usable from host code and (with SWIFT_HOST_DEVICE) from CUDA kernels.
+//  - Dropout keeps element i when word >= threshold(p) = round(p * 2^32) (p in [0, 1)): P(drop) = p to within
+//    2^-32; p = 0 keeps everything.
+#pragma once
+
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define SWIFT_HOST_DEVICE __host__ __device__
+#else
+#define SWIFT_HOST_DEVICE
+#endif
+
+namespace swift::ops {
+
+struct PhiloxBlock {
+  uint32_t w[4];
+};
+
+// Philox4x32-10 of a 128-bit counter under a 64-bit key (low word k0 = key bits 0..31).
+SWIFT_HOST_DEVICE inline PhiloxBlock philox4x32_10(PhiloxBlock counter, uint64_t key) {
+  constexpr uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;    // round multipliers
+  constexpr uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;  // key schedule increments
+  uint32_t c0 = counter.w[0], c1 = counter.w[1], c2 = counter.w[2], c3 = counter.w[3];
+  uint32_t k0 = static_cast<uint32_t>(key), k1 = static_cast<uint32_t>(key >> 32);
+  for (int round = 0; round < 10; ++round) {
+    const uint64_t p0 = static_cast<uint64_t>(kMul0) * c0;
+    const uint64_t p1 = static_cast<uint64_t>(kMul1) * c2;
+    const uint32_t hi0 = static_cast<uint32_t>(p0 >> 32), lo0 = static_cast<uint32_t>(p0);
+    const uint32_t hi1 = static_cast<uint32_t>(p1 >> 32), lo1 = static_cast<uint32_t>(p1);
+    c0 = hi1 ^ c1 ^ k0;
+    c1 = lo1;
+    c2 = hi0 ^ c3 ^ k1;
+    c3 = lo0;
+    k0 += kWeyl0;
+    k1 += kWeyl1;
+  }
+  return {{c0, c1, c2, c3}};
+}
+
+// The 4 words of block `block` of stream `seed` (counter = (block low, block high, 0, 0)).
+SWIFT_HOST_DEVICE inline PhiloxBlock philox_block(uint64_t seed, uint64_t block) {
+  return philox4x32_10({{static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32), 0u, 0u}}, seed);
+}
+
+// Word `index` of stream `seed`.
+SWIFT_HOST_DEVICE inline uint32_t philox_word(uint64_t seed, uint64_t index) {
+  return philox_block(seed, index >> 2).w[index & 3];
+}
+
+// The keep threshold of drop probability p in [0, 1): round(p * 2^32), at most 2^32 - 1.
+SWIFT_HOST_DEVICE inline uint32_t dropout_threshold(float p) {
+  if (!(p > 0.0f)) return 0;
+  const double t = static_cast<double>(p) * 4294967296.0 + 0.5;
+  return t >= 4294967295.0 ? 0xFFFFFFFFu : static_cast<uint32_t>(t);
+}
+
+// Whether element `index` of stream `seed` survives dropout with threshold `threshold`.
+SWIFT_HOST_DEVICE inline bool dropout_keep(uint64_t seed, uint64_t index, uint32_t threshold) {
+  return philox_word(seed, index) >= threshold;
+}
+
+}  // namespace swift::ops

@@ -1,0 +1,268 @@
+// train/trainer.cpp — the training loop.
+#include "train/trainer.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "train/checkpoint.h"
+#include "train/optimizer.h"
+#include "train/run_dir.h"
+
+namespace swift::train {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::atomic<int> g_interrupts{0};
+
+void on_sigint(int) {
+  if (g_interrupts.fetch_add(1) >= 1) {
+    std::signal(SIGINT, SIG_DFL);
+    std::raise(SIGINT);
+  }
+}
+
+// Restores the previous SIGINT handler when the loop ends.
+struct SigintGuard {
+  void (*previous)(int);
+  SigintGuard() : previous(std::signal(SIGINT, on_sigint)) { g_interrupts = 0; }
+  ~SigintGuard() { std::signal(SIGINT, previous); }
+};
+
+std::string format_duration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  const int64_t s = static_cast<int64_t>(std::llround(seconds));
+  if (s < 60) return fmt::format("{}s", s);
+  if (s < 3600) return fmt::format("{}m {}s", s / 60, s % 60);
+  return fmt::format("{}h {}m {}s", s / 3600, (s / 60) % 60, s % 60);
+}
+
+double peak_memory_gib() {
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / (1024.0 * 1024.0);  // ru_maxrss is in KiB on Linux
+}
+
+uint64_t step_seed(uint64_t seed, int64_t step, int64_t micro) {
+  uint64_t z = seed ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(step + 1)) ^
+               (0xD1B54A32D192ED03ull * static_cast<uint64_t>(micro + 1));
+  z = (z ^ (z >> 31)) * 0xBF58476D1CE4E5B9ull;
+  return z ^ (z >> 29);
+}
+
+}  // namespace
+
+model::MicroBatch to_micro_batch(const data::Batch& b) { return {b.ids, b.positions, b.cu_seqlens, b.targets}; }
+
+Trainer::Trainer(TrainerConfig config, model::TrainableModel& model, data::DataLoader& train_loader,
+                 std::shared_ptr<const data::TokenizedDataset> val_data)
+    : config_(std::move(config)), model_(model), loader_(train_loader), val_(std::move(val_data)) {
+  const TrainerConfig& c = config_;
+  SWIFT_CHECK(c.gradient_accumulation_steps >= 1, "--gradient_accumulation_steps must be >= 1, got {}",
+              c.gradient_accumulation_steps);
+  SWIFT_CHECK(c.learning_rate > 0, "--learning_rate must be positive, got {}", c.learning_rate);
+  SWIFT_CHECK(c.logging_steps >= 1, "--logging_steps must be >= 1, got {}", c.logging_steps);
+  const int64_t micro_per_epoch = loader_.steps_per_epoch();
+  SWIFT_CHECK(micro_per_epoch > 0, "the training set gives no batch (too few samples for "
+              "--per_device_train_batch_size with --dataloader_drop_last?)");
+  const int64_t updates_per_epoch = (micro_per_epoch + c.gradient_accumulation_steps - 1) / c.gradient_accumulation_steps;
+  if (c.max_steps > 0) {
+    max_steps_ = c.max_steps;
+  } else {
+    SWIFT_CHECK(c.num_train_epochs > 0, "--num_train_epochs must be positive, got {}", c.num_train_epochs);
+    max_steps_ = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(c.num_train_epochs * updates_per_epoch)));
+  }
+  num_epochs_ = (max_steps_ * c.gradient_accumulation_steps + micro_per_epoch - 1) / micro_per_epoch;
+}
+
+nlohmann::json Trainer::evaluate() {
+  if (!val_ || val_->size() == 0) return nlohmann::json::object();
+  double loss = 0;
+  int64_t tokens = 0, correct = 0;
+  const int64_t batch = std::max<int64_t>(1, config_.per_device_eval_batch_size);
+  for (int64_t start = 0; start < static_cast<int64_t>(val_->size()); start += batch) {
+    std::vector<int64_t> seqs;
+    for (int64_t i = start; i < std::min<int64_t>(start + batch, static_cast<int64_t>(val_->size())); ++i) seqs.push_back(i);
+    const data::Batch b = data::make_batch(*val_, seqs);
+    const model::StepStats s = model_.evaluate(to_micro_batch(b));
+    loss += s.loss_sum;
+    tokens += s.tokens;
+    correct += s.correct;
+  }
+  if (tokens == 0) return nlohmann::json::object();
+  return {{"eval_loss", loss / static_cast<double>(tokens)},
+          {"eval_token_acc", static_cast<double>(correct) / static_cast<double>(tokens)}};
+}
+
+TrainResult Trainer::train() {
+  const TrainerConfig& c = config_;
+  std::vector<model::Parameter>& params = model_.parameters();
+  ops::AdamWConfig adam = c.adam;
+  AdamW optimizer(params, adam);
+  const LrSchedule schedule(c.schedule, c.learning_rate, max_steps_,
+                            warmup_steps_for(max_steps_, c.warmup_steps, c.warmup_ratio), c.min_lr_rate);
+  TrainerState state;
+  if (!c.resume_from_checkpoint.empty()) {
+    state = load_checkpoint(c.resume_from_checkpoint, model_, optimizer);
+    std::fprintf(stderr, "resumed from %s at step %lld (epoch %lld, batch %lld)\n", c.resume_from_checkpoint.c_str(),
+                 static_cast<long long>(state.global_step), static_cast<long long>(state.epoch),
+                 static_cast<long long>(state.batch_in_epoch));
+  }
+  TrainingLog log(c.run_dir);
+  CheckpointContents contents{&model_, &optimizer, {}, c.args_json, c.model_config_json, c.extra_files,
+                              c.base_model_name_or_path};
+  TrainResult result;
+  result.max_steps = max_steps_;
+  auto save = [&]() {
+    contents.state = state;
+    contents.state.epoch = loader_.epoch();
+    contents.state.batch_in_epoch = loader_.step();
+    const std::string dir = save_checkpoint(c.run_dir, contents);
+    prune_checkpoints(c.run_dir, c.save_total_limit, state.best_checkpoint);
+    result.last_checkpoint = dir;
+    return dir;
+  };
+
+  SigintGuard sigint;
+  const bool tty = isatty(2) != 0;
+  const auto start = Clock::now();
+  const int64_t first_step = state.global_step;
+  loader_.start(state.epoch, state.batch_in_epoch);
+  double interval_loss = 0, interval_tokens_loss = 0;
+  int64_t interval_steps = 0, interval_tokens = 0, interval_correct = 0, run_tokens = 0;
+  auto next_batch = [&]() -> data::Batch {
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      if (auto b = loader_.next()) return std::move(*b);
+      loader_.start(loader_.epoch() + 1, 0);  // epoch finished: next epoch, new shuffle
+    }
+    fail("the data loader produced no batch for a whole epoch");
+  };
+
+  while (state.global_step < max_steps_) {
+    const int64_t step = state.global_step;
+    std::vector<data::Batch> micro;
+    int64_t n = 0;
+    for (int64_t k = 0; k < c.gradient_accumulation_steps; ++k) {
+      micro.push_back(next_batch());
+      n += micro.back().num_target_tokens;
+    }
+    model_.zero_grad();
+    model::StepStats step_stats;
+    for (size_t k = 0; k < micro.size(); ++k) {
+      if (n == 0) break;  // no target token in the whole step: nothing to learn from
+      const model::StepStats s = model_.forward_backward(to_micro_batch(micro[k]), 1.0f / static_cast<float>(n),
+                                                         step_seed(c.seed, step, static_cast<int64_t>(k)),
+                                                         c.gradient_checkpointing);
+      step_stats.loss_sum += s.loss_sum;
+      step_stats.tokens += s.tokens;
+      step_stats.correct += s.correct;
+      run_tokens += micro[k].num_tokens;
+    }
+    const double loss = n > 0 ? step_stats.loss_sum / static_cast<double>(n) : 0.0;
+    const float grad_norm = clip_gradients(params, c.max_grad_norm);
+    if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
+      if (c.skip_nonfinite) {
+        std::fprintf(stderr, "warning: step %lld: non-finite loss (%g) or gradient norm (%g); update skipped\n",
+                     static_cast<long long>(step + 1), loss, grad_norm);
+        ++state.global_step;
+        continue;
+      }
+      const std::string dir = save();
+      fail("step {}: the loss ({}) or the gradient norm ({}) is not finite; saved the parameters of the last good "
+           "step to '{}'. Lower --learning_rate, check the data, or pass --skip_nonfinite_steps true to skip such "
+           "steps", step + 1, loss, grad_norm, dir);
+    }
+    const double lr = schedule.lr(step);
+    optimizer.step(lr);
+    ++state.global_step;
+    state.consumed_tokens += n;
+    interval_loss += loss;
+    interval_tokens_loss += step_stats.loss_sum;
+    interval_tokens += step_stats.tokens;
+    interval_correct += step_stats.correct;
+    ++interval_steps;
+    result.last_loss = loss;
+
+    const bool last = state.global_step == max_steps_;
+    const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+    const double done = static_cast<double>(state.global_step - first_step);
+    const double speed = done / std::max(elapsed, 1e-9);
+    const double remaining = static_cast<double>(max_steps_ - state.global_step) / std::max(speed, 1e-9);
+    if (tty) {
+      std::fprintf(stderr, "\r[%lld/%lld] loss %.4f lr %.3g %.0f tokens/s ETA %s   ",
+                   static_cast<long long>(state.global_step), static_cast<long long>(max_steps_), loss, lr,
+                   static_cast<double>(run_tokens) / std::max(elapsed, 1e-9), format_duration(remaining).c_str());
+    }
+    if (state.global_step % c.logging_steps == 0 || last || (c.logging_first_step && state.global_step == 1)) {
+      nlohmann::json record = {
+          {"loss", interval_loss / static_cast<double>(interval_steps)},
+          {"token_acc", interval_tokens > 0 ? static_cast<double>(interval_correct) / static_cast<double>(interval_tokens) : 0.0},
+          {"grad_norm", grad_norm},
+          {"learning_rate", lr},
+          {"memory(GiB)", std::round(peak_memory_gib() * 100) / 100},
+          {"train_speed(iter/s)", std::round(speed * 10000) / 10000},
+          {"tokens_per_second", std::round(static_cast<double>(run_tokens) / std::max(elapsed, 1e-9))},
+          {"epoch", std::round(static_cast<double>(state.global_step) * c.gradient_accumulation_steps /
+                               static_cast<double>(loader_.steps_per_epoch()) * 10000) / 10000},
+          {"global_step/max_steps", fmt::format("{}/{}", state.global_step, max_steps_)},
+          {"percentage", fmt::format("{:.2f}%", 100.0 * static_cast<double>(state.global_step) / max_steps_)},
+          {"elapsed_time", format_duration(elapsed)},
+          {"remaining_time", format_duration(remaining)},
+          {"step", state.global_step}};
+      log.append(record);
+      state.log_history.push_back(record);
+      if (tty) std::fprintf(stderr, "\n");
+      std::fprintf(stderr, "%s\n", record.dump().c_str());
+      interval_loss = interval_tokens_loss = 0;
+      interval_steps = interval_tokens = interval_correct = 0;
+    }
+    const bool eval_now = val_ && ((c.eval_steps > 0 && state.global_step % c.eval_steps == 0) || last);
+    if (eval_now) {
+      nlohmann::json metrics = evaluate();
+      if (!metrics.empty()) {
+        metrics["step"] = state.global_step;
+        metrics["epoch"] = std::round(static_cast<double>(state.global_step) * c.gradient_accumulation_steps /
+                                      static_cast<double>(loader_.steps_per_epoch()) * 10000) / 10000;
+        log.append(metrics);
+        state.log_history.push_back(metrics);
+        std::fprintf(stderr, "%s\n", metrics.dump().c_str());
+      }
+      log.write_curves();
+      const bool save_now_for_best = (c.save_steps > 0 && state.global_step % c.save_steps == 0) || last;
+      if (!metrics.empty() && save_now_for_best &&
+          (state.best_checkpoint.empty() || metrics["eval_loss"].get<double>() < state.best_metric)) {
+        state.best_metric = metrics["eval_loss"].get<double>();
+        state.best_checkpoint = c.run_dir + "/checkpoint-" + std::to_string(state.global_step);
+      }
+    }
+    if ((c.save_steps > 0 && state.global_step % c.save_steps == 0) || last) {
+      save();
+      log.write_curves();
+    }
+    if (g_interrupts.load() > 0) {
+      if (!((c.save_steps > 0 && state.global_step % c.save_steps == 0) || last)) save();
+      std::fprintf(stderr, "\ninterrupted: saved %s; resume with --resume_from_checkpoint %s\n",
+                   result.last_checkpoint.c_str(), result.last_checkpoint.c_str());
+      result.interrupted = true;
+      break;
+    }
+  }
+  log.write_curves();
+  result.global_step = state.global_step;
+  result.best_checkpoint = state.best_checkpoint;
+  result.train_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  result.tokens_per_second = static_cast<double>(run_tokens) / std::max(result.train_seconds, 1e-9);
+  return result;
+}
+
+}  // namespace swift::train

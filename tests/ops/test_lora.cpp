@@ -1,0 +1,241 @@
+// tests/ops/test_lora.cpp — counter-based dropout and the LoRA linear: Philox known answers, mask statistics
+// and reproducibility, fast == reference, finite differences of the forward (with a fixed dropout mask), and the
+// p = 0 path equal to a plain linear plus the rank-r product.
+//
+// Invariants:
+//  - The dropout mask is a pure function of (seed, flat index, p): the fast op (block-wise generation), the
+//    reference (element by element) and the backward (regenerated) must agree exactly.
+//  - Outputs are guarded; accumulated gradients (da, db) start from random values.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <tuple>
+
+#include "grad_check.h"
+#include "op_test_util.h"
+#include "ops/ops.h"
+#include "ops/philox.h"
+#include "ops/reference.h"
+
+namespace swift::test {
+namespace {
+
+constexpr double kEps = 1.1920929e-7;
+double sum_tol(int64_t terms) { return 2.0 * kEps * static_cast<double>(std::max<int64_t>(terms, 1)); }
+constexpr double kFdRel = 2e-6;
+constexpr double kFdRtol = 1e-5;
+
+TEST(OpsPhilox, KnownAnswersOfRandom123) {
+  // Random123's kat_vectors for philox4x32-10.
+  const ops::PhiloxBlock a = ops::philox4x32_10({{0, 0, 0, 0}}, 0);
+  EXPECT_EQ(a.w[0], 0x6627e8d5u);
+  EXPECT_EQ(a.w[1], 0xe169c58du);
+  EXPECT_EQ(a.w[2], 0xbc57ac4cu);
+  EXPECT_EQ(a.w[3], 0x9b00dbd8u);
+  const ops::PhiloxBlock b = ops::philox4x32_10({{~0u, ~0u, ~0u, ~0u}}, ~uint64_t{0});
+  EXPECT_EQ(b.w[0], 0x408f276du);
+  EXPECT_EQ(b.w[3], 0x6d5451fdu);
+  const ops::PhiloxBlock c =
+      ops::philox4x32_10({{0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u}}, (uint64_t{0x299f31d0u} << 32) | 0xa4093822u);
+  EXPECT_EQ(c.w[0], 0xd16cfe09u);
+  EXPECT_EQ(c.w[1], 0x94fdccebu);
+  EXPECT_EQ(c.w[2], 0x5001e420u);
+  EXPECT_EQ(c.w[3], 0x24126ea1u);
+  EXPECT_EQ(ops::dropout_threshold(0.0f), 0u);
+  EXPECT_EQ(ops::dropout_threshold(0.5f), 0x80000000u);
+}
+
+TEST(OpsDropout, DropsAboutPAndIsReproducible) {
+  const int64_t n = 1 << 20;
+  Tensor x = random_tensor({n}, DType::F32, 1, 0.5f, 1.5f);  // never zero: a zero output means dropped
+  for (float p : {0.05f, 0.1f, 0.5f, 0.9f}) {
+    SCOPED_TRACE("p=" + std::to_string(p));
+    Guarded out({n}, DType::F32);
+    ops::dropout(x, {p, 1234}, out.tensor);
+    EXPECT_TRUE(out.guards_intact());
+    int64_t dropped = 0;
+    const float keep = 1.0f / (1.0f - p);
+    for (int64_t i = 0; i < n; ++i) {
+      const float o = out.tensor.data<float>()[i];
+      if (o == 0.0f) {
+        ++dropped;
+      } else {
+        ASSERT_EQ(o, x.data<float>()[i] * keep) << i;
+      }
+    }
+    // Binomial(n, p): standard deviation sqrt(n p (1 - p)) <= 512; 6 sigma.
+    const double expected = static_cast<double>(p) * n, sigma = std::sqrt(n * p * (1.0 - p));
+    EXPECT_NEAR(static_cast<double>(dropped), expected, 6.0 * sigma);
+    // Same seed: the same mask; the reference agrees bit for bit; another seed differs.
+    Tensor again = Tensor::empty({n}, DType::F32), ref = Tensor::empty({n}, DType::F32), other = Tensor::empty({n}, DType::F32);
+    ops::dropout(x, {p, 1234}, again);
+    ops::ref::dropout(x, {p, 1234}, ref);
+    ops::dropout(x, {p, 1235}, other);
+    EXPECT_TRUE(bit_equal(again, out.tensor));
+    EXPECT_TRUE(bit_equal(ref, out.tensor));
+    EXPECT_FALSE(bit_equal(other, out.tensor));
+  }
+  // Masks of neighbouring elements and seeds are uncorrelated enough: pairs (i, i+1) both dropped ~ p^2.
+  Tensor out = Tensor::empty({n}, DType::F32);
+  ops::dropout(x, {0.5f, 99}, out);
+  int64_t both = 0;
+  for (int64_t i = 0; i + 1 < n; i += 2) both += (out.data<float>()[i] == 0.0f && out.data<float>()[i + 1] == 0.0f);
+  EXPECT_NEAR(static_cast<double>(both), 0.25 * (n / 2), 6.0 * std::sqrt(0.25 * 0.75 * (n / 2)));
+  // p = 0 is the identity; in place works; odd sizes and offsets agree with the reference.
+  Tensor same = Tensor::empty({n}, DType::F32);
+  ops::dropout(x, {0.0f, 5}, same);
+  EXPECT_TRUE(bit_equal(same, x));
+  for (int64_t m : {int64_t{1}, int64_t{3}, int64_t{5}, int64_t{7}, int64_t{33}, int64_t{40001}}) {
+    Tensor xm = random_tensor({m}, DType::F32, 3), fast = xm.clone(), ref = Tensor::empty({m}, DType::F32);
+    ops::dropout(fast, {0.3f, 7}, fast);
+    ops::ref::dropout(xm, {0.3f, 7}, ref);
+    EXPECT_TRUE(bit_equal(fast, ref)) << m;
+  }
+  EXPECT_TRUE(throws_error([&] { ops::dropout(x, {1.0f, 1}, same); }, {"dropout", "[0, 1)"}));
+}
+
+struct LoraShape {
+  int64_t n, k, m, r;
+};
+const LoraShape kLoraShapes[] = {{1, 1, 1, 1}, {1, 5, 7, 2}, {5, 7, 13, 3}, {13, 33, 5, 8}, {33, 64, 200, 8},
+                                 {129, 576, 192, 8}, {70, 200, 700, 16}, {300, 13, 7, 1}};
+
+class OpsLora : public ::testing::TestWithParam<std::tuple<DType, float>> {};
+
+TEST_P(OpsLora, ForwardAndBackwardMatchReference) {
+  Margin margin;
+  auto [wdtype, p] = GetParam();
+  uint32_t seed = 4000;
+  for (const LoraShape& s : kLoraShapes) {
+    for (bool with_bias : {false, true}) {
+      SCOPED_TRACE("N=" + std::to_string(s.n) + " K=" + std::to_string(s.k) + " M=" + std::to_string(s.m) +
+                   " r=" + std::to_string(s.r) + (with_bias ? " bias" : ""));
+      const ops::Dropout drop{p, 42 + seed};
+      const float scale = 32.0f / static_cast<float>(s.r);
+      Tensor x = random_tensor({s.n, s.k}, DType::F32, ++seed), w = random_tensor({s.m, s.k}, wdtype, ++seed);
+      Tensor bias = with_bias ? random_tensor({s.m}, wdtype, ++seed) : Tensor();
+      Tensor a = random_tensor({s.r, s.k}, DType::F32, ++seed, -0.2f, 0.2f);
+      Tensor b = random_tensor({s.m, s.r}, DType::F32, ++seed, -0.2f, 0.2f);
+      Guarded y({s.n, s.m}, DType::F32), y_ref({s.n, s.m}, DType::F32), xa({s.n, s.r}, DType::F32),
+          xa_ref({s.n, s.r}, DType::F32);
+      ops::lora_linear(x, w, bias, a, b, scale, drop, y.tensor, xa.tensor);
+      ops::ref::lora_linear(x, w, bias, a, b, scale, drop, y_ref.tensor, xa_ref.tensor);
+      for (Guarded* g : {&y, &xa}) {
+        EXPECT_TRUE(g->guards_intact());
+        EXPECT_TRUE(all_finite(g->tensor));
+      }
+      // xa: a K-term fp32 dot; y: base K-term dot + scale * r-term dot of |xa| <= ~0.2 K (1 + p).
+      EXPECT_TRUE(close_in(margin, xa.tensor, xa_ref.tensor, sum_tol(s.k) * 0.5, 4 * kEps));
+      EXPECT_TRUE(close_in(margin, y.tensor, y_ref.tensor, sum_tol(s.k) * (1.0 + scale * 0.1 * s.r), 8 * kEps));
+      // Backward: dx (=, then +=), da and db (+=).
+      Tensor dy = random_tensor({s.n, s.m}, DType::F32, ++seed);
+      Tensor da0 = random_tensor({s.r, s.k}, DType::F32, ++seed), db0 = random_tensor({s.m, s.r}, DType::F32, ++seed);
+      Tensor dx0 = random_tensor({s.n, s.k}, DType::F32, ++seed);
+      for (bool accumulate : {false, true}) {
+        SCOPED_TRACE(accumulate ? "accumulate dx" : "assign dx");
+        Guarded dx({s.n, s.k}, DType::F32), dx_ref({s.n, s.k}, DType::F32), da({s.r, s.k}, DType::F32),
+            da_ref({s.r, s.k}, DType::F32), db({s.m, s.r}, DType::F32), db_ref({s.m, s.r}, DType::F32);
+        if (accumulate) {
+          dx.set(dx0);
+          dx_ref.set(dx0);
+        }
+        for (Guarded* g : {&da, &da_ref}) g->set(da0);
+        for (Guarded* g : {&db, &db_ref}) g->set(db0);
+        ops::lora_linear_backward(dy, x, w, a, b, xa.tensor, scale, drop, dx.tensor, da.tensor, db.tensor, accumulate);
+        ops::ref::lora_linear_backward(dy, x, w, a, b, xa.tensor, scale, drop, dx_ref.tensor, da_ref.tensor,
+                                       db_ref.tensor, accumulate);
+        for (Guarded* g : {&dx, &da, &db}) {
+          EXPECT_TRUE(g->guards_intact());
+          EXPECT_TRUE(all_finite(g->tensor));
+        }
+        // dx: M-term base dot + scale/(1-p) * (r-term dot of g = M-term dots times |a| <= 0.2).
+        const double lora_gain = scale / (1.0 - p) * 0.2 * s.r * 0.2;
+        EXPECT_TRUE(close_in(margin, dx.tensor, dx_ref.tensor, sum_tol(s.m) * (1.0 + 2.0 * lora_gain), 8 * kEps));
+        // da: scale * N-term dot of g (|g| <= 0.2 M) and dropout(x); db: scale * N-term dot of dy and xa.
+        EXPECT_TRUE(close_in(margin, da.tensor, da_ref.tensor, sum_tol(s.n) * scale / (1.0 - p) * (1.0 + 0.2 * s.m) * 2.0, 8 * kEps));
+        EXPECT_TRUE(close_in(margin, db.tensor, db_ref.tensor, sum_tol(s.n) * scale * (1.0 + 0.2 * s.k) * 2.0, 8 * kEps));
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(WeightsDropout, OpsLora,
+                         ::testing::Combine(::testing::Values(DType::F32, DType::BF16), ::testing::Values(0.0f, 0.1f, 0.5f)),
+                         [](const auto& info) {
+                           return std::string(dtype_name(std::get<0>(info.param))) + "_p" +
+                                  std::to_string(static_cast<int>(std::get<1>(info.param) * 100));
+                         });
+
+TEST(OpsLoraFd, FiniteDifferencesWithAFixedMask) {
+  Margin margin;
+  const int64_t n = 5, k = 7, m = 6, r = 3;
+  for (float p : {0.0f, 0.3f}) {
+    SCOPED_TRACE("p=" + std::to_string(p));
+    const ops::Dropout drop{p, 77};
+    const float scale = 2.5f;
+    Tensor x = random_tensor({n, k}, DType::F32, 1), w = random_tensor({m, k}, DType::F32, 2);
+    Tensor a = random_tensor({r, k}, DType::F32, 3), b = random_tensor({m, r}, DType::F32, 4);
+    Tensor dy = random_tensor({n, m}, DType::F32, 5);
+    const Vec vx = to_vec(x), vw = to_vec(w), va = to_vec(a), vb = to_vec(b), vdy = to_vec(dy);
+    const Vec fd_x = numeric_gradient([&](const Vec& q) { return dot(vdy, lora_d(q, vw, va, vb, scale, drop, n, k, m, r)); }, vx);
+    const Vec fd_a = numeric_gradient([&](const Vec& q) { return dot(vdy, lora_d(vx, vw, q, vb, scale, drop, n, k, m, r)); }, va);
+    const Vec fd_b = numeric_gradient([&](const Vec& q) { return dot(vdy, lora_d(vx, vw, va, q, scale, drop, n, k, m, r)); }, vb);
+    for (bool use_ref : {false, true}) {
+      SCOPED_TRACE(use_ref ? "reference" : "fast");
+      Tensor y = Tensor::empty({n, m}, DType::F32), xa = Tensor::empty({n, r}, DType::F32);
+      (use_ref ? ops::ref::lora_linear : ops::lora_linear)(x, w, Tensor(), a, b, scale, drop, y, xa, false);
+      EXPECT_TRUE(close_in(margin, y, to_tensor({n, m}, lora_d(vx, vw, va, vb, scale, drop, n, k, m, r)), 1e-5, 1e-5));
+      Tensor dx = Tensor::empty({n, k}, DType::F32), da = Tensor::zeros({r, k}, DType::F32), db = Tensor::zeros({m, r}, DType::F32);
+      (use_ref ? ops::ref::lora_linear_backward : ops::lora_linear_backward)(dy, x, w, a, b, xa, scale, drop, dx, da, db, false);
+      EXPECT_TRUE(matches_fd(margin, dx, fd_x, kFdRel, kFdRtol));
+      EXPECT_TRUE(matches_fd(margin, da, fd_a, kFdRel, kFdRtol));
+      EXPECT_TRUE(matches_fd(margin, db, fd_b, kFdRel, kFdRtol));
+    }
+  }
+}
+
+TEST(OpsLoraFd, ZeroBGivesTheBaseLinearAndRecomputeGivesTheSameMask) {
+  Margin margin;
+  const int64_t n = 37, k = 45, m = 29, r = 4;
+  Tensor x = random_tensor({n, k}, DType::F32, 1), w = random_tensor({m, k}, DType::BF16, 2);
+  Tensor bias = random_tensor({m}, DType::F32, 3), a = random_tensor({r, k}, DType::F32, 4);
+  Tensor b0 = Tensor::zeros({m, r}, DType::F32);
+  Tensor y = Tensor::empty({n, m}, DType::F32), xa = Tensor::empty({n, r}, DType::F32), base = Tensor::empty({n, m}, DType::F32);
+  ops::lora_linear(x, w, bias, a, b0, 4.0f, {0.2f, 3}, y, xa);
+  ops::linear(x, w, bias, base);
+  EXPECT_TRUE(bit_equal(y, base));  // B = 0 at PEFT init: exactly the base layer
+  // Recompute (gradient checkpointing): the same xa bit for bit.
+  Tensor y2 = Tensor::empty({n, m}, DType::F32), xa2 = Tensor::empty({n, r}, DType::F32);
+  ops::lora_linear(x, w, bias, a, b0, 4.0f, {0.2f, 3}, y2, xa2);
+  EXPECT_TRUE(bit_equal(xa2, xa));
+  // xa with dropout equals dropout(x) a^T computed from the dropout op.
+  Tensor xd = Tensor::empty({n, k}, DType::F32), xa3 = Tensor::empty({n, r}, DType::F32);
+  ops::dropout(x, {0.2f, 3}, xd);
+  ops::gemm(false, true, 1.0f, xd, a, 0.0f, xa3);
+  EXPECT_TRUE(close_in(margin, xa3, xa, sum_tol(k), 4 * kEps));
+  // Accumulate adds onto y.
+  Tensor acc = base.clone();
+  ops::lora_linear(x, w, Tensor(), a, b0, 4.0f, {}, acc, xa, true);
+  Tensor twice = Tensor::empty({n, m}, DType::F32);
+  ops::linear(x, w, Tensor(), twice);
+  for (int64_t i = 0; i < n * m; ++i) ASSERT_FLOAT_EQ(acc.data<float>()[i], base.data<float>()[i] + twice.data<float>()[i]);
+}
+
+TEST(OpsLoraFd, Errors) {
+  Tensor x = Tensor::zeros({3, 5}, DType::F32), w = Tensor::zeros({7, 5}, DType::BF16), a = Tensor::zeros({2, 5}, DType::F32);
+  Tensor b = Tensor::zeros({7, 2}, DType::F32), y = Tensor::zeros({3, 7}, DType::F32), xa = Tensor::zeros({3, 2}, DType::F32);
+  EXPECT_NO_THROW(ops::lora_linear(x, w, Tensor(), a, b, 1.0f, {}, y, xa));
+  Tensor a_bad = Tensor::zeros({2, 4}, DType::F32);
+  EXPECT_TRUE(throws_error([&] { ops::lora_linear(x, w, Tensor(), a_bad, b, 1.0f, {}, y, xa); }, {"lora_linear: a", "(r, K)"}));
+  Tensor b16 = Tensor::zeros({7, 2}, DType::BF16);
+  EXPECT_TRUE(throws_error([&] { ops::lora_linear(x, w, Tensor(), a, b16, 1.0f, {}, y, xa); }, {"lora_linear: b", "F32"}));
+  EXPECT_TRUE(throws_error([&] { ops::lora_linear(x, w, Tensor(), a, b, 1.0f, {-0.1f, 0}, y, xa); }, {"lora_linear", "dropout"}));
+  Tensor xa_bad = Tensor::zeros({3, 3}, DType::F32);
+  EXPECT_TRUE(throws_error([&] { ops::lora_linear(x, w, Tensor(), a, b, 1.0f, {}, y, xa_bad); }, {"lora_linear: xa"}));
+  Tensor dy = Tensor::zeros({3, 7}, DType::F32), dx = Tensor::zeros({3, 5}, DType::F32), none;
+  EXPECT_TRUE(throws_error([&] { ops::lora_linear_backward(dy, x, w, a, b, xa, 1.0f, {}, dx, a, none); },
+                           {"lora_linear_backward: da", "overlaps a"}));
+}
+
+}  // namespace
+}  // namespace swift::test
