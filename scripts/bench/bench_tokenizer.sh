@@ -60,14 +60,16 @@ $(field cold_s "$ours") $(field cold_s "$hf1")")
 done
 
 echo
+echo "million tokens/s (GSM8K train, add_special_tokens=false; cold = first pass after loading, warm = best of $reps after it)"
 printf '%s\n' "${rows_out[@]}" | awk -v n="$threads" '
   # fields: name tokens hf_tokens load load_hf t1 t1_hf tn tn_hf differing cold cold_hf
   BEGIN {
-    printf "%-8s %8s | %6s %6s | %25s | %25s | %25s | %s\n", "", "tokens", "load s", "", \
-           "1 thread, cold, tokens/s", "1 thread, warm, tokens/s", n " threads, warm, tokens/s", "rows"
-    printf "%-8s %8s | %6s %6s | %9s %9s %5s | %9s %9s %5s | %9s %9s %5s | %s\n", "", "(ours)", "ours", "HF", \
+    printf "%-8s %8s | %13s | %-21s | %-21s | %-21s | %s\n", "", "tokens", "load s", \
+           "1 thread, cold", "1 thread, warm", n " threads, warm", "rows"
+    printf "%-8s %8s | %6s %6s | %6s %6s %7s | %6s %6s %7s | %6s %6s %7s | %s\n", "", "(ours)", "ours", "HF", \
            "ours", "HF", "ratio", "ours", "HF", "ratio", "ours", "HF", "ratio", "differing"
   }
-  function cell(ours_s, hf_s) { return sprintf("%9.3g %9.3g %4.1fx", $2 / ours_s, $3 / hf_s, ($2 / ours_s) / ($3 / hf_s)) }
+  # million tokens per second, ours and HF, and the ratio ours / HF
+  function cell(ours_s, hf_s) { return sprintf("%6.2f %6.2f %6.1fx", $2 / ours_s / 1e6, $3 / hf_s / 1e6, ($2 / ours_s) / ($3 / hf_s)) }
   { printf "%-8s %8d | %6.3f %6.3f | %s | %s | %s | %d%s\n", $1, $2, $4, $5, cell($11, $12), cell($6, $7), \
            cell($8, $9), $10, ($2 == $3 ? "" : " (token counts differ)") }'

@@ -618,15 +618,6 @@ void check_readable(const std::string& path) {
 }
 }  // namespace
 
-std::string read_file_bytes(const std::string& path) {
-  check_readable(path);
-  std::error_code ec;
-  if (std::filesystem::file_size(path, ec) == 0) return {};
-  auto file = MappedFile::open(path);
-  if (is_gzip(file->data(), file->size())) return gunzip(file->data(), file->size(), path);
-  return std::string(reinterpret_cast<const char*>(file->data()), file->size());
-}
-
 RawTable parse_table(std::string_view text, FileFormat format, const std::string& name, const ReadOptions& options) {
   RawTable table;
   table.path = name;
@@ -654,8 +645,16 @@ RawTable parse_table(std::string_view text, FileFormat format, const std::string
 RawTable read_table(const std::string& path, const ReadOptions& options) {
   check_readable(path);
   FileFormat format = detect_file_format(path);
-  std::string bytes = read_file_bytes(path);
-  return parse_table(bytes, format, path, options);
+  std::error_code ec;
+  if (std::filesystem::file_size(path, ec) == 0) return parse_table({}, format, path, options);
+  // Plain files are parsed straight from the mapping; gzip is inflated into memory first.
+  auto file = MappedFile::open(path);
+  if (is_gzip(file->data(), file->size())) {
+    std::string bytes = gunzip(file->data(), file->size(), path);
+    return parse_table(bytes, format, path, options);
+  }
+  return parse_table(std::string_view(reinterpret_cast<const char*>(file->data()), file->size()), format, path,
+                     options);
 }
 
 nlohmann::ordered_json parse_python_literal(std::string_view text) { return LiteralParser(text).parse_all(); }

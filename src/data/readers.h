@@ -64,8 +64,6 @@ RawTable read_table(const std::string& path, const ReadOptions& options = {});
 // Parses already-loaded (decompressed) text; `name` stands for the file in messages.
 RawTable parse_table(std::string_view text, FileFormat format, const std::string& name,
                      const ReadOptions& options = {});
-// The whole file, gunzipped when it is gzip data.
-std::string read_file_bytes(const std::string& path);
 
 // Python literal syntax (what ms-swift's ast.literal_eval accepts for string-encoded columns such as
 // "[['q1', 'r1']]"): strings in ' or " with escapes, numbers, True/False/None, lists, tuples, dicts; JSON's

@@ -189,7 +189,8 @@ void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, co
 // Labels are already shifted: labels[t] is the token that should follow position t.
 struct CrossEntropyOptions {
   int32_t ignore_index = -100;
-  int64_t token_block = 128;  // valid tokens per work item (rows of a logits block); items run in parallel
+  int64_t token_block = 256;  // at most this many valid tokens per work item (rows of a logits block); items
+                              // run in parallel, their count a multiple of the thread count
   int64_t vocab_block = 256;  // vocabulary rows per logits block (a converted block of head stays in L2)
 };
 struct CrossEntropyStats {
@@ -223,7 +224,8 @@ void token_logprobs_backward(const Tensor& hidden, const Tensor& head, const Ten
 //   denom = sqrt(exp_avg_sq) / float(sqrt(1 - beta2^step)) + float(eps)
 //   param += (float(-lr / (1 - beta1^step)) * exp_avg) / denom
 // Scalars are formed in double as Python does. exp_avg and exp_avg_sq match torch bit for bit; param within
-// 1 ulp (torch's CPU sqrt, from MKL, is off by 1 ulp for ~0.6% of inputs).
+// 1 ulp (torch's CPU sqrt, from MKL, is off by 1 ulp for ~0.6% of inputs; tests/fixtures/adamw_steps.json
+// matches bit for bit).
 struct AdamWConfig {
   double lr = 1e-4;
   double beta1 = 0.9, beta2 = 0.999;
@@ -239,7 +241,8 @@ void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config,
 // clip_grad_norm_ returns an fp32 total_norm). Deterministic: a fixed summation order for any thread count.
 float grad_norm(std::span<const Tensor> grads);
 // torch.nn.utils.clip_grad_norm_(max_norm, norm_type=2): total = grad_norm(grads); every grad *=
-// min(1, float(max_norm) / (total + 1e-6f)) (always multiplied, as torch). Returns total (before clipping);
+// min(1, (1 / (total + 1e-6f)) * float(max_norm)) (torch's float / tensor is reciprocal-then-multiply; always
+// multiplied, as torch). Returns total (before clipping);
 // a non-finite total makes the grads non-finite too (error_if_nonfinite=False): the trainer checks it.
 float clip_grad_norm(std::span<const Tensor> grads, double max_norm);
 

@@ -1,6 +1,6 @@
 // text/normalizer.cpp — the normalizers of tokenizer.json. Semantics follow Hugging Face tokenizers (Rust):
 // Prepend adds its prefix to non-empty text only; Replace replaces every non-overlapping match; Strip removes
-// White_Space characters; Lowercase is Rust's full lowercase mapping.
+// White_Space characters; Lowercase is Rust's per-character lowercase mapping.
 #include "text/normalizer.h"
 
 #include "text/unicode.h"

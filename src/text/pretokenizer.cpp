@@ -21,6 +21,11 @@ struct Span {
   bool match;
 };
 
+// first_len of the sub-piece of `piece` that starts `offset` bytes into it.
+inline uint32_t first_len_at(const PreTokenized::Piece& piece, uint32_t offset) {
+  return offset < piece.first_len ? piece.first_len - offset : 0;
+}
+
 // Applies `behavior` to the spans of one piece (relative offsets) and appends the resulting words.
 void emit_with_behavior(const PreTokenized::Piece& piece, std::vector<Span>& spans, SplitBehavior behavior,
                         bool invert, std::vector<PreTokenized::Piece>& out) {
@@ -28,7 +33,7 @@ void emit_with_behavior(const PreTokenized::Piece& piece, std::vector<Span>& spa
     for (Span& s : spans) s.match = !s.match;
   }
   auto emit = [&](uint32_t b, uint32_t e) {
-    if (b < e) out.push_back({piece.begin + b, piece.begin + e, piece.first && b == 0});
+    if (b < e) out.push_back({piece.begin + b, piece.begin + e, first_len_at(piece, b)});
   };
   switch (behavior) {
     case SplitBehavior::Isolated:
@@ -87,11 +92,12 @@ void split_all(PreTokenized& p, SplitBehavior behavior, bool invert, const Match
     if (behavior == SplitBehavior::Isolated) {  // every span is a word: no span list needed
       uint32_t prev = 0;
       for_each_match(s, [&](size_t a, size_t b) {
-        if (prev < a) out.push_back({piece.begin + prev, piece.begin + static_cast<uint32_t>(a), piece.first && prev == 0});
-        if (a < b) out.push_back({piece.begin + static_cast<uint32_t>(a), piece.begin + static_cast<uint32_t>(b), piece.first && a == 0});
-        prev = static_cast<uint32_t>(b);
+        const uint32_t ua = static_cast<uint32_t>(a), ub = static_cast<uint32_t>(b);
+        if (prev < ua) out.push_back({piece.begin + prev, piece.begin + ua, first_len_at(piece, prev)});
+        if (ua < ub) out.push_back({piece.begin + ua, piece.begin + ub, first_len_at(piece, ua)});
+        prev = ub;
       });
-      if (prev < s.size()) out.push_back({piece.begin + prev, piece.end, piece.first && prev == 0});
+      if (prev < s.size()) out.push_back({piece.begin + prev, piece.end, first_len_at(piece, prev)});
       continue;
     }
     spans.clear();
@@ -177,7 +183,8 @@ bool is_punctuation(uint32_t cp) {
 }
 
 // Rewrites each piece with `rewrite(view, out_text, first)`, which appends the new text of the piece; pieces are
-// not split here.
+// not split here. Rewrites are prefix-closed, so a first piece's first_len becomes the length of its rewritten
+// first region.
 template <typename Rewrite>
 void rewrite_all(PreTokenized& p, const Rewrite& rewrite) {
   std::string& next = p.next_text;
@@ -187,8 +194,15 @@ void rewrite_all(PreTokenized& p, const Rewrite& rewrite) {
   out.clear();
   for (const PreTokenized::Piece& piece : p.pieces) {
     uint32_t begin = static_cast<uint32_t>(next.size());
-    rewrite(p.word(piece), next, piece.first);
-    out.push_back({begin, static_cast<uint32_t>(next.size()), piece.first});
+    uint32_t first_len = 0;
+    if (piece.first()) {
+      std::string head;
+      std::string_view w = p.word(piece);
+      rewrite(w.substr(0, std::min<size_t>(piece.first_len, w.size())), head, true);
+      first_len = static_cast<uint32_t>(std::max<size_t>(head.size(), 1));
+    }
+    rewrite(p.word(piece), next, piece.first());
+    out.push_back({begin, static_cast<uint32_t>(next.size()), first_len});
   }
   p.text.swap(next);
   p.pieces.swap(out);
@@ -269,6 +283,31 @@ class SequencePre final : public PreTokenizer {
   std::vector<std::unique_ptr<PreTokenizer>> parts_;
 };
 
+// HF's Whitespace: runs of word characters (Rust regex \\w) and runs of other non-space characters; spaces go.
+class WhitespacePre final : public PreTokenizer {
+ public:
+  void apply(PreTokenized& p) const override {
+    split_all(p, SplitBehavior::Removed, true, [](std::string_view s, auto&& fn) {
+      size_t i = 0;
+      while (i < s.size()) {
+        size_t at = i;
+        uint32_t cp = unicode::decode_utf8(s, i);
+        if (unicode::is_whitespace(cp)) continue;
+        const bool word = unicode::is_word_char(cp);
+        size_t end = i;
+        while (end < s.size()) {
+          size_t j = end;
+          uint32_t c = unicode::decode_utf8(s, j);
+          if (unicode::is_whitespace(c) || unicode::is_word_char(c) != word) break;
+          end = j;
+        }
+        fn(at, end);
+        i = end;
+      }
+    });
+  }
+};
+
 class BertPre final : public PreTokenizer {
  public:
   BertPre()
@@ -329,10 +368,7 @@ std::unique_ptr<PreTokenizer> pretokenizer_from_json(const JsonField& j) {
     SplitBehavior b = j.has("behavior") ? behavior_from_json(j.at("behavior")) : SplitBehavior::Isolated;
     return make_predicate_split(is_punctuation, b);
   }
-  if (type == "Whitespace") {
-    return std::make_unique<Split>(TextPattern::regex("\\w+|[^\\w\\s]+", "Whitespace pre-tokenizer"),
-                                   SplitBehavior::Removed, true);
-  }
+  if (type == "Whitespace") return std::make_unique<WhitespacePre>();
   if (type == "WhitespaceSplit") return make_predicate_split(unicode::is_whitespace, SplitBehavior::Removed);
   if (type == "BertPreTokenizer") return std::make_unique<BertPre>();
   if (type == "CharDelimiterSplit") {

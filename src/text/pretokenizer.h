@@ -24,7 +24,10 @@ namespace swift::text {
 struct PreTokenized {
   struct Piece {
     uint32_t begin, end;
-    bool first;  // starts at offset 0 of the original input (Metaspace's prepend_scheme "first")
+    // Bytes at the piece's start that come from the input's first character (or were inserted before it); a piece
+    // with first_len > 0 starts at original offset 0, which is what Metaspace's prepend_scheme "first" tests.
+    uint32_t first_len;
+    bool first() const { return first_len > 0; }
   };
   std::string text;
   std::vector<Piece> pieces;
@@ -32,10 +35,12 @@ struct PreTokenized {
   std::string next_text;
   std::vector<Piece> next_pieces;
 
-  void reset(std::string_view input, bool first) {
+  // `first_len`: bytes of `input` derived from the original text's first character (0 when `input` does not
+  // start the text).
+  void reset(std::string_view input, uint32_t first_len) {
     text.assign(input.data(), input.size());
     pieces.clear();
-    if (!input.empty()) pieces.push_back({0, static_cast<uint32_t>(input.size()), first});
+    if (!input.empty()) pieces.push_back({0, static_cast<uint32_t>(input.size()), first_len});
   }
   std::string_view word(const Piece& p) const { return std::string_view(text).substr(p.begin, p.end - p.begin); }
 };

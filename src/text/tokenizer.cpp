@@ -221,16 +221,28 @@ EncodeScratch& encode_scratch() {
 
 }  // namespace
 
-void TokenizerImpl::encode_text(std::string_view text, bool first, std::vector<int32_t>& out) const {
+void TokenizerImpl::encode_text(std::string_view text, uint32_t first_len, std::vector<int32_t>& out) const {
   if (text.empty()) return;
   if (!pre_tokenizer) {
     model->encode_word(text, out);
     return;
   }
   PreTokenized& pre = encode_scratch().pre;
-  pre.reset(text, first);
+  pre.reset(text, first_len);
   pre_tokenizer->apply(pre);
   for (const PreTokenized::Piece& p : pre.pieces) model->encode_word(pre.word(p), out);
+}
+
+uint32_t TokenizerImpl::leading_first_char_bytes(std::string_view original, std::string_view normalized) const {
+  size_t i = 0;
+  unicode::decode_utf8(original, i);
+  if (!normalizer) return static_cast<uint32_t>(i);
+  std::string head(original.substr(0, i));
+  normalizer->normalize(head);
+  if (!head.empty() && normalized.starts_with(head)) return static_cast<uint32_t>(head.size());
+  size_t j = 0;  // composed with what follows (e.g. NFC): the first normalised character
+  unicode::decode_utf8(normalized, j);
+  return static_cast<uint32_t>(j);
 }
 
 std::vector<int32_t> TokenizerImpl::encode(std::string_view text, bool add_special_tokens, bool parse_special) const {
@@ -257,16 +269,18 @@ std::vector<int32_t> TokenizerImpl::encode(std::string_view text, bool add_speci
       normalizer->normalize(normalized_text);
       piece = normalized_text;
     }
-    const bool first = seg.begin == 0;
+    // Bytes of the normalised piece that stem from the input's first character (Metaspace's "first" scheme).
+    uint32_t first_len = 0;
+    if (seg.begin == 0 && !piece.empty()) first_len = leading_first_char_bytes(text, piece);
     if (!added.has_normalized()) {
-      encode_text(piece, first, out);
+      encode_text(piece, first_len, out);
       continue;
     }
     std::vector<Segment>& inner = scratch.normalized;  // encode_text uses only scratch.pre
     added.split(piece, true, parse_special, inner);
     for (const Segment& s : inner) {
       if (s.id >= 0) out.push_back(s.id);
-      else encode_text(piece.substr(s.begin, s.end - s.begin), first && s.begin == 0, out);
+      else encode_text(piece.substr(s.begin, s.end - s.begin), s.begin < first_len ? first_len - s.begin : 0, out);
     }
   }
   if (add_special_tokens) out.insert(out.end(), suffix_ids.begin(), suffix_ids.end());

@@ -109,7 +109,8 @@ class TokenizerImpl final : public Tokenizer {
 
  private:
   const std::string* token_string(int32_t id) const;
-  void encode_text(std::string_view text, bool first, std::vector<int32_t>& out) const;
+  void encode_text(std::string_view text, uint32_t first_len, std::vector<int32_t>& out) const;
+  uint32_t leading_first_char_bytes(std::string_view original, std::string_view normalized) const;
 
   int64_t vocab_size_ = 0;
   std::vector<uint8_t> skip_on_decode_;  // id's token string is a special added token's content

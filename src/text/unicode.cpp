@@ -127,6 +127,10 @@ bool is_word_char(uint32_t cp) {
     return (cp >= '0' && cp <= '9') || (cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z') || cp == '_';
   }
   if (cp == 0x200C || cp == 0x200D) return true;  // Join_Control
+  if ((cp >= 0x24B6 && cp <= 0x24E9) || (cp >= 0x1F130 && cp <= 0x1F149) || (cp >= 0x1F150 && cp <= 0x1F169) ||
+      (cp >= 0x1F170 && cp <= 0x1F189)) {
+    return true;  // circled and squared letters: Other_Alphabetic symbols
+  }
   switch (utf8proc_category(static_cast<utf8proc_int32_t>(cp))) {
     case UTF8PROC_CATEGORY_LU: case UTF8PROC_CATEGORY_LL: case UTF8PROC_CATEGORY_LT: case UTF8PROC_CATEGORY_LM:
     case UTF8PROC_CATEGORY_LO: case UTF8PROC_CATEGORY_NL: case UTF8PROC_CATEGORY_MN: case UTF8PROC_CATEGORY_MC:
@@ -156,23 +160,6 @@ struct FreeDeleter {
   void operator()(void* p) const { std::free(p); }
 };
 
-bool is_cased(uint32_t cp) {
-  auto cat = utf8proc_category(static_cast<utf8proc_int32_t>(cp));
-  if (cat == UTF8PROC_CATEGORY_LU || cat == UTF8PROC_CATEGORY_LL || cat == UTF8PROC_CATEGORY_LT) return true;
-  auto c = static_cast<utf8proc_int32_t>(cp);
-  return utf8proc_tolower(c) != c || utf8proc_toupper(c) != c;
-}
-
-bool is_case_ignorable(uint32_t cp) {
-  if (cp == '\'' || cp == '.' || cp == ':' || cp == '^' || cp == '`' || cp == 0xB7 || cp == 0x2019 ||
-      cp == 0x2018 || cp == 0x2024 || cp == 0xFE52 || cp == 0xFF07 || cp == 0xFF0E || cp == 0x00AD) {
-    return true;
-  }
-  auto cat = utf8proc_category(static_cast<utf8proc_int32_t>(cp));
-  return cat == UTF8PROC_CATEGORY_MN || cat == UTF8PROC_CATEGORY_ME || cat == UTF8PROC_CATEGORY_CF ||
-         cat == UTF8PROC_CATEGORY_LM || cat == UTF8PROC_CATEGORY_SK;
-}
-
 }  // namespace
 
 std::string normalize(std::string_view s, NormalForm form) {
@@ -201,29 +188,9 @@ std::string to_lower(std::string_view s) {
     return out;
   }
   for (size_t i = 0; i < s.size();) {
-    size_t at = i;
     uint32_t cp = decode_utf8(s, i);
     if (cp == 0x130) {  // İ: the one unconditional multi-character lowercase mapping
       out += "i\xCC\x87";
-    } else if (cp == 0x3A3) {  // Σ: final sigma when preceded by a cased letter and not followed by one
-      bool before = false, after = false;
-      for (size_t j = at; j > 0;) {
-        size_t k = j - 1;
-        while (k > 0 && (static_cast<unsigned char>(s[k]) & 0xC0) == 0x80) --k;
-        size_t kk = k;
-        uint32_t p = decode_utf8(s, kk);
-        j = k;
-        if (is_case_ignorable(p)) continue;
-        before = is_cased(p);
-        break;
-      }
-      for (size_t j = i; j < s.size();) {
-        uint32_t n = decode_utf8(s, j);
-        if (is_case_ignorable(n)) continue;
-        after = is_cased(n);
-        break;
-      }
-      append_utf8(out, before && !after ? 0x3C2 : 0x3C3);
     } else {
       append_utf8(out, static_cast<uint32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(cp))));
     }
@@ -237,7 +204,10 @@ std::string strip_accents(std::string_view s) {
   for (size_t i = 0; i < s.size();) {
     size_t at = i;
     uint32_t cp = decode_utf8(s, i);
-    if (cp >= 0x80 && utf8proc_category(static_cast<utf8proc_int32_t>(cp)) == UTF8PROC_CATEGORY_MN) continue;
+    if (cp >= 0x80) {
+      auto cat = utf8proc_category(static_cast<utf8proc_int32_t>(cp));
+      if (cat == UTF8PROC_CATEGORY_MN || cat == UTF8PROC_CATEGORY_MC || cat == UTF8PROC_CATEGORY_ME) continue;
+    }
     out.append(s.data() + at, i - at);
   }
   return out;

@@ -65,9 +65,10 @@ bool is_numeric(uint32_t cp);
 
 enum class NormalForm { NFC, NFD, NFKC, NFKD };
 std::string normalize(std::string_view s, NormalForm form);
-// Rust's str::to_lowercase (full case mapping, final sigma).
+// Rust's char::to_lowercase applied per character, as HF's Lowercase normalizer does (full mappings such as
+// İ -> i̇, no final-sigma context).
 std::string to_lower(std::string_view s);
-// Removes combining marks (general category Mn), as HF's StripAccents does after NFD.
+// Removes combining marks (general category M), as HF's StripAccents does after NFD.
 std::string strip_accents(std::string_view s);
 
 }  // namespace swift::text::unicode

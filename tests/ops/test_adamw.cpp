@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 
 #include "op_test_util.h"
@@ -82,6 +83,9 @@ TEST(OpsAdamW, FiveStepsMatchTorch) {
       }
     }
     // Most params are bit-identical (the 1-ulp slack is for torch's sqrt only).
+    std::printf("[ adamw    ] %s: %lld of %lld param values bit-identical to torch over %lld steps\n",
+                c["name"].get<std::string>().c_str(), static_cast<long long>(exact), static_cast<long long>(total),
+                static_cast<long long>(step));
     EXPECT_GE(exact, total * 95 / 100);
     for (size_t i = 0; i < shapes.size(); ++i) {
       EXPECT_EQ(max_ulp(fast[i].exp_avg, c["exp_avg"][i]), 0) << "exp_avg " << i;
