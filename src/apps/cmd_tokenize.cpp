@@ -4,15 +4,16 @@
 //                  [--split_special_tokens] [--show_tokens]
 //   swift tokenize --model ... --decode [--text "9707,1879" | stdin] [--skip_special_tokens]
 //   swift tokenize --model ... --messages FILE [--template NAME] [--system S] [--loss_scale default|last_round|all]
-//                  [--max_length N] [--truncation_strategy delete|left|right] [--rows N] [--show_tokens]
+//                  [--max_length N] [--truncation_strategy delete|left|right|split|raise]
+//                  [--mode chat|pretrain|preference|prompt] [--rows N] [--show_tokens] [--color auto|always|never]
 //
 // Invariants:
 //  - Text mode prints only the ids, comma-separated on one line (what `swift forward --ids` takes); stdin is
 //    tokenized byte for byte (a trailing newline included). --show_tokens adds one line per token.
 //  - --messages reads the file exactly as training does (data::load_file_samples: any supported file format
-//    and layout, the same row normalisation) and encodes each sample with text::encode_chat, so the ids and the
-//    loss mask shown are the trainer's. Truncation follows ms-swift: `delete` drops a sample longer than
-//    --max_length, `left` keeps its last N tokens, `right` its first N.
+//    and layout, the same row normalisation) and encodes each sample with the trainer's encoder
+//    (data::encode_samples with a TemplateChatEncoder: chat template, loss_scale, max_length and
+//    truncation_strategy), so the ids and loss masks shown are the trainer's; a dropped sample says why.
 //  - Nothing is printed in colour unless stdout is a terminal (or --color always).
 #include <unistd.h>
 
@@ -21,7 +22,9 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <memory>
 #include <optional>
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -34,6 +37,7 @@
 #include "apps/commands.h"
 #include "core/error.h"
 #include "data/dataset.h"
+#include "data/encode.h"
 #include "io/gguf.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
@@ -45,7 +49,8 @@ namespace {
 namespace fs = std::filesystem;
 
 struct TokenizeOptions {
-  std::string model, text, messages, chat_template, loss_scale = "default", truncation = "delete", color = "auto";
+  std::string model, text, messages, chat_template, loss_scale = "default", truncation = "delete", color = "auto",
+      mode = "chat";
   std::optional<std::string> system;
   bool text_given = false, add_special_tokens = false, split_special_tokens = false, decode = false,
        skip_special_tokens = false, show_tokens = false;
@@ -172,64 +177,102 @@ std::string highlighted(const text::Tokenizer& tok, const std::vector<int32_t>& 
   return out;
 }
 
+void print_sequence(const std::string& title, const text::Tokenizer& tok, std::span<const int32_t> id_span,
+                    std::span<const uint8_t> mask_span, bool color, bool show_tokens) {
+  const std::vector<int32_t> ids(id_span.begin(), id_span.end());
+  const std::vector<uint8_t> mask(mask_span.begin(), mask_span.end());
+  int64_t trained = 0;
+  for (uint8_t m : mask) trained += m;
+  std::printf("%s: %zu tokens, %lld trained ===\n", title.c_str(), ids.size(), static_cast<long long>(trained));
+  std::printf("--- text%s ---\n%s\n", color ? " (trained tokens highlighted)" : "",
+              color ? highlighted(tok, ids, mask).c_str() : tok.decode(ids, false).c_str());
+  std::printf("--- ids ---\n%s\n", fmt::format("{}", fmt::join(ids, ",")).c_str());
+  std::printf("--- trained spans [begin, end) of token positions ---\n");
+  for (auto [b, e] : trained_spans(mask)) {
+    std::vector<int32_t> span(ids.begin() + static_cast<std::ptrdiff_t>(b), ids.begin() + static_cast<std::ptrdiff_t>(e));
+    std::printf("[%zu, %zu) '%s'\n", b, e, visible(tok.decode(span, false)).c_str());
+  }
+  if (show_tokens) {
+    std::printf("--- tokens: position, id, loss mask, text ---\n");
+    print_token_table(tok, ids, &mask);
+  }
+}
+
+// Why encode_samples() gave no sequence for a one-sample batch, from its statistics.
+std::string drop_reason(const data::EncodeStats& stats, const TokenizeOptions& o) {
+  if (stats.deleted > 0) {
+    return fmt::format("{} tokens > max_length {}: deleted (truncation_strategy delete)", stats.longest_input,
+                       o.max_length);
+  }
+  if (stats.untrained > 0) return "no trained token (loss_scale / the messages' \"loss\" leave nothing to learn)";
+  if (stats.failed > 0) return "the template cannot render it: " + (stats.problems.empty() ? "" : stats.problems[0]);
+  return "no sequence";
+}
+
 int run_messages(const TokenizeOptions& o, const text::Tokenizer& tok) {
-  const std::string template_name = o.chat_template.empty() ? text::ChatTemplate::detect(model_type_of(o.model), tok)
-                                                            : o.chat_template;
-  auto chat_template = text::ChatTemplate::create(template_name);
-  const text::LossScale loss_scale = text::loss_scale_from_string(o.loss_scale);
+  const data::EncodeMode mode = o.mode == "pretrain"     ? data::EncodeMode::Pretrain
+                                : o.mode == "preference" ? data::EncodeMode::Preference
+                                : o.mode == "prompt"     ? data::EncodeMode::Prompt
+                                                         : data::EncodeMode::Chat;
+  std::string template_name = "none (pretrain: contents + EOS)";
+  std::unique_ptr<text::ChatTemplate> chat_template;
+  std::unique_ptr<data::TemplateChatEncoder> encoder;
   text::TemplateOptions template_options;
   template_options.system = o.system;
+  if (mode != data::EncodeMode::Pretrain) {
+    template_name = o.chat_template.empty() ? text::ChatTemplate::detect(model_type_of(o.model), tok) : o.chat_template;
+    chat_template = text::ChatTemplate::create(template_name);
+    encoder = std::make_unique<data::TemplateChatEncoder>(tok, *chat_template, template_options,
+                                                          text::loss_scale_from_string(o.loss_scale));
+  }
+  data::EncodeOptions encode;
+  encode.mode = mode;
+  encode.chat = encoder.get();
+  encode.tokenizer = &tok;
+  encode.max_length = o.max_length;
+  encode.truncation = data::truncation_from_string(o.truncation);
   const bool color = o.color == "always" || (o.color == "auto" && isatty(STDOUT_FILENO));
 
   data::DatasetOptions data_options;
   data::FileReport report;
   std::vector<data::Sample> samples = data::load_file_samples(o.messages, data_options, 0, &report);
-  std::printf("%s: %s; %lld samples (%lld rows, %lld unusable); template %s, loss_scale %s\n", o.messages.c_str(),
-              report.layout.c_str(), static_cast<long long>(report.samples), static_cast<long long>(report.rows),
-              static_cast<long long>(report.unusable), template_name.c_str(), o.loss_scale.c_str());
+  std::printf("%s: %s; %lld samples (%lld rows, %lld unusable); mode %s, template %s, loss_scale %s\n",
+              o.messages.c_str(), report.layout.c_str(), static_cast<long long>(report.samples),
+              static_cast<long long>(report.rows), static_cast<long long>(report.unusable), o.mode.c_str(),
+              template_name.c_str(), o.loss_scale.c_str());
 
-  int64_t shown = 0, dropped = 0, total_tokens = 0, total_trained = 0;
+  int64_t shown = 0, dropped = 0, sequences = 0, tokens = 0, trained = 0;
   for (const data::Sample& sample : samples) {
     if (o.rows > 0 && shown >= o.rows) break;
     ++shown;
-    text::EncodedChat enc = text::encode_chat(tok, *chat_template, sample.messages, template_options, loss_scale);
-    std::string note;
-    if (o.max_length > 0 && static_cast<int64_t>(enc.ids.size()) > o.max_length) {
-      const size_t n = static_cast<size_t>(o.max_length);
-      if (o.truncation == "delete") {
-        ++dropped;
-        std::printf("\n=== %s: %zu tokens > max_length %lld: dropped (truncation_strategy delete) ===\n",
-                    sample.source.c_str(), enc.ids.size(), static_cast<long long>(o.max_length));
-        continue;
+    // One sample at a time, through the trainer's own encoder, so each drop has its reason.
+    data::TokenizedDataset encoded = data::encode_samples({sample}, encode);
+    const data::EncodeStats& stats = encoded.stats();
+    if (encoded.size() == 0) {
+      ++dropped;
+      std::printf("\n=== %s: dropped: %s ===\n", sample.source.c_str(), drop_reason(stats, o).c_str());
+      continue;
+    }
+    const std::string truncated =
+        stats.truncated > 0 ? fmt::format(" (cut {} from {} tokens)", o.truncation, stats.longest_input) : "";
+    for (int64_t i = 0; i < encoded.size(); ++i) {
+      std::string title = fmt::format("\n=== {}: {} messages{}", sample.source, sample.messages.size(),
+                                      encoded.size() > 1 ? fmt::format(", chunk {} of {}", i + 1, encoded.size())
+                                                         : truncated);
+      if (encoded.has_rejected()) title += ", chosen";
+      print_sequence(title, tok, encoded.ids(i), encoded.loss_mask(i), color, o.show_tokens);
+      if (encoded.has_rejected()) {
+        print_sequence(fmt::format("=== {}: rejected", sample.source), tok, encoded.rejected_ids(i),
+                       encoded.rejected_loss_mask(i), color, o.show_tokens);
       }
-      note = fmt::format(" (truncated {} from {} tokens)", o.truncation, enc.ids.size());
-      size_t from = o.truncation == "left" ? enc.ids.size() - n : 0;
-      enc.ids = std::vector<int32_t>(enc.ids.begin() + from, enc.ids.begin() + from + n);
-      enc.loss_mask = std::vector<uint8_t>(enc.loss_mask.begin() + from, enc.loss_mask.begin() + from + n);
     }
-    int64_t trained = 0;
-    for (uint8_t m : enc.loss_mask) trained += m;
-    total_tokens += static_cast<int64_t>(enc.ids.size());
-    total_trained += trained;
-    std::printf("\n=== %s: %zu messages, %zu tokens%s, %lld trained ===\n", sample.source.c_str(),
-                sample.messages.size(), enc.ids.size(), note.c_str(), static_cast<long long>(trained));
-    std::printf("--- text%s ---\n%s\n", color ? " (trained tokens highlighted)" : "",
-                color ? highlighted(tok, enc.ids, enc.loss_mask).c_str() : tok.decode(enc.ids, false).c_str());
-    std::printf("--- ids ---\n%s\n", fmt::format("{}", fmt::join(enc.ids, ",")).c_str());
-    std::printf("--- trained spans [begin, end) of token positions ---\n");
-    for (auto [b, e] : trained_spans(enc.loss_mask)) {
-      std::vector<int32_t> span(enc.ids.begin() + static_cast<std::ptrdiff_t>(b),
-                                enc.ids.begin() + static_cast<std::ptrdiff_t>(e));
-      std::printf("[%zu, %zu) '%s'\n", b, e, visible(tok.decode(span, false)).c_str());
-    }
-    if (o.show_tokens) {
-      std::printf("--- tokens: position, id, loss mask, text ---\n");
-      print_token_table(tok, enc.ids, &enc.loss_mask);
-    }
+    sequences += encoded.size();
+    tokens += stats.tokens;
+    trained += stats.target_tokens;
   }
-  std::printf("\n%lld samples shown: %lld tokens, %lld trained%s\n", static_cast<long long>(shown),
-              static_cast<long long>(total_tokens), static_cast<long long>(total_trained),
-              dropped ? fmt::format(", {} dropped by max_length", dropped).c_str() : "");
+  std::printf("\n%lld samples shown: %lld sequences, %lld tokens, %lld trained%s\n", static_cast<long long>(shown),
+              static_cast<long long>(sequences), static_cast<long long>(tokens), static_cast<long long>(trained),
+              dropped ? fmt::format(", {} samples dropped", dropped).c_str() : "");
   return 0;
 }
 
@@ -247,7 +290,7 @@ int cmd_tokenize(const Args& args) {
   text_opt->excludes(messages_opt);
   app.add_flag("--add_special_tokens", o.add_special_tokens, "Add BOS/EOS as the tokenizer's post-processor does");
   app.add_flag("--split_special_tokens", o.split_special_tokens,
-               "Treat special-token text (e.g. <|im_start|>) as plain text, as user content is in training");
+               "Treat special-token text (e.g. <|im_start|>) in the input as plain text (HF split_special_tokens=True)");
   app.add_flag("--decode", o.decode, "The input is token ids (comma/space separated): print the text");
   app.add_flag("--skip_special_tokens", o.skip_special_tokens, "With --decode: leave special tokens out");
   app.add_flag("--show_tokens", o.show_tokens, "One line per token: position, id, (loss mask), text");
@@ -257,8 +300,12 @@ int cmd_tokenize(const Args& args) {
   app.add_option("--loss_scale", o.loss_scale, "Which tokens are trained")
       ->check(CLI::IsMember({"default", "last_round", "all"}));
   app.add_option("--max_length", o.max_length, "Token limit per sample (0: none)")->check(CLI::NonNegativeNumber);
-  app.add_option("--truncation_strategy", o.truncation, "Over max_length: delete the sample, or cut left/right")
-      ->check(CLI::IsMember({"delete", "left", "right"}));
+  app.add_option("--truncation_strategy", o.truncation,
+                 "Over max_length: delete the sample, cut left/right, split (pretrain), raise an error")
+      ->check(CLI::IsMember({"delete", "left", "right", "split", "raise"}));
+  app.add_option("--mode", o.mode,
+                 "What the trainer encodes: chat (sft), pretrain (pt), preference (dpo & co.), prompt (grpo, infer)")
+      ->check(CLI::IsMember({"chat", "pretrain", "preference", "prompt"}));
   app.add_option("--rows", o.rows, "Show at most N samples (0: all)")->check(CLI::NonNegativeNumber);
   app.add_option("--color", o.color, "Highlight trained tokens")->check(CLI::IsMember({"auto", "always", "never"}));
 
@@ -275,7 +322,8 @@ int cmd_tokenize(const Args& args) {
   if (system_opt->count() > 0) o.system = system;
   if (!fs::exists(o.model)) fail("--model '{}': no such file or directory", o.model);
   if (o.messages.empty()) {
-    for (const char* name : {"--template", "--system", "--loss_scale", "--max_length", "--truncation_strategy", "--rows"}) {
+    for (const char* name : {"--template", "--system", "--loss_scale", "--max_length", "--truncation_strategy", "--rows",
+                             "--mode"}) {
       if (app.get_option(name)->count() > 0) fail("{} applies to --messages only", name);
     }
   } else if (o.decode || o.add_special_tokens || o.split_special_tokens) {

@@ -84,26 +84,14 @@ std::vector<int64_t> sample_indices(int64_t n, int64_t count, bool shuffle, Rng&
   return idx;
 }
 
-std::vector<Sample> load_file_samples(const std::string& path, const DatasetOptions& options, int file_ordinal,
-                                      FileReport* report) {
-  ReadOptions ro;
-  ro.skip_malformed = options.skip_malformed_rows;
-  ro.num_threads = options.dataset_num_proc;
-  RawTable table = read_table(path, ro);
-  FileReport rep;
-  rep.path = path;
-  rep.rows = static_cast<int64_t>(table.rows.size()) + table.malformed;
-  rep.malformed = table.malformed;
-  rep.problems = table.problems;
-  FormatPlan plan = plan_format(table.columns, options.columns);
-  rep.layout = fmt::format("{}, {}", file_format_name(table.format), plan.describe());
-
-  const int64_t n = static_cast<int64_t>(table.rows.size());
+std::vector<Sample> convert_rows(const std::vector<RawRow>& rows, const FormatPlan& plan, const std::string& path,
+                                 const DatasetOptions& options, int file_ordinal, FileReport* report) {
+  const int64_t n = static_cast<int64_t>(rows.size());
   std::vector<std::optional<Sample>> converted(static_cast<size_t>(n));
   std::vector<std::string> errors(static_cast<size_t>(n));
   parallel_for(n, options.dataset_num_proc, 512, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
-      const RawRow& row = table.rows[static_cast<size_t>(i)];
+      const RawRow& row = rows[static_cast<size_t>(i)];
       uint64_t seed = derive_seed(options.data_seed, static_cast<uint64_t>(file_ordinal),
                                   static_cast<uint64_t>(row.index));
       auto& slot = converted[static_cast<size_t>(i)];
@@ -119,18 +107,37 @@ std::vector<Sample> load_file_samples(const std::string& path, const DatasetOpti
       samples.push_back(std::move(*slot));
       continue;
     }
-    const RawRow& row = table.rows[static_cast<size_t>(i)];
+    const RawRow& row = rows[static_cast<size_t>(i)];
     if (options.strict) {
       fail("dataset '{}': {}; fix the row, or drop such rows with --strict false", row_location(path, row),
            errors[static_cast<size_t>(i)]);
     }
-    ++rep.unusable;
-    if (rep.problems.size() < kMaxProblems) {
-      rep.problems.push_back({row.line, row.line > 0 ? errors[static_cast<size_t>(i)]
-                                                     : fmt::format("row {}: {}", row.index + 1,
-                                                                   errors[static_cast<size_t>(i)])});
+    if (!report) continue;
+    ++report->unusable;
+    if (report->problems.size() < kMaxProblems) {
+      report->problems.push_back({row.line, row.line > 0 ? errors[static_cast<size_t>(i)]
+                                                         : fmt::format("row {}: {}", row.index + 1,
+                                                                       errors[static_cast<size_t>(i)])});
     }
   }
+  return samples;
+}
+
+std::vector<Sample> load_file_samples(const std::string& path, const DatasetOptions& options, int file_ordinal,
+                                      FileReport* report) {
+  ReadOptions ro;
+  ro.skip_malformed = options.skip_malformed_rows;
+  ro.num_threads = options.dataset_num_proc;
+  RawTable table = read_table(path, ro);
+  FileReport rep;
+  rep.path = path;
+  rep.rows = static_cast<int64_t>(table.rows.size()) + table.malformed;
+  rep.malformed = table.malformed;
+  rep.problems = table.problems;
+  FormatPlan plan = plan_format(table.columns, options.columns);
+  rep.layout = fmt::format("{}, {}", file_format_name(table.format), plan.describe());
+
+  std::vector<Sample> samples = convert_rows(table.rows, plan, path, options, file_ordinal, &rep);
   rep.samples = static_cast<int64_t>(samples.size());
   table.rows.clear();
   if (samples.empty()) {

@@ -76,6 +76,11 @@ struct DatasetSplits {
   LoadReport report;
 };
 
+// Rows of one file to samples in parallel (dataset_num_proc threads), in row order; unusable rows are counted in
+// `report` (unusable, problems) or, with strict, the first one throws naming path:line.
+std::vector<Sample> convert_rows(const std::vector<RawRow>& rows, const FormatPlan& plan, const std::string& path,
+                                 const DatasetOptions& options, int file_ordinal, FileReport* report);
+
 // One file to samples, no sampling. Fills `report`.
 std::vector<Sample> load_file_samples(const std::string& path, const DatasetOptions& options, int file_ordinal,
                                       FileReport* report);

@@ -7,9 +7,10 @@
 // the chosen sequences of the batch first and their rejected sequences after, in the same order (sequence k and
 // k + P form pair k, P = number of pairs).
 //
-// Order: epoch e visits units in Rng(derive_seed(seed, e)).permutation (identity without shuffle). With
-// world_size > 1 rank r takes every world_size-th unit from r (as torch's DistributedSampler), the list padded
-// with units from its start so every rank has the same number (or cut, with drop_last).
+// Order: epoch e visits units in a permutation drawn from Rng(derive_seed(seed, e, ...)) (identity without
+// shuffle), the same on every rank. With world_size > 1 rank r takes every world_size-th unit from r (as torch's
+// DistributedSampler), the list padded with units from its start so every rank has the same number (or cut, with
+// drop_last).
 //
 // Invariants:
 //  - batch(epoch, step) is a pure function of (dataset, plan, options, epoch, step): the sequence of batches is

@@ -100,7 +100,10 @@ PreparedData prepare_data(const DataPipelineOptions& o) {
   PreparedData out;
   const bool want_val = !o.dataset.val_dataset.empty() || o.dataset.split_dataset_ratio > 0.0;
   std::string key_train, key_val;
-  if (o.load_from_cache_file) {
+  // Prompt mode (GRPO, inference) needs the samples themselves (extra columns such as `solution`), and prompts
+  // are cheap to encode: it never uses the cache.
+  const bool use_cache = o.load_from_cache_file && o.encode.mode != EncodeMode::Prompt;
+  if (use_cache) {
     const std::string dir = o.cache_dir.empty() ? default_cache_dir() : o.cache_dir;
     key_train = dataset_cache_key(o, "train");
     out.train_cache_path = cache_file_path(dir, key_train);
@@ -142,7 +145,7 @@ PreparedData prepare_data(const DataPipelineOptions& o) {
   out.train = train;
   if (want_val) out.val = std::make_shared<const TokenizedDataset>(encode_samples(splits.val, enc));
   out.load_report = splits.report;
-  if (o.load_from_cache_file) {
+  if (use_cache) {
     try {
       nlohmann::json meta = {{"load", report_json(splits.report)}, {"encode", out.train->stats().to_json()}};
       write_cache(out.train_cache_path, key_train, meta, *out.train);

@@ -11,6 +11,8 @@
 //  - A cache hit reads no dataset rows (only hashes the files for the key); an unusable cache file (corrupt,
 //    truncated, other version) is reported through the warning callback and rebuilt.
 //  - Failure to write the cache is a warning, never a failed run.
+//  - Prompt mode (GRPO rollouts, inference) never uses the cache: its callers need the samples (extra columns
+//    such as `solution` for the reward functions), which a cache hit does not load.
 #pragma once
 
 #include <memory>

@@ -659,4 +659,82 @@ RawTable read_table(const std::string& path, const ReadOptions& options) {
 
 nlohmann::ordered_json parse_python_literal(std::string_view text) { return LiteralParser(text).parse_all(); }
 
+struct RowStream::State {
+  ReadOptions options;
+  RawTable table;                      // rows of a whole-file format, or the counters of JSON Lines
+  std::shared_ptr<MappedFile> file;    // plain JSON Lines
+  std::string inflated;                // gzip JSON Lines
+  std::string_view text;
+  size_t pos = 0;                      // JSON Lines: next byte; other formats: next row
+  int64_t line = 1, index = 0;
+  bool lazy = false;
+};
+
+RowStream::RowStream(const std::string& path, const ReadOptions& options) : state_(std::make_unique<State>()) {
+  State& st = *state_;
+  st.options = options;
+  check_readable(path);
+  FileFormat format = detect_file_format(path);
+  st.table.path = path;
+  st.table.format = format;
+  if (format != FileFormat::Jsonl) {
+    st.table = read_table(path, options);
+    return;
+  }
+  st.lazy = true;
+  std::error_code ec;
+  if (std::filesystem::file_size(path, ec) == 0) return;
+  st.file = MappedFile::open(path);
+  if (is_gzip(st.file->data(), st.file->size())) {
+    st.inflated = gunzip(st.file->data(), st.file->size(), path);
+    st.file.reset();
+    st.text = st.inflated;
+  } else {
+    st.text = std::string_view(reinterpret_cast<const char*>(st.file->data()), st.file->size());
+  }
+  st.text = strip_bom(st.text);
+}
+
+RowStream::~RowStream() = default;
+
+std::vector<RawRow> RowStream::next(int64_t max_rows) {
+  State& st = *state_;
+  std::vector<RawRow> out;
+  if (!st.lazy) {
+    while (st.pos < st.table.rows.size() && static_cast<int64_t>(out.size()) < max_rows) {
+      out.push_back(std::move(st.table.rows[st.pos++]));
+    }
+    return out;
+  }
+  while (out.empty() && st.pos < st.text.size()) {
+    std::vector<Span> spans;
+    while (st.pos < st.text.size() && static_cast<int64_t>(spans.size()) < max_rows) {
+      const void* nl = std::memchr(st.text.data() + st.pos, '\n', st.text.size() - st.pos);
+      size_t end = nl ? static_cast<size_t>(static_cast<const char*>(nl) - st.text.data()) : st.text.size();
+      size_t b = st.pos, e = end;
+      while (b < e && is_space(st.text[b])) ++b;
+      while (e > b && is_space(st.text[e - 1])) --e;
+      if (b < e) spans.push_back({b, e, st.line});
+      st.pos = end + 1;
+      ++st.line;
+    }
+    auto slots = parse_json_spans(st.text, spans, st.options.num_threads);
+    for (auto& slot : slots) slot.row.index = st.index++;
+    RawTable chunk;
+    chunk.path = st.table.path;
+    collect(chunk, slots, st.options, "one JSON object per line");
+    st.table.malformed += chunk.malformed;
+    for (auto& p : chunk.problems) {
+      if (st.table.problems.size() < kMaxProblems) st.table.problems.push_back(std::move(p));
+    }
+    out = std::move(chunk.rows);
+  }
+  return out;
+}
+
+const std::string& RowStream::path() const { return state_->table.path; }
+FileFormat RowStream::format() const { return state_->table.format; }
+int64_t RowStream::malformed() const { return state_->table.malformed; }
+const std::vector<RowProblem>& RowStream::problems() const { return state_->table.problems; }
+
 }  // namespace swift::data

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -64,6 +65,27 @@ RawTable read_table(const std::string& path, const ReadOptions& options = {});
 // Parses already-loaded (decompressed) text; `name` stands for the file in messages.
 RawTable parse_table(std::string_view text, FileFormat format, const std::string& name,
                      const ReadOptions& options = {});
+
+// Rows of one file a chunk at a time (--streaming): JSON Lines are parsed lazily from the memory-mapped file (or
+// from the gunzipped text, which is held whole); other formats are parsed whole on open and handed out in
+// chunks. Rows, lines and errors are exactly those of read_table.
+class RowStream {
+ public:
+  RowStream(const std::string& path, const ReadOptions& options = {});
+  ~RowStream();
+  RowStream(const RowStream&) = delete;
+  RowStream& operator=(const RowStream&) = delete;
+  // Up to max_rows next rows; empty at the end of the file.
+  std::vector<RawRow> next(int64_t max_rows);
+  const std::string& path() const;
+  FileFormat format() const;
+  int64_t malformed() const;                     // dropped so far (skip_malformed)
+  const std::vector<RowProblem>& problems() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
 
 // Python literal syntax (what ms-swift's ast.literal_eval accepts for string-encoded columns such as
 // "[['q1', 'r1']]"): strings in ' or " with escapes, numbers, True/False/None, lists, tuples, dicts; JSON's

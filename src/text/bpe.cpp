@@ -4,7 +4,7 @@
 #include "text/bpe.h"
 
 #include <climits>
-#include <mutex>
+#include <atomic>
 #include <algorithm>
 #include <functional>
 
@@ -34,20 +34,41 @@ void MergeTable::build(const std::vector<std::pair<uint64_t, Value>>& entries) {
 
 // ---- WordCache ---------------------------------------------------------------------------------------------
 
-bool WordCache::lookup(std::string_view word, size_t hash, std::vector<int32_t>& out) const {
-  Shard& shard = shards_[(hash >> 7) % kShards];
-  std::shared_lock lock(shard.mutex);
-  auto it = shard.map.find(word);
-  if (it == shard.map.end()) return false;
+namespace {
+std::atomic<uint64_t> next_cache_uid{1};
+constexpr size_t kCacheTables = 8, kCacheCapacity = 16384;
+}  // namespace
+
+struct WordCache::Table {
+  uint64_t uid = 0;
+  std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>> map;
+};
+
+WordCache::WordCache() : uid_(next_cache_uid.fetch_add(1)) {}
+
+WordCache::Table& WordCache::table() const {
+  thread_local std::array<Table, kCacheTables> tables;
+  thread_local size_t next = 0;
+  for (Table& t : tables) {
+    if (t.uid == uid_) return t;
+  }
+  Table& t = tables[next++ % kCacheTables];  // the oldest table goes
+  t.uid = uid_;
+  t.map.clear();
+  return t;
+}
+
+bool WordCache::lookup(std::string_view word, std::vector<int32_t>& out) const {
+  const Table& t = table();
+  auto it = t.map.find(word);
+  if (it == t.map.end()) return false;
   out.insert(out.end(), it->second.begin(), it->second.end());
   return true;
 }
 
-void WordCache::insert(std::string_view word, size_t hash, const int32_t* ids, size_t n) const {
-  Shard& shard = shards_[(hash >> 7) % kShards];
-  std::unique_lock lock(shard.mutex);
-  if (shard.map.size() >= kShardCapacity) return;
-  shard.map.emplace(std::string(word), std::vector<int32_t>(ids, ids + n));
+void WordCache::insert(std::string_view word, const int32_t* ids, size_t n) const {
+  Table& t = table();
+  if (t.map.size() < kCacheCapacity) t.map.emplace(std::string(word), std::vector<int32_t>(ids, ids + n));
 }
 
 // ---- BpeModel ----------------------------------------------------------------------------------------------
@@ -311,37 +332,34 @@ void BpeModel::merge_large(std::vector<int32_t>& ids) const {
   for (int32_t i = 0; i >= 0; i = nodes[i].next) ids.push_back(nodes[i].id);
 }
 
-void BpeModel::prepare() {
-  char_pairs_.clear();
-  if (byte_input_ || !options_.continuing_subword_prefix.empty() || !options_.end_of_word_suffix.empty()) return;
-  // Adjacent character pairs inside tokens: a merge can only join symbols across a boundary whose two characters
-  // appear next to each other in some token.
-  std::vector<uint64_t> pairs;
-  for (const std::string& token : id_to_token_) {
-    uint32_t prev = 0;
-    bool have = false;
-    for (size_t i = 0; i < token.size();) {
-      uint32_t cp = unicode::decode_utf8(token, i);
-      if (have) pairs.push_back((static_cast<uint64_t>(prev) << 32) | cp);
-      prev = cp;
-      have = true;
-    }
+uint32_t SafeSplitter::decode_char(std::string_view s, size_t& i) { return unicode::decode_utf8(s, i); }
+
+void SafeSplitter::add_merge_target(std::string_view token) {
+  uint32_t prev = 0;
+  bool have = false;
+  for (size_t i = 0; i < token.size();) {
+    uint32_t cp = unicode::decode_utf8(token, i);
+    if (have) pairs_.insert((static_cast<uint64_t>(prev) << 32) | cp);
+    prev = cp;
+    have = true;
   }
-  char_pairs_.insert(pairs.begin(), pairs.end());
+}
+
+void BpeModel::prepare() {
+  splitter_.clear();
+  if (byte_input_ || !options_.continuing_subword_prefix.empty() || !options_.end_of_word_suffix.empty()) return;
+  for (const std::string& token : id_to_token_) splitter_.add_merge_target(token);
+  for (const auto& [cp, id] : char_to_id_) splitter_.add_known_char(cp);
 }
 
 void BpeModel::encode_piece(std::string_view word, std::vector<int32_t>& out) const {
   const bool cacheable = word.size() > 1 && word.size() <= WordCache::kMaxWordBytes;
-  size_t hash = 0;
-  if (cacheable) {
-    hash = StringHash{}(word);
-    if (cache_.lookup(word, hash, out)) return;
-  }
+  if (cacheable && cache_.lookup(word, out)) return;
   thread_local std::vector<int32_t> ids;
   ids.clear();
   initial_symbols(word, ids);
   merge(ids);
-  if (cacheable) cache_.insert(word, hash, ids.data(), ids.size());
+  if (cacheable) cache_.insert(word, ids.data(), ids.size());
   out.insert(out.end(), ids.begin(), ids.end());
 }
 
@@ -355,28 +373,7 @@ void BpeModel::encode_word(std::string_view word, std::vector<int32_t>& out) con
       return;
     }
   }
-  if (word.size() <= kSplitThreshold || char_pairs_.empty()) {
-    encode_piece(word, out);
-    return;
-  }
-  // A long word (SentencePiece-style tokenizers have no pre-tokenizer: the whole text is one word) is cut where
-  // no merge can ever join across: between two known single-character symbols that are never adjacent inside a
-  // token. The pieces merge independently, so the result is the same as merging the whole word.
-  size_t start = 0, i = 0;
-  uint32_t prev = 0;
-  bool prev_known = false;
-  while (i < word.size()) {
-    size_t at = i;
-    uint32_t cp = unicode::decode_utf8(word, i);
-    bool known = char_to_id_.count(cp) > 0;
-    if (at > start && prev_known && known && !char_pairs_.count((static_cast<uint64_t>(prev) << 32) | cp)) {
-      encode_piece(word.substr(start, at - start), out);
-      start = at;
-    }
-    prev = cp;
-    prev_known = known;
-  }
-  encode_piece(word.substr(start), out);
+  splitter_.for_each_piece(word, [&](std::string_view piece) { encode_piece(piece, out); });
 }
 
 }  // namespace swift::text

@@ -11,16 +11,18 @@
 //  - SpmModel::encode_word equals llama.cpp's SentencePiece-BPE session: repeatedly merge the adjacent pair whose
 //    concatenation is a normal vocabulary token with the highest score (leftmost on ties); symbols that are not
 //    tokens become byte tokens (or unk).
-//  - Merge ranks live in an open-addressing table keyed by the id pair packed into 64 bits; per-word work uses
-//    stack or thread-local buffers; a sharded, bounded word -> ids cache serves repeated words; models are
-//    immutable after loading apart from that cache, which is internally locked (thread-safe).
+//  - Words longer than 48 bytes are first cut where no merge can cross (SafeSplitter), which leaves the result
+//    unchanged and keeps SentencePiece-style whole-text "words" linear-time and cacheable.
+//  - Merge ranks live in an open-addressing table keyed by the id pair packed into 64 bits; short words merge by
+//    an array scan, long ones through a heap over a linked list (both: lowest rank, leftmost first); per-word work
+//    uses stack or thread-local buffers; a bounded per-thread word -> ids cache serves repeated words; models are
+//    immutable after loading (thread-safe).
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -78,21 +80,39 @@ class MergeTable {
   size_t mask_ = 0;
 };
 
-// Bounded word -> ids cache shared by all threads (64 shards, each under its own reader/writer lock). Once full
-// it stops inserting, as HF's BPE cache does.
+// Bounded word -> ids cache. Each thread has its own table per cache (no locks, no shared cache lines between
+// threads); a thread keeps tables for its 8 most recently created caches. A table stops growing when full, as
+// HF's BPE cache does.
 class WordCache {
  public:
   static constexpr size_t kMaxWordBytes = 128;
-  bool lookup(std::string_view word, size_t hash, std::vector<int32_t>& out) const;
-  void insert(std::string_view word, size_t hash, const int32_t* ids, size_t n) const;
+  WordCache();
+  bool lookup(std::string_view word, std::vector<int32_t>& out) const;
+  void insert(std::string_view word, const int32_t* ids, size_t n) const;
 
  private:
-  static constexpr size_t kShards = 64, kShardCapacity = 1024;
-  struct Shard {
-    mutable std::shared_mutex mutex;
-    std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>> map;
-  };
-  mutable std::array<Shard, kShards> shards_;
+  struct Table;
+  Table& table() const;
+  uint64_t uid_;  // never reused, so a table can never serve a different cache that took this one's address
+};
+
+// Cuts long words where no merge can ever join across: between two characters that are tokens on their own and
+// never adjacent inside a merge target. The pieces merge independently, so the result equals merging the whole
+// word (SentencePiece-style tokenizers have no pre-tokenizer: a whole text is one word).
+class SafeSplitter {
+ public:
+  static uint32_t decode_char(std::string_view s, size_t& i);  // unicode::decode_utf8
+  static constexpr size_t kMinBytes = 48;  // shorter words are merged whole
+  void clear() { pairs_.clear(), known_.clear(); }
+  void add_merge_target(std::string_view token);  // records its adjacent character pairs
+  void add_known_char(uint32_t cp) { known_.insert(cp); }
+  bool active() const { return !pairs_.empty(); }
+  template <typename Fn>
+  void for_each_piece(std::string_view word, Fn&& fn) const;
+
+ private:
+  std::unordered_set<uint64_t> pairs_;
+  std::unordered_set<uint32_t> known_;
 };
 
 struct BpeOptions {
@@ -121,7 +141,6 @@ class BpeModel final : public Model {
   void prepare() override;
 
  private:
-  static constexpr size_t kSplitThreshold = 48;  // bytes; longer text-mode words are cut at safe boundaries
   void encode_piece(std::string_view word, std::vector<int32_t>& out) const;
   // Initial symbols of a word (text or byte mode), before merging.
   void initial_symbols(std::string_view word, std::vector<int32_t>& ids) const;
@@ -143,7 +162,7 @@ class BpeModel final : public Model {
   std::array<std::vector<int32_t>, 256> byte_symbols_;  // initial ids for each raw byte
   std::array<ByteKind, 256> byte_kind_{};
   TokenMap raw_token_to_id_;                            // raw-bytes form of byte-level tokens (ignore_merges)
-  std::unordered_set<uint64_t> char_pairs_;             // text mode: code point pairs adjacent inside a token
+  SafeSplitter splitter_;                               // text mode only
   WordCache cache_;
 };
 
@@ -155,6 +174,7 @@ class SpmModel final : public Model {
   SpmModel(std::vector<std::string> tokens, std::vector<float> scores, std::vector<int32_t> types, int32_t unk_id);
 
   void encode_word(std::string_view word, std::vector<int32_t>& out) const override;
+  void prepare() override;
   int32_t token_to_id(std::string_view token) const override;
   const std::string* id_to_token(int32_t id) const override;
   int64_t vocab_size() const override { return static_cast<int64_t>(tokens_.size()); }
@@ -167,7 +187,33 @@ class SpmModel final : public Model {
   TokenMap merge_targets_;   // normal tokens only
   std::array<int32_t, 256> byte_id_{};
   int32_t unk_id_ = -1;
+  SafeSplitter splitter_;
   WordCache cache_;
+
+  void encode_piece(std::string_view word, std::vector<int32_t>& out) const;
 };
+
+template <typename Fn>
+void SafeSplitter::for_each_piece(std::string_view word, Fn&& fn) const {
+  if (word.size() < kMinBytes || pairs_.empty()) {
+    fn(word);
+    return;
+  }
+  size_t start = 0, i = 0;
+  uint32_t prev = 0;
+  bool prev_known = false;
+  while (i < word.size()) {
+    const size_t at = i;
+    const uint32_t cp = decode_char(word, i);
+    const bool known = known_.count(cp) > 0;
+    if (at > start && prev_known && known && !pairs_.count((static_cast<uint64_t>(prev) << 32) | cp)) {
+      fn(word.substr(start, at - start));
+      start = at;
+    }
+    prev = cp;
+    prev_known = known;
+  }
+  fn(word.substr(start));
+}
 
 }  // namespace swift::text

@@ -54,14 +54,25 @@ const std::string* SpmModel::id_to_token(int32_t id) const {
   return &tokens_[id];
 }
 
+void SpmModel::prepare() {
+  splitter_.clear();
+  for (const auto& [token, id] : merge_targets_) splitter_.add_merge_target(token);
+  for (const auto& [token, id] : token_to_id_) {
+    size_t i = 0;
+    if (token.empty()) continue;
+    uint32_t cp = unicode::decode_utf8(token, i);
+    if (i == token.size()) splitter_.add_known_char(cp);
+  }
+}
+
 void SpmModel::encode_word(std::string_view word, std::vector<int32_t>& out) const {
   if (word.empty()) return;
+  splitter_.for_each_piece(word, [&](std::string_view piece) { encode_piece(piece, out); });
+}
+
+void SpmModel::encode_piece(std::string_view word, std::vector<int32_t>& out) const {
   const bool cacheable = word.size() <= WordCache::kMaxWordBytes;
-  size_t hash = 0;
-  if (cacheable) {
-    hash = StringHash{}(word);
-    if (cache_.lookup(word, hash, out)) return;
-  }
+  if (cacheable && cache_.lookup(word, out)) return;
 
   struct Symbol {
     uint32_t start, len;
@@ -131,7 +142,7 @@ void SpmModel::encode_word(std::string_view word, std::vector<int32_t>& out) con
     }
   }
   if (in_unk) ids.push_back(unk_id_);
-  if (cacheable) cache_.insert(word, hash, ids.data(), ids.size());
+  if (cacheable) cache_.insert(word, ids.data(), ids.size());
   out.insert(out.end(), ids.begin(), ids.end());
 }
 

@@ -48,7 +48,8 @@ void emit_with_behavior(const PreTokenized::Piece& piece, std::vector<Span>& spa
     case SplitBehavior::Contiguous: {
       // Fold left: a match (MergedWithPrevious) or any span continuing the previous kind (Contiguous) extends
       // the last range.
-      std::vector<std::pair<uint32_t, uint32_t>> ranges;
+      thread_local std::vector<std::pair<uint32_t, uint32_t>> ranges;
+      ranges.clear();
       bool previous_match = false;
       for (const Span& s : spans) {
         bool extend = behavior == SplitBehavior::MergedWithPrevious ? (s.match && !previous_match)
@@ -64,7 +65,8 @@ void emit_with_behavior(const PreTokenized::Piece& piece, std::vector<Span>& spa
       return;
     }
     case SplitBehavior::MergedWithNext: {
-      std::vector<std::pair<uint32_t, uint32_t>> ranges;  // built right to left
+      thread_local std::vector<std::pair<uint32_t, uint32_t>> ranges;  // built right to left
+      ranges.clear();
       bool previous_match = false;
       for (size_t k = spans.size(); k-- > 0;) {
         const Span& s = spans[k];
@@ -229,10 +231,8 @@ class ByteLevelPre final : public PreTokenizer {
       rewrite_all(p, [](std::string_view s, std::string& out, bool) { out += byte_level_encode(s); });
     }
   }
-  bool defer_byte_mapping() override {
-    deferred_ = true;
-    return true;
-  }
+  bool ends_with_byte_level() const override { return true; }
+  void defer_byte_mapping() override { deferred_ = true; }
 
  private:
   bool add_prefix_space_, use_regex_;
@@ -277,7 +277,10 @@ class SequencePre final : public PreTokenizer {
   void apply(PreTokenized& p) const override {
     for (const auto& part : parts_) part->apply(p);
   }
-  bool defer_byte_mapping() override { return !parts_.empty() && parts_.back()->defer_byte_mapping(); }
+  bool ends_with_byte_level() const override { return !parts_.empty() && parts_.back()->ends_with_byte_level(); }
+  void defer_byte_mapping() override {
+    if (!parts_.empty()) parts_.back()->defer_byte_mapping();
+  }
 
  private:
   std::vector<std::unique_ptr<PreTokenizer>> parts_;

@@ -9,6 +9,8 @@
 //    HF's NormalizedString::split; regexes match each piece on its own, as HF does.
 //  - ByteLevel's byte-to-character mapping is deferred to the model when ByteLevel is the last stage
 //    (defer_byte_mapping): words then stay raw UTF-8 bytes and the BPE model maps bytes to symbol ids itself.
+//  - Each piece carries how many of its leading bytes stem from the input's first character (first_len), so
+//    Metaspace's prepend_scheme "first" sees what HF's offsets_original().0 == 0 sees, through splits and rewrites.
 //  - Pre-tokenizers are immutable after loading (thread-safe).
 #pragma once
 
@@ -49,9 +51,10 @@ class PreTokenizer {
  public:
   virtual ~PreTokenizer() = default;
   virtual void apply(PreTokenized& p) const = 0;
-  // Called once at load: when the last stage is ByteLevel, it stops mapping bytes to characters and this
-  // returns true (the model must then read words as raw bytes).
-  virtual bool defer_byte_mapping() { return false; }
+  // Whether the last stage is ByteLevel; then, at load, defer_byte_mapping() makes it stop mapping bytes to
+  // characters once the model has agreed to read words as raw bytes.
+  virtual bool ends_with_byte_level() const { return false; }
+  virtual void defer_byte_mapping() {}
 };
 
 std::unique_ptr<PreTokenizer> pretokenizer_from_json(const JsonField& j);

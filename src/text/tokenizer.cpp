@@ -70,12 +70,12 @@ size_t AddedVocabulary::Trie::longest(std::string_view text, size_t at, int32_t&
 void AddedVocabulary::add(AddedToken token) {
   if (token.content.empty()) return;
   if (token.special) special_contents_.insert(token.content);
-  for (AddedToken& t : tokens_) {
-    if (t.content == token.content) {
-      t = std::move(token);
-      return;
-    }
+  auto it = content_index_.find(token.content);
+  if (it != content_index_.end()) {
+    tokens_[it->second] = std::move(token);
+    return;
   }
+  content_index_.emplace(token.content, static_cast<int32_t>(tokens_.size()));
   tokens_.push_back(std::move(token));
 }
 
@@ -110,10 +110,9 @@ const AddedToken* AddedVocabulary::by_id(int32_t id) const {
 }
 
 const AddedToken* AddedVocabulary::by_content(std::string_view content) const {
-  for (const AddedToken& t : tokens_) {
-    if (t.content == content) return &t;
-  }
-  return nullptr;
+  if (tokens_.empty()) return nullptr;
+  auto it = content_index_.find(std::string(content));
+  return it == content_index_.end() ? nullptr : &tokens_[it->second];
 }
 
 namespace {
@@ -187,8 +186,8 @@ void AddedVocabulary::split(std::string_view text, bool normalized, bool parse_s
 
 void TokenizerImpl::finalize() {
   SWIFT_CHECK(model != nullptr, "{}: tokenizer has no model", source);
-  if (pre_tokenizer && model->set_byte_input(true)) {
-    if (!pre_tokenizer->defer_byte_mapping()) model->set_byte_input(false);
+  if (pre_tokenizer && pre_tokenizer->ends_with_byte_level() && model->set_byte_input(true)) {
+    pre_tokenizer->defer_byte_mapping();
   }
   model->prepare();
   added.build(normalizer.get());
@@ -247,6 +246,8 @@ uint32_t TokenizerImpl::leading_first_char_bytes(std::string_view original, std:
 
 std::vector<int32_t> TokenizerImpl::encode(std::string_view text, bool add_special_tokens, bool parse_special) const {
   std::vector<int32_t> out;
+  SWIFT_CHECK(text.size() < (size_t{1} << 31), "{}: encode() takes texts below 2 GiB; this one has {} bytes", source,
+              text.size());
   std::string repaired;
   if (!unicode::is_valid_utf8(text)) {
     repaired = unicode::to_valid_utf8(text);

@@ -4,12 +4,20 @@
 // vocab.json/encoder.json + merges.txt/vocab.bpe.
 //
 // Invariants:
-//  - encode() equals Hugging Face `tokenizer(text, add_special_tokens=...)["input_ids"]` and decode() equals
-//    `tokenizer.decode(ids, skip_special_tokens=...)` for every input (tests: tokenizer-cases + a corpus).
-//  - Added tokens are matched before the model runs (longest match first, honouring lstrip/rstrip/
+//  - encode() equals Hugging Face tokenizers' `Tokenizer.from_file(...).encode(text, add_special_tokens=...).ids`
+//    and decode() its `.decode(ids, skip_special_tokens=...)`, which is also transformers' answer except where a
+//    transformers 5 class rebuilds the pipeline instead of reading the file (its LlamaTokenizer drops one "▁" before
+//    text that starts with a space). decode() never applies clean_up_tokenization_spaces: transformers 5 skips it
+//    for BPE models. Tests: llama.cpp's vectors, hf_cases.json, tests/fixtures/tokenizer_corpus.
+//  - Invalid UTF-8 input is first repaired to U+FFFD per maximal invalid sequence (what Python's
+//    bytes.decode(errors="replace") hands to HF); output text is always valid UTF-8.
+//  - Added tokens are matched before the model runs (leftmost, then longest, honouring lstrip/rstrip/
 //    single_word/normalized); with parse_special = false, special added tokens are treated as plain text
 //    (as the data pipeline does for user content). Non-special added tokens are always matched.
-//  - A Tokenizer is immutable after loading and safe to use from many threads at once.
+//  - add_special_tokens adds what the tokenizer's post-processor adds (or tokenizer_config.json's add_bos_token /
+//    add_eos_token, or GGUF's tokenizer.ggml.add_bos_token / add_eos_token); special_tokens().add_bos/add_eos
+//    report it.
+//  - A Tokenizer is immutable after loading and safe to use from many threads at once (word caches are per thread).
 #pragma once
 
 #include <cstdint>
@@ -60,13 +68,17 @@ class Tokenizer {
 
   virtual int64_t vocab_size() const = 0;                 // including added tokens (max id + 1)
   virtual int32_t token_to_id(std::string_view token) const = 0;  // -1 when absent
-  virtual std::string id_to_token(int32_t id) const = 0;  // the vocabulary string ("Ġhello"); throws if out of range
+  // The vocabulary string ("Ġhello"; an added token with normalized=true gives its normalised form, as HF); throws
+  // swift::Error for ids that have no token.
+  virtual std::string id_to_token(int32_t id) const = 0;
   virtual bool is_special(int32_t id) const = 0;           // added token with special = true
   virtual const SpecialTokens& special_tokens() const = 0;
   // The chat template shipped with the tokenizer (tokenizer_config.json "chat_template" or GGUF
   // "tokenizer.chat_template"); empty when none.
   virtual const std::string& chat_template() const = 0;
-  // The text of one token as decode() would produce it inside a sequence; used by the stream decoder.
+  // The bytes one token contributes inside a sequence (not at its start), before bytes are assembled into
+  // characters: "Ġhello" -> " hello", "▁Hello" -> " Hello", "<0xE4>" -> "\xE4", a byte-level piece of a character
+  // -> its raw bytes (possibly a partial UTF-8 sequence), an added token -> its text.
   virtual std::string token_bytes(int32_t id) const = 0;
 };
 

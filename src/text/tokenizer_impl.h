@@ -18,6 +18,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -76,6 +77,7 @@ class AddedVocabulary {
   };
 
   std::vector<AddedToken> tokens_;
+  std::unordered_map<std::string, int32_t> content_index_;  // content -> index in tokens_
   std::unordered_set<std::string> special_contents_;
   Trie raw_trie_, normalized_trie_;
   std::vector<int32_t> id_index_;  // id -> index in tokens_ (or -1), sized to the max added id + 1

@@ -7,6 +7,8 @@
 //    ByteLevel, Sequence) unless tokenizer_config.json sets add_bos_token/add_eos_token, which then rebuild it
 //    from bos/eos as transformers 5 does.
 //  - clean_up_tokenization_spaces is recorded but never applied: transformers 5 skips it for BPE models.
+//  - The chat template is tokenizer_config.json's "chat_template" (a string, or the "default" of a named list), else
+//    chat_template.jinja beside tokenizer.json.
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -301,6 +303,10 @@ std::unique_ptr<TokenizerImpl> load_tokenizer_json(const std::string& path, cons
   }
   // add_bos_token/add_eos_token in the config replace the file's post-processor (transformers 5).
   const bool config_decides = !config_path.empty() && apply_tokenizer_config(*tok, config_path);
+  if (tok->chat_template_text.empty()) {  // newer repositories keep the template in its own file
+    const std::filesystem::path jinja = std::filesystem::path(path).parent_path() / "chat_template.jinja";
+    if (std::filesystem::exists(jinja)) tok->chat_template_text = read_text_file(jinja.string());
+  }
   if (!config_decides && root.has("post_processor")) {
     post_processor_from_json(root.at("post_processor"), tok->prefix_ids, tok->suffix_ids, *tok);
   }

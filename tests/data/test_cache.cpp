@@ -233,6 +233,26 @@ TEST_F(DataPipeline, TooShortMaxLengthExplainsItself) {
   }
 }
 
+TEST_F(DataPipeline, PromptModeAlwaysLoadsTheSamples) {
+  std::string data = dir.write("grpo.jsonl", "{\"problem\": \"1+1?\", \"solution\": \"2\"}\n{\"problem\": \"2+2?\", "
+                                             "\"solution\": \"4\"}\n");
+  auto o = options(data);
+  o.dataset.split_dataset_ratio = 0;
+  o.encode.mode = EncodeMode::Prompt;
+  for (int run = 0; run < 2; ++run) {
+    PreparedData d = prepare_data(o);
+    EXPECT_FALSE(d.cache_hit);
+    ASSERT_EQ(d.train_samples.size(), 2u);
+    ASSERT_EQ(d.train->size(), 2);
+    const Sample& s = d.train_samples[static_cast<size_t>(d.train->sample_index(0))];
+    EXPECT_TRUE(s.extra.contains("solution"));
+    std::string text = tok.decode(std::vector<int32_t>(d.train->ids(0).begin(), d.train->ids(0).end()));
+    EXPECT_EQ(text.find(s.extra["solution"].get<std::string>() + "<|im_end|>"), std::string::npos) << text;
+    EXPECT_EQ(text.substr(text.size() - 22), "<|im_start|>assistant\n");
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.file("cache")));
+}
+
 TEST_F(DataPipeline, PackPlanOverThePreparedSet) {
   auto o = options(fixtures_dir() + "/gsm8k-train-20.jsonl");
   o.load_from_cache_file = false;

@@ -4,9 +4,10 @@
 // tokenizer has its own slow test (tests/model/test_real_tokenizer_corpus.cpp).
 //
 // Invariants:
-//  - Tokenizer files come from tests/fixtures/tokenizers/<name>/ (committed with the tokenizer engine), so the
-//    test runs on a fresh clone. Only where that folder is absent does it fall back to the copy CMake
-//    extracted from ../shared/data/tokenizers.tar.xz (SWIFT_SHARED_TOKENIZERS_DIR); with neither it FAILS.
+//  - Tokenizer files come from tests/fixtures/tokenizers/tokenizer-fixtures.tar.xz (committed with the tokenizer
+//    engine; CMake unpacks it into SWIFT_TOKENIZER_FIXTURES_DIR), so the test runs on a fresh clone. Only where
+//    that is absent does it fall back to the copy CMake extracted from ../shared/data/tokenizers.tar.xz
+//    (SWIFT_SHARED_TOKENIZERS_DIR); with neither it FAILS.
 //  - Every entry is checked; the output has one "[corpus] <name>: encode n/N decode n/N ..." line per
 //    tokenizer and, on failure, the first mismatch of each kind (text, expected vs got, first differing position).
 #include <gtest/gtest.h>
@@ -41,7 +42,11 @@ std::unique_ptr<text::Tokenizer> load_from(const fs::path& dir) {
 }
 
 std::unique_ptr<text::Tokenizer> load_tokenizer(const std::string& name) {
+#ifdef SWIFT_TOKENIZER_FIXTURES_DIR
+  const fs::path committed = fs::path(SWIFT_TOKENIZER_FIXTURES_DIR) / name;  // tokenizer-fixtures.tar.xz, unpacked
+#else
   const fs::path committed = fs::path(SWIFT_FIXTURES_DIR) / "tokenizers" / name;
+#endif
   if (auto tok = load_from(committed)) return tok;
 #ifdef SWIFT_SHARED_TOKENIZERS_DIR
   if (auto tok = load_from(fs::path(SWIFT_SHARED_TOKENIZERS_DIR) / name)) {
@@ -51,8 +56,9 @@ std::unique_ptr<text::Tokenizer> load_tokenizer(const std::string& name) {
   }
 #endif
   ADD_FAILURE() << "tokenizer '" << name << "': no tokenizer files in " << committed
-                << " (the committed fixture) nor in the shared-data copy; commit them or configure with "
-                   "-DSWIFT_SHARED_DATA_DIR=<dir holding tokenizers.tar.xz>";
+                << " (unpacked from tests/fixtures/tokenizers/tokenizer-fixtures.tar.xz at configure time) nor in "
+                   "the shared-data copy; re-run cmake, or configure with -DSWIFT_SHARED_DATA_DIR=<dir holding "
+                   "tokenizers.tar.xz>";
   return nullptr;
 }
 
