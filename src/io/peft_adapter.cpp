@@ -8,6 +8,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "io/atomic_file.h"
 #include "io/safetensors.h"
 
 namespace swift::io {
@@ -19,21 +20,6 @@ namespace {
 constexpr const char* kConfigName = "adapter_config.json";
 constexpr const char* kWeightsName = "adapter_model.safetensors";
 constexpr const char* kPrefix = "base_model.model.";
-
-void write_text_atomically(const fs::path& path, const std::string& text) {
-  fs::path tmp = path;
-  tmp += ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    SWIFT_CHECK(out.good(), "cannot write '{}'", tmp.string());
-    out << text;
-    out.flush();
-    SWIFT_CHECK(out.good(), "writing '{}' failed (disk full?)", tmp.string());
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  SWIFT_CHECK(!ec, "cannot rename '{}' to '{}': {}", tmp.string(), path.string(), ec.message());
-}
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -162,7 +148,7 @@ void save_peft_adapter(const std::string& dir, const PeftAdapter& adapter) {
   fs::create_directories(dir, ec);
   SWIFT_CHECK(!ec, "cannot create adapter directory '{}': {}", dir, ec.message());
   save_safetensors((fs::path(dir) / kWeightsName).string(), adapter.tensors, {{"format", "pt"}});
-  write_text_atomically(fs::path(dir) / kConfigName, adapter.config.to_json().dump(2) + "\n");
+  write_file_atomically((fs::path(dir) / kConfigName).string(), adapter.config.to_json().dump(2) + "\n");
 }
 
 }  // namespace swift::io

@@ -41,20 +41,6 @@ std::string create_run_dir(const std::string& output_dir, bool add_version) {
   return dir.string();
 }
 
-void write_file_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    SWIFT_CHECK(out.good(), "cannot write '{}'", tmp);
-    out << text;
-    out.flush();
-    SWIFT_CHECK(out.good(), "writing '{}' failed (disk full?)", tmp);
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  SWIFT_CHECK(!ec, "cannot rename '{}' to '{}': {}", tmp, path, ec.message());
-}
-
 TrainingLog::TrainingLog(const std::string& run_dir) : run_dir_(run_dir) {
   const std::string path = (fs::path(run_dir) / "logging.jsonl").string();
   file_ = std::fopen(path.c_str(), "a");

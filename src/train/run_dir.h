@@ -15,13 +15,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "io/atomic_file.h"
+
 namespace swift::train {
 
 // Creates and returns output_dir/vN-YYYYMMDD-HHMMSS (or output_dir itself when add_version is false).
 std::string create_run_dir(const std::string& output_dir, bool add_version = true);
 
-// Writes `text` to `path` through `path`.tmp and a rename.
-void write_file_atomically(const std::string& path, const std::string& text);
+using io::write_file_atomically;  // io/atomic_file.h
 
 class TrainingLog {
  public:
