@@ -34,6 +34,9 @@ const text::Tokenizer* tokenizer(const std::string& name) {
   auto it = cache.find(name);
   if (it != cache.end()) return it->second.get();
   std::vector<fs::path> dirs = {fs::path(SWIFT_FIXTURES_DIR) / "tokenizers" / name};
+#ifdef SWIFT_TOKENIZER_FIXTURES_DIR  // the committed tokenizer archive, unpacked at configure time (CI has no ../shared)
+  dirs.push_back(fs::path(SWIFT_TOKENIZER_FIXTURES_DIR) / name);
+#endif
 #ifdef SWIFT_SHARED_TOKENIZERS_DIR
   dirs.push_back(fs::path(SWIFT_SHARED_TOKENIZERS_DIR) / name);
 #endif
