@@ -3,21 +3,20 @@
 // Invariants:
 //  - Every op validates its arguments with detail::check_<op> before touching data, so kernels may assume
 //    consistent shapes, dtypes and one device.
-//  - CPU tensors run the fast kernels of ops/cpu; CUDA tensors run ops/cuda kernels where one exists (cast) and
-//    otherwise throw "op <name>: no CUDA kernel yet" (one case per op, no fallback to the CPU by accident).
-//  - CUDA kernels are launched on the default stream of the tensors' device, so they are ordered with the
-//    backend's synchronous copies.
+//  - CPU tensors run the fast kernels of ops/cpu; CUDA tensors run ops/cuda (cuda_ops.h), never a silent
+//    fallback to the CPU. An op with no CUDA implementation throws "op <name>: no CUDA kernel yet".
+//  - CUDA kernels run on cuda::stream(device), a blocking stream: ordered with the backend's copies.
 #include "ops/cpu/cpu_ops.h"
+#include "ops/cuda/cuda_ops.h"
 #include "ops/op_checks.h"
 #include "ops/ops.h"
 
 #include <cmath>
 #include <initializer_list>
+#include <utility>
 
 #ifdef SWIFT_WITH_CUDA
 #include <cuda_runtime.h>
-
-#include "ops/cuda/kernels.cuh"
 #endif
 
 namespace swift::ops {
@@ -30,112 +29,124 @@ void require_writable(const char* op, std::initializer_list<const Tensor*> outpu
   }
 }
 
-// Runs `cpu_kernel` for CPU tensors; CUDA has no kernels yet.
-template <typename Fn>
-void dispatch(const char* op, Device device, Fn&& cpu_kernel) {
+// Runs `cpu_kernel` for CPU tensors and `cuda_kernel` for CUDA tensors (with the device made current).
+template <typename CpuFn, typename CudaFn>
+void dispatch(const char* op, Device device, CpuFn&& cpu_kernel, CudaFn&& cuda_kernel) {
   switch (device.type) {
     case DeviceType::CPU: cpu_kernel(); return;
-    case DeviceType::CUDA: detail::no_cuda_kernel(op);
+    case DeviceType::CUDA:
+#ifdef SWIFT_WITH_CUDA
+      if (cudaSetDevice(device.index) != cudaSuccess) fail("op {}: cannot select device {}", op, device.str());
+      cuda_kernel();
+      return;
+#else
+      (void)cuda_kernel;
+      detail::no_cuda_kernel(op);
+#endif
   }
   fail("op {}: unknown device {}", op, device.str());
 }
 
-#ifdef SWIFT_WITH_CUDA
-void check_launch(const char* op, cudaError_t status) {
-  if (status != cudaSuccess) fail("op {}: CUDA kernel launch failed: {}", op, cudaGetErrorString(status));
+// An op with a CPU kernel only: CUDA tensors are refused by name.
+template <typename CpuFn>
+void dispatch(const char* op, Device device, CpuFn&& cpu_kernel) {
+  dispatch(op, device, std::forward<CpuFn>(cpu_kernel), [op] { detail::no_cuda_kernel(op); });
 }
-#endif
+
 }  // namespace
 
 void cast(const Tensor& src, Tensor& dst) {
-  const Device device = detail::check_cast(src, dst);
   require_writable("cast", {&dst});
-#ifdef SWIFT_WITH_CUDA
-  if (device.is_cuda()) {
-    check_launch("cast", cudaSetDevice(device.index));
-    // dtype codes of kernels.cuh are DType's values: F32 = 0, BF16 = 1, F16 = 2.
-    check_launch("cast", cuda::launch_cast(src.raw(), static_cast<int>(src.dtype()), dst.raw(),
-                                           static_cast<int>(dst.dtype()), src.numel(), nullptr));
-    return;
-  }
-#endif
-  dispatch("cast", device, [&] { cpu::cast(src, dst); });
+  dispatch("cast", detail::check_cast(src, dst), [&] { cpu::cast(src, dst); }, [&] { cuda::cast(src, dst); });
 }
 
 void add(const Tensor& a, const Tensor& b, Tensor& out) {
   require_writable("add", {&out});
-  dispatch("add", detail::check_add(a, b, out), [&] { cpu::add(a, b, out); });
+  dispatch("add", detail::check_add(a, b, out), [&] { cpu::add(a, b, out); },
+           [&] { cuda::add(a, b, out); });
 }
 
 void swiglu(const Tensor& gate, const Tensor& up, Tensor& out) {
   require_writable("swiglu", {&out});
-  dispatch("swiglu", detail::check_swiglu(gate, up, out), [&] { cpu::swiglu(gate, up, out); });
+  dispatch("swiglu", detail::check_swiglu(gate, up, out), [&] { cpu::swiglu(gate, up, out); },
+           [&] { cuda::swiglu(gate, up, out); });
 }
 
 void embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
   require_writable("embedding", {&out});
-  dispatch("embedding", detail::check_embedding(table, ids, out), [&] { cpu::embedding(table, ids, out); });
+  dispatch("embedding", detail::check_embedding(table, ids, out), [&] { cpu::embedding(table, ids, out); },
+           [&] { cuda::embedding(table, ids, out); });
 }
 
 void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y, bool accumulate) {
   require_writable("linear", {&y});
-  dispatch("linear", detail::check_linear(x, w, bias, y), [&] { cpu::linear(x, w, bias, y, accumulate); });
+  dispatch("linear", detail::check_linear(x, w, bias, y), [&] { cpu::linear(x, w, bias, y, accumulate); },
+           [&] { cuda::linear(x, w, bias, y, accumulate); });
 }
 
 void gemm(bool trans_a, bool trans_b, float alpha, const Tensor& a, const Tensor& b, float beta, Tensor& c) {
   require_writable("gemm", {&c});
   dispatch("gemm", detail::check_gemm(trans_a, trans_b, a, b, c),
-           [&] { cpu::gemm(trans_a, trans_b, alpha, a, b, beta, c); });
+           [&] { cpu::gemm(trans_a, trans_b, alpha, a, b, beta, c); },
+           [&] { cuda::gemm(trans_a, trans_b, alpha, a, b, beta, c); });
 }
 
 void rmsnorm(const Tensor& x, const Tensor& weight, float eps, Tensor& y, Tensor& rstd) {
   require_writable("rmsnorm", {&y, &rstd});
-  dispatch("rmsnorm", detail::check_rmsnorm(x, weight, eps, y, rstd), [&] { cpu::rmsnorm(x, weight, eps, y, rstd); });
+  dispatch("rmsnorm", detail::check_rmsnorm(x, weight, eps, y, rstd), [&] { cpu::rmsnorm(x, weight, eps, y, rstd); },
+           [&] { cuda::rmsnorm(x, weight, eps, y, rstd); });
 }
 
 void rope(Tensor& x, const Tensor& positions, const RopeFrequencies& freqs) {
   require_writable("rope", {&x});
-  dispatch("rope", detail::check_rope(x, positions, freqs), [&] { cpu::rope(x, positions, freqs); });
+  dispatch("rope", detail::check_rope(x, positions, freqs), [&] { cpu::rope(x, positions, freqs); },
+           [&] { cuda::rope(x, positions, freqs); });
 }
 
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, float scale,
                int64_t window, Tensor& out, Tensor& lse) {
   require_writable("attention", {&out, &lse});
   dispatch("attention", detail::check_attention(q, k, v, cu_seqlens, scale, window, out, lse),
-           [&] { cpu::attention(q, k, v, cu_seqlens, scale, window, out, lse); });
+           [&] { cpu::attention(q, k, v, cu_seqlens, scale, window, out, lse); },
+           [&] { cuda::attention(q, k, v, cu_seqlens, scale, window, out, lse); });
 }
 
 // ---- training ops ------------------------------------------------------------------------------------------
 void embedding_backward(const Tensor& dout, const Tensor& ids, Tensor& dtable, int64_t padding_id) {
   require_writable("embedding_backward", {&dtable});
   dispatch("embedding_backward", detail::check_embedding_backward(dout, ids, dtable, padding_id),
-           [&] { cpu::embedding_backward(dout, ids, dtable, padding_id); });
+           [&] { cpu::embedding_backward(dout, ids, dtable, padding_id); },
+           [&] { cuda::embedding_backward(dout, ids, dtable, padding_id); });
 }
 
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw, Tensor& dbias,
                      bool accumulate_dx) {
   require_writable("linear_backward", {&dx, &dw, &dbias});
   dispatch("linear_backward", detail::check_linear_backward(dy, x, w, dx, dw, dbias, accumulate_dx),
-           [&] { cpu::linear_backward(dy, x, w, dx, dw, dbias, accumulate_dx); });
+           [&] { cpu::linear_backward(dy, x, w, dx, dw, dbias, accumulate_dx); },
+           [&] { cuda::linear_backward(dy, x, w, dx, dw, dbias, accumulate_dx); });
 }
 
 void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd, Tensor& dx,
                       Tensor& dweight, bool accumulate_dx) {
   require_writable("rmsnorm_backward", {&dx, &dweight});
   dispatch("rmsnorm_backward", detail::check_rmsnorm_backward(dy, x, weight, rstd, dx, dweight, accumulate_dx),
-           [&] { cpu::rmsnorm_backward(dy, x, weight, rstd, dx, dweight, accumulate_dx); });
+           [&] { cpu::rmsnorm_backward(dy, x, weight, rstd, dx, dweight, accumulate_dx); },
+           [&] { cuda::rmsnorm_backward(dy, x, weight, rstd, dx, dweight, accumulate_dx); });
 }
 
 void rope_backward(Tensor& dx, const Tensor& positions, const RopeFrequencies& freqs) {
   require_writable("rope_backward", {&dx});
   dispatch("rope_backward", detail::check_rope_backward(dx, positions, freqs),
-           [&] { cpu::rope_backward(dx, positions, freqs); });
+           [&] { cpu::rope_backward(dx, positions, freqs); },
+           [&] { cuda::rope_backward(dx, positions, freqs); });
 }
 
 void swiglu_backward(const Tensor& dout, const Tensor& gate, const Tensor& up, Tensor& dgate, Tensor& dup) {
   require_writable("swiglu_backward", {&dgate, &dup});
   dispatch("swiglu_backward", detail::check_swiglu_backward(dout, gate, up, dgate, dup),
-           [&] { cpu::swiglu_backward(dout, gate, up, dgate, dup); });
+           [&] { cpu::swiglu_backward(dout, gate, up, dgate, dup); },
+           [&] { cuda::swiglu_backward(dout, gate, up, dgate, dup); });
 }
 
 void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
@@ -144,19 +155,22 @@ void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, co
   require_writable("attention_backward", {&dq, &dk, &dv});
   dispatch("attention_backward",
            detail::check_attention_backward(dout, q, k, v, out, lse, cu_seqlens, scale, window, dq, dk, dv),
-           [&] { cpu::attention_backward(dout, q, k, v, out, lse, cu_seqlens, scale, window, dq, dk, dv); });
+           [&] { cpu::attention_backward(dout, q, k, v, out, lse, cu_seqlens, scale, window, dq, dk, dv); },
+           [&] { cuda::attention_backward(dout, q, k, v, out, lse, cu_seqlens, scale, window, dq, dk, dv); });
 }
 
 void dropout(const Tensor& x, const Dropout& dropout, Tensor& out) {
   require_writable("dropout", {&out});
-  dispatch("dropout", detail::check_dropout(x, dropout, out), [&] { cpu::dropout(x, dropout, out); });
+  dispatch("dropout", detail::check_dropout(x, dropout, out), [&] { cpu::dropout(x, dropout, out); },
+           [&] { cuda::dropout(x, dropout, out); });
 }
 
 void lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& a, const Tensor& b, float scale,
                  const Dropout& dropout, Tensor& y, Tensor& xa, bool accumulate) {
   require_writable("lora_linear", {&y, &xa});
   dispatch("lora_linear", detail::check_lora_linear(x, w, bias, a, b, scale, dropout, y, xa),
-           [&] { cpu::lora_linear(x, w, bias, a, b, scale, dropout, y, xa, accumulate); });
+           [&] { cpu::lora_linear(x, w, bias, a, b, scale, dropout, y, xa, accumulate); },
+           [&] { cuda::lora_linear(x, w, bias, a, b, scale, dropout, y, xa, accumulate); });
 }
 
 void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b,
@@ -165,7 +179,8 @@ void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, co
   require_writable("lora_linear_backward", {&dx, &da, &db});
   dispatch("lora_linear_backward",
            detail::check_lora_linear_backward(dy, x, w, a, b, xa, scale, dropout, dx, da, db, accumulate_dx),
-           [&] { cpu::lora_linear_backward(dy, x, w, a, b, xa, scale, dropout, dx, da, db, accumulate_dx); });
+           [&] { cpu::lora_linear_backward(dy, x, w, a, b, xa, scale, dropout, dx, da, db, accumulate_dx); },
+           [&] { cuda::lora_linear_backward(dy, x, w, a, b, xa, scale, dropout, dx, da, db, accumulate_dx); });
 }
 
 CrossEntropyStats cross_entropy(const Tensor& hidden, const Tensor& head, const Tensor& labels, float grad_scale,
@@ -175,7 +190,8 @@ CrossEntropyStats cross_entropy(const Tensor& hidden, const Tensor& head, const 
   CrossEntropyStats stats;
   dispatch("cross_entropy",
            detail::check_lm_head_loss("cross_entropy", hidden, head, labels, options, Tensor(), dhidden, dhead),
-           [&] { stats = cpu::cross_entropy(hidden, head, labels, grad_scale, dhidden, dhead, options); });
+           [&] { stats = cpu::cross_entropy(hidden, head, labels, grad_scale, dhidden, dhead, options); },
+           [&] { stats = cuda::cross_entropy(hidden, head, labels, grad_scale, dhidden, dhead, options); });
   return stats;
 }
 
@@ -185,7 +201,8 @@ void token_logprobs(const Tensor& hidden, const Tensor& head, const Tensor& labe
   if (!logp.defined()) fail("token_logprobs: logp is undefined");
   Tensor none;
   dispatch("token_logprobs", detail::check_lm_head_loss("token_logprobs", hidden, head, labels, options, logp, none, none),
-           [&] { cpu::token_logprobs(hidden, head, labels, logp, options); });
+           [&] { cpu::token_logprobs(hidden, head, labels, logp, options); },
+           [&] { cuda::token_logprobs(hidden, head, labels, logp, options); });
 }
 
 void token_logprobs_backward(const Tensor& hidden, const Tensor& head, const Tensor& labels, const Tensor& dlogp,
@@ -194,16 +211,19 @@ void token_logprobs_backward(const Tensor& hidden, const Tensor& head, const Ten
   if (!dlogp.defined()) fail("token_logprobs_backward: dlogp is undefined");
   dispatch("token_logprobs_backward",
            detail::check_lm_head_loss("token_logprobs_backward", hidden, head, labels, options, dlogp, dhidden, dhead),
-           [&] { cpu::token_logprobs_backward(hidden, head, labels, dlogp, dhidden, dhead, options); });
+           [&] { cpu::token_logprobs_backward(hidden, head, labels, dlogp, dhidden, dhead, options); },
+           [&] { cuda::token_logprobs_backward(hidden, head, labels, dlogp, dhidden, dhead, options); });
 }
 
 void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config, int64_t step) {
-  dispatch("adamw_step", detail::check_adamw(tensors, config, step), [&] { cpu::adamw_step(tensors, config, step); });
+  dispatch("adamw_step", detail::check_adamw(tensors, config, step), [&] { cpu::adamw_step(tensors, config, step); },
+           [&] { cuda::adamw_step(tensors, config, step); });
 }
 
 float grad_norm(std::span<const Tensor> grads) {
   float norm = 0.0f;
-  dispatch("grad_norm", detail::check_grads("grad_norm", grads, false), [&] { norm = cpu::grad_norm(grads); });
+  dispatch("grad_norm", detail::check_grads("grad_norm", grads, false), [&] { norm = cpu::grad_norm(grads); },
+           [&] { norm = cuda::grad_norm(grads); });
   return norm;
 }
 
@@ -211,7 +231,8 @@ float clip_grad_norm(std::span<const Tensor> grads, double max_norm) {
   if (!(max_norm > 0.0) || !std::isfinite(max_norm)) fail("clip_grad_norm: max_norm = {} must be finite and > 0", max_norm);
   float norm = 0.0f;
   dispatch("clip_grad_norm", detail::check_grads("clip_grad_norm", grads, true),
-           [&] { norm = cpu::clip_grad_norm(grads, max_norm); });
+           [&] { norm = cpu::clip_grad_norm(grads, max_norm); },
+           [&] { norm = cuda::clip_grad_norm(grads, max_norm); });
   return norm;
 }
 

@@ -26,6 +26,16 @@ void require_float(const char* op, const char* name, const Tensor& t) {
   if (!is_float_dtype(t.dtype())) fail("{}: {} {} must be F32, BF16 or F16", op, name, desc(t));
 }
 
+void require_activation(const char* op, const char* name, const Tensor& t, const char* like_name, const Tensor* like) {
+  const bool allowed = t.dtype() == DType::F32 || (t.dtype() == DType::BF16 && t.device().is_cuda());
+  if (!allowed) {
+    fail("{}: {} {} must be F32 (BF16 activations are accepted on CUDA devices only)", op, name, desc(t));
+  }
+  if (like != nullptr && like->defined() && like->dtype() != t.dtype()) {
+    fail("{}: {} {} and {} {} must have the same activation dtype", op, name, desc(t), like_name, desc(*like));
+  }
+}
+
 void require_rank(const char* op, const char* name, const Tensor& t, int64_t rank, const char* letters) {
   if (t.dim() != rank) fail("{}: {} {} must have {} dimensions {}", op, name, desc(t), rank, letters);
 }
@@ -85,9 +95,9 @@ static Device check_elementwise3(const char* op, const char* na, const Tensor& a
   require_defined(op, na, a);
   require_defined(op, nb, b);
   require_defined(op, "out", out);
-  require_dtype(op, na, a, DType::F32);
-  require_dtype(op, nb, b, DType::F32);
-  require_dtype(op, "out", out, DType::F32);
+  require_activation(op, na, a);
+  require_activation(op, nb, b, na, &a);
+  require_activation(op, "out", out, na, &a);
   require_same_shape(op, na, a, nb, b);
   require_same_shape(op, na, a, "out", out);
   return common_device(op, {&a, &b, &out});
@@ -109,7 +119,7 @@ Device check_embedding(const Tensor& table, const Tensor& ids, const Tensor& out
   require_rank(op, "ids", ids, 1, "(T)");
   require_dtype(op, "ids", ids, DType::I32);
   require_rank(op, "out", out, 2, "(T, C)");
-  require_dtype(op, "out", out, DType::F32);
+  require_activation(op, "out", out);
   if (out.size(0) != ids.size(0) || out.size(1) != table.size(1)) {
     fail("embedding: out {} must be (T, C) = ({}, {}) for ids {} and table {}", desc(out), ids.size(0), table.size(1),
          desc(ids), desc(table));
@@ -134,11 +144,11 @@ Device check_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const 
   require_defined(op, "w", w);
   require_defined(op, "y", y);
   require_rank(op, "x", x, 2, "(N, K)");
-  require_dtype(op, "x", x, DType::F32);
+  require_activation(op, "x", x);
   require_rank(op, "w", w, 2, "(M, K)");
   require_float(op, "w", w);
   require_rank(op, "y", y, 2, "(N, M)");
-  require_dtype(op, "y", y, DType::F32);
+  require_activation(op, "y", y, "x", &x);
   if (x.size(1) != w.size(1)) {
     fail("linear: x {} and w {} disagree on K ({} vs {})", desc(x), desc(w), x.size(1), w.size(1));
   }
@@ -162,9 +172,9 @@ Device check_gemm(bool trans_a, bool trans_b, const Tensor& a, const Tensor& b, 
   require_rank(op, "a", a, 2, trans_a ? "(K, N)" : "(N, K)");
   require_rank(op, "b", b, 2, trans_b ? "(M, K)" : "(K, M)");
   require_rank(op, "c", c, 2, "(N, M)");
-  require_dtype(op, "a", a, DType::F32);
-  require_dtype(op, "b", b, DType::F32);
-  require_dtype(op, "c", c, DType::F32);
+  require_activation(op, "a", a);
+  require_activation(op, "b", b, "a", &a);
+  if (c.dtype() != DType::F32) require_activation(op, "c", c, "a", &a);  // c: F32 (e.g. a weight gradient) or a's
   int64_t n = trans_a ? a.size(1) : a.size(0);
   int64_t ka = trans_a ? a.size(0) : a.size(1);
   int64_t kb = trans_b ? b.size(1) : b.size(0);
@@ -184,10 +194,10 @@ Device check_rmsnorm(const Tensor& x, const Tensor& weight, float eps, const Ten
   require_defined(op, "weight", weight);
   require_defined(op, "y", y);
   require_rank(op, "x", x, 2, "(N, C)");
-  require_dtype(op, "x", x, DType::F32);
+  require_activation(op, "x", x);
   require_rank(op, "weight", weight, 1, "(C)");
   require_float(op, "weight", weight);
-  require_dtype(op, "y", y, DType::F32);
+  require_activation(op, "y", y, "x", &x);
   require_same_shape(op, "x", x, "y", y);
   if (weight.size(0) != x.size(1)) fail("rmsnorm: weight {} must have C = {} elements (x {})", desc(weight), x.size(1), desc(x));
   if (!(eps >= 0.0f) || !std::isfinite(eps)) fail("rmsnorm: eps = {} must be finite and >= 0", eps);
@@ -204,7 +214,7 @@ Device check_rope(const Tensor& x, const Tensor& positions, const RopeFrequencie
   require_defined(op, "x", x);
   require_defined(op, "positions", positions);
   require_rank(op, "x", x, 3, "(T, H, D)");
-  require_dtype(op, "x", x, DType::F32);
+  require_activation(op, "x", x);
   require_rank(op, "positions", positions, 1, "(T)");
   require_dtype(op, "positions", positions, DType::I32);
   const int64_t d = x.size(2);
@@ -233,10 +243,10 @@ Device check_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
   require_defined(op, "cu_seqlens", cu_seqlens);
   require_rank(op, "q", q, 3, "(T, Hq, D)");
   require_rank(op, "k", k, 3, "(T, Hkv, D)");
-  require_dtype(op, "q", q, DType::F32);
-  require_dtype(op, "k", k, DType::F32);
-  require_dtype(op, "v", v, DType::F32);
-  require_dtype(op, "out", out, DType::F32);
+  require_activation(op, "q", q);
+  require_activation(op, "k", k, "q", &q);
+  require_activation(op, "v", v, "q", &q);
+  require_activation(op, "out", out, "q", &q);
   require_same_shape(op, "k", k, "v", v);
   require_same_shape(op, "q", q, "out", out);
   const int64_t hq = q.size(1), hkv = k.size(1);

@@ -50,7 +50,7 @@ Device check_embedding_backward(const Tensor& dout, const Tensor& ids, const Ten
   require_defined(op, "ids", ids);
   require_defined(op, "dtable", dtable);
   require_rank(op, "dout", dout, 2, "(T, C)");
-  require_dtype(op, "dout", dout, DType::F32);
+  require_activation(op, "dout", dout);
   require_rank(op, "ids", ids, 1, "(T)");
   require_dtype(op, "ids", ids, DType::I32);
   require_rank(op, "dtable", dtable, 2, "(V, C)");
@@ -82,18 +82,18 @@ Device check_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w,
   require_defined(op, "dy", dy);
   require_defined(op, "w", w);
   require_rank(op, "dy", dy, 2, "(N, M)");
-  require_dtype(op, "dy", dy, DType::F32);
+  require_activation(op, "dy", dy);
   require_rank(op, "w", w, 2, "(M, K)");
   require_float(op, "w", w);
   const int64_t n = dy.size(0), m = dy.size(1), k = w.size(1);
   if (w.size(0) != m) fail("{}: dy {} and w {} disagree on M ({} vs {})", op, desc(dy), desc(w), m, w.size(0));
   if (dw.defined() && !x.defined()) fail("{}: dw {} needs x (the forward's input)", op, desc(dw));
   if (x.defined()) {
-    require_dtype(op, "x", x, DType::F32);
+    require_activation(op, "x", x, "dy", &dy);
     require_shape(op, "x", x, {n, k}, "(N, K)");
   }
   if (dx.defined()) {
-    require_dtype(op, "dx", dx, DType::F32);
+    require_activation(op, "dx", dx, "dy", &dy);
     require_shape(op, "dx", dx, {n, k}, "(N, K)");
   }
   if (dw.defined()) {
@@ -117,15 +117,15 @@ Device check_rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w
     require_defined(op, name, *t);
   }
   require_rank(op, "x", x, 2, "(N, C)");
-  require_dtype(op, "x", x, DType::F32);
-  require_dtype(op, "dy", dy, DType::F32);
+  require_activation(op, "x", x);
+  require_activation(op, "dy", dy, "x", &x);
   require_same_shape(op, "dy", dy, "x", x);
   require_float(op, "weight", weight);
   require_shape(op, "weight", weight, {x.size(1)}, "(C)");
   require_dtype(op, "rstd", rstd, DType::F32);
   require_shape(op, "rstd", rstd, {x.size(0)}, "(N)");
   if (dx.defined()) {
-    require_dtype(op, "dx", dx, DType::F32);
+    require_activation(op, "dx", dx, "x", &x);
     require_same_shape(op, "dx", dx, "x", x);
     if (!(same_view(dx, dy) && !accumulate_dx)) {
       require_disjoint(op, "dx", dx, {{"dy", &dy}});
@@ -149,7 +149,7 @@ Device check_swiglu_backward(const Tensor& dout, const Tensor& gate, const Tenso
   const char* op = "swiglu_backward";
   for (auto [name, t] : {std::pair{"dout", &dout}, {"gate", &gate}, {"up", &up}, {"dgate", &dgate}, {"dup", &dup}}) {
     require_defined(op, name, *t);
-    require_dtype(op, name, *t, DType::F32);
+    require_activation(op, name, *t, "gate", &gate);
     require_same_shape(op, "gate", gate, name, *t);
   }
   if (overlaps(dgate, dup)) fail("{}: dgate {} and dup {} overlap; they must be different tensors", op, desc(dgate), desc(dup));
@@ -173,7 +173,7 @@ Device check_attention_backward(const Tensor& dout, const Tensor& q, const Tenso
   Device device = checked_as(op, [&] { return check_attention(q, k, v, cu_seqlens, scale, window, out, lse); });
   for (auto [name, t, like] : {std::tuple{"dout", &dout, &q}, {"dq", &dq, &q}, {"dk", &dk, &k}, {"dv", &dv, &k}}) {
     require_defined(op, name, *t);
-    require_dtype(op, name, *t, DType::F32);
+    require_activation(op, name, *t, "q", &q);
     require_same_shape(op, name, *t, like == &q ? "q" : "k", *like);
   }
   for (auto [name, t] : {std::pair{"dq", &dq}, {"dk", &dk}, {"dv", &dv}}) {
@@ -190,8 +190,8 @@ Device check_dropout(const Tensor& x, const Dropout& dropout, const Tensor& out)
   const char* op = "dropout";
   require_defined(op, "x", x);
   require_defined(op, "out", out);
-  require_dtype(op, "x", x, DType::F32);
-  require_dtype(op, "out", out, DType::F32);
+  require_activation(op, "x", x);
+  require_activation(op, "out", out, "x", &x);
   require_same_shape(op, "x", x, "out", out);
   check_dropout_config(op, dropout);
   if (overlaps(out, x) && !same_view(out, x)) fail("{}: out {} partially overlaps x {}", op, desc(out), desc(x));
@@ -204,7 +204,7 @@ void check_lora_factors(const char* op, const Tensor& x, const Tensor& w, const 
                         const Tensor& xa, float scale, const Dropout& dropout) {
   for (auto [name, t] : {std::pair{"x", &x}, {"w", &w}, {"a", &a}, {"b", &b}, {"xa", &xa}}) require_defined(op, name, *t);
   require_rank(op, "x", x, 2, "(N, K)");
-  require_dtype(op, "x", x, DType::F32);
+  require_activation(op, "x", x);
   require_rank(op, "w", w, 2, "(M, K)");
   require_float(op, "w", w);
   require_rank(op, "a", a, 2, "(r, K)");
@@ -239,12 +239,12 @@ Device check_lora_linear_backward(const Tensor& dy, const Tensor& x, const Tenso
   check_lora_factors(op, x, w, a, b, xa, scale, dropout);
   const int64_t n = x.size(0), k = x.size(1), m = w.size(0), r = a.size(0);
   require_defined(op, "dy", dy);
-  require_dtype(op, "dy", dy, DType::F32);
+  require_activation(op, "dy", dy, "x", &x);
   require_shape(op, "dy", dy, {n, m}, "(N, M)");
   const std::initializer_list<std::pair<const char*, const Tensor*>> inputs = {
       {"dy", &dy}, {"x", &x}, {"w", &w}, {"a", &a}, {"b", &b}, {"xa", &xa}};
   if (dx.defined()) {
-    require_dtype(op, "dx", dx, DType::F32);
+    require_activation(op, "dx", dx, "x", &x);
     require_shape(op, "dx", dx, {n, k}, "(N, K)");
     require_disjoint(op, "dx", dx, inputs);
     require_disjoint(op, "dx", dx, {{"da", &da}, {"db", &db}});
@@ -270,7 +270,7 @@ Device check_lm_head_loss(const char* op, const Tensor& hidden, const Tensor& he
   require_defined(op, "head", head);
   require_defined(op, "labels", labels);
   require_rank(op, "hidden", hidden, 2, "(T, C)");
-  require_dtype(op, "hidden", hidden, DType::F32);
+  require_activation(op, "hidden", hidden);
   require_rank(op, "head", head, 2, "(V, C)");
   require_float(op, "head", head);
   require_rank(op, "labels", labels, 1, "(T)");
@@ -287,7 +287,7 @@ Device check_lm_head_loss(const char* op, const Tensor& hidden, const Tensor& he
     require_shape(op, "per-token tensor", per_token, {t}, "(T)");
   }
   if (dhidden.defined()) {
-    require_dtype(op, "dhidden", dhidden, DType::F32);
+    require_activation(op, "dhidden", dhidden, "hidden", &hidden);
     require_same_shape(op, "dhidden", dhidden, "hidden", hidden);
     require_disjoint(op, "dhidden", dhidden, {{"hidden", &hidden}, {"head", &head}, {"labels", &labels}, {"per-token tensor", &per_token}, {"dhead", &dhead}});
   }

@@ -2,6 +2,11 @@
 // CUDA backend issue), synchronous copies and memset.
 #include "ops/cuda/cuda_backend.h"
 
+#include <array>
+#include <mutex>
+
+#include "ops/cuda/cuda_ops.h"
+
 #include <cuda_runtime.h>
 
 #include "core/error.h"
@@ -46,6 +51,23 @@ class CudaBackend final : public DeviceBackend {
 };
 
 }  // namespace
+
+cudaStream_t stream(int device_index) {
+  // One blocking stream per device (created on first use): kernels on it are ordered with the legacy default
+  // stream that the backend's synchronous copies use, and several streams can be added later for overlap.
+  static std::array<cudaStream_t, 64> streams{};
+  static std::mutex mutex;
+  if (device_index < 0 || device_index >= static_cast<int>(streams.size())) fail("CUDA: device index {} out of range", device_index);
+  std::lock_guard<std::mutex> lock(mutex);
+  if (streams[device_index] == nullptr) {
+    int previous = 0;
+    check(cudaGetDevice(&previous), "cudaGetDevice");
+    check(cudaSetDevice(device_index), "cudaSetDevice");
+    check(cudaStreamCreate(&streams[device_index]), "cudaStreamCreate");
+    check(cudaSetDevice(previous), "cudaSetDevice");
+  }
+  return streams[device_index];
+}
 
 DeviceBackend* backend() {
   static CudaBackend instance;

@@ -1,0 +1,74 @@
+// ops/cuda/cuda_ops.h — the CUDA implementation of every op of ops/ops.h, called by ops/dispatch.cpp after the
+// argument checks passed and only for tensors on a CUDA device. Same signatures and semantics as ops.h.
+//
+// Invariants:
+//  - Arguments are already validated (ops/op_checks): shapes, one device, dtypes. Activations (inputs, outputs
+//    and their gradients) are F32 or BF16 (one dtype per call); weights F32/BF16/F16; trainable parameters,
+//    their gradients, optimizer state, rstd / lse / per-token statistics and LoRA factors are F32.
+//  - Math in fp32 (accumulation, softmax, norms); BF16 only as storage. Results are rounded once when stored.
+//  - Kernels run on cuda::stream() of the tensors' device (ordered with the backend's copies); functions that
+//    return host values (cross-entropy stats, norms) synchronise that stream.
+//  - Data-dependent errors that the host cannot see (a token id outside the vocabulary on the device) are
+//    reported by a device flag read back at the next synchronising op, naming the op.
+//  - Files: ops_elementwise.cpp (cast, add, swiglu, embedding, rmsnorm, rope, dropout, optimizer, norms),
+//    ops_matmul.cpp (linear, gemm, LoRA, cross-entropy; cuBLASLt), ops_attention.cpp (flash attention forward
+//    and backward over packed variable-length batches); the kernels in *.cu files behind kernels.cuh.
+#pragma once
+
+#include <span>
+
+#include "ops/ops.h"
+
+#ifdef SWIFT_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace swift::ops::cuda {
+
+#ifdef SWIFT_WITH_CUDA
+// The stream every op of a device runs on (created once per device; the backend's copies use it too).
+cudaStream_t stream(int device_index);
+#endif
+
+// ---- element-wise, norms, embedding, rope, dropout (ops_elementwise.cpp) ----
+void cast(const Tensor& src, Tensor& dst);
+void add(const Tensor& a, const Tensor& b, Tensor& out);
+void swiglu(const Tensor& gate, const Tensor& up, Tensor& out);
+void swiglu_backward(const Tensor& dout, const Tensor& gate, const Tensor& up, Tensor& dgate, Tensor& dup);
+void embedding(const Tensor& table, const Tensor& ids, Tensor& out);
+void embedding_backward(const Tensor& dout, const Tensor& ids, Tensor& dtable, int64_t padding_id);
+void rmsnorm(const Tensor& x, const Tensor& weight, float eps, Tensor& y, Tensor& rstd);
+void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd, Tensor& dx,
+                      Tensor& dweight, bool accumulate_dx);
+void rope(Tensor& x, const Tensor& positions, const RopeFrequencies& freqs);
+void rope_backward(Tensor& dx, const Tensor& positions, const RopeFrequencies& freqs);
+void dropout(const Tensor& x, const Dropout& dropout, Tensor& out);
+void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config, int64_t step);
+float grad_norm(std::span<const Tensor> grads);
+float clip_grad_norm(std::span<const Tensor> grads, double max_norm);
+
+// ---- matrix products, LoRA, LM head + cross-entropy (ops_matmul.cpp) ----
+void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y, bool accumulate);
+void gemm(bool trans_a, bool trans_b, float alpha, const Tensor& a, const Tensor& b, float beta, Tensor& c);
+void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw, Tensor& dbias,
+                     bool accumulate_dx);
+void lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& a, const Tensor& b, float scale,
+                 const Dropout& dropout, Tensor& y, Tensor& xa, bool accumulate);
+void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b,
+                          const Tensor& xa, float scale, const Dropout& dropout, Tensor& dx, Tensor& da, Tensor& db,
+                          bool accumulate_dx);
+CrossEntropyStats cross_entropy(const Tensor& hidden, const Tensor& head, const Tensor& labels, float grad_scale,
+                                Tensor& dhidden, Tensor& dhead, const CrossEntropyOptions& options);
+void token_logprobs(const Tensor& hidden, const Tensor& head, const Tensor& labels, Tensor& logp,
+                    const CrossEntropyOptions& options);
+void token_logprobs_backward(const Tensor& hidden, const Tensor& head, const Tensor& labels, const Tensor& dlogp,
+                             Tensor& dhidden, Tensor& dhead, const CrossEntropyOptions& options);
+
+// ---- attention (ops_attention.cpp) ----
+void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, float scale,
+               int64_t window, Tensor& out, Tensor& lse);
+void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                        const Tensor& lse, const Tensor& cu_seqlens, float scale, int64_t window, Tensor& dq,
+                        Tensor& dk, Tensor& dv);
+
+}  // namespace swift::ops::cuda
