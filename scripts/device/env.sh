@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Sourced by the device scripts: unpacks the Debian packages carried in .device-deps/ (scripts/device/fetch-deps.sh)
+# into /tmp/swift-deps and configures build-gpu (CUDA on, Hopper sm_90a, Ninja). Idempotent within one machine.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$root"
+deps=/tmp/swift-deps
+if [ ! -f "$deps/.unpacked" ]; then
+  mkdir -p "$deps"
+  for f in .device-deps/*.deb; do dpkg -x "$f" "$deps"; done
+  touch "$deps/.unpacked"
+fi
+lib="$deps/usr/lib/x86_64-linux-gnu"
+export LD_LIBRARY_PATH="$lib/openblas-pthread:$lib:${LD_LIBRARY_PATH:-}"
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$deps/usr" \
+  -DBLAS_LIBRARIES="$lib/openblas-pthread/libopenblas.so" -DGTest_DIR="$lib/cmake/GTest" \
+  -Dfmt_DIR="$lib/cmake/fmt" -Dnlohmann_json_DIR="$deps/usr/share/cmake/nlohmann_json" > /tmp/cmake-configure.log \
+  || { cat /tmp/cmake-configure.log; exit 1; }
