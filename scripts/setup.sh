@@ -5,7 +5,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 packages=(build-essential cmake pkg-config git python3 python3-pip
   libopenblas-dev nlohmann-json3-dev libfmt-dev libspdlog-dev libcli11-dev libpcre2-dev libutf8proc-dev
-  libcpp-httplib-dev libgtest-dev libgmock-dev libbenchmark-dev libyaml-cpp-dev)
+  libcpp-httplib-dev libgtest-dev libgmock-dev libbenchmark-dev libyaml-cpp-dev
+  zlib1g-dev libxxhash-dev libcairo2-dev fonts-dejavu-core)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

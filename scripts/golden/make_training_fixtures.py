@@ -106,6 +106,28 @@ CASES = [
          rslora=False, target=ALL_LINEAR, b_std=0.05, seed=4010,
          description="LoRA r=8 alpha=32 (scaling 4), target_modules given as the explicit suffix list "
                      "(q_proj ... down_proj, as ms-swift resolves all-linear), lora_B ~ N(0, 0.05); sliding window 5"),
+    # DoRA, modules_to_save, padding_idx (cases added with the DoRA / modules_to_save work).
+    dict(name="llama_gqa_llama3_dora_randb", base="llama_gqa_llama3", tuner="lora", r=8, alpha=16, rslora=False,
+         target="all-linear", b_std=0.05, seed=4011, dora=True,
+         description="DoRA r=8 alpha=16 (scaling 2): magnitude = ||W||_row at creation (lora_B = 0), then lora_B ~ "
+                     "N(0, 0.05), so the magnitude / weight-norm ratio differs from 1 and every DoRA term matters"),
+    dict(name="qwen2_tied_1kv_dora", base="qwen2_tied_1kv", tuner="lora", r=4, alpha=16, rslora=False,
+         target="all-linear", b_std=0.0, seed=4012, dora=True,
+         description="DoRA r=4 alpha=16 (scaling 4), PEFT default init (lora_B = 0: g = 1 at the start, lora_A "
+                     "gradients exactly zero, magnitude gradients not); q/k/v biases frozen (DoRA leaves the bias out "
+                     "of the rescaled part)"),
+    dict(name="qwen2_tied_1kv_lora_mts", base="qwen2_tied_1kv", tuner="lora", r=4, alpha=16, rslora=False,
+         target="all-linear", b_std=0.05, seed=4013, modules_to_save=["embed_tokens", "lm_head"],
+         description="LoRA r=4 + modules_to_save embed_tokens and lm_head on a TIED model: PEFT trains two "
+                     "independent copies (ensure_weight_tying false), saved as base_model.model.model.embed_tokens."
+                     "weight and base_model.model.lm_head.weight"),
+    dict(name="llama_gqa_llama3_dora_mts_embed", base="llama_gqa_llama3", tuner="lora", r=4, alpha=8, rslora=False,
+         target="all-linear", b_std=0.05, seed=4014, dora=True, modules_to_save=["embed_tokens"], pad_token_id="auto",
+         description="DoRA r=4 + modules_to_save embed_tokens only (the untied LM head stays frozen), with "
+                     "pad_token_id set to an id of batch 00: the copy keeps nn.Embedding's padding_idx"),
+    dict(name="qwen2_tied_1kv_full_pad", base="qwen2_tied_1kv", tuner="full", seed=4015, pad_token_id="auto",
+         description="full fine-tuning, tied embeddings, config pad_token_id = an id that occurs in batch 00: "
+                     "nn.Embedding(padding_idx) gives its row no lookup gradient, the tied LM head still does"),
 ]
 
 # Tolerances of the generator's own consistency checks (fp32 on both sides, different batch shapes / code paths).
@@ -200,11 +222,13 @@ def batch_tensors(k, seqs):
 
 # ---------------------------------------------------------------------------------------------- models
 
-def load_base(base, dtype):
+def load_base(base, dtype, pad_token_id=None):
     # Loaded through the path relative to the repository root (the cwd), so PEFT writes that relative path as
-    # base_model_name_or_path in adapter_config.json (machine independent).
+    # base_model_name_or_path in adapter_config.json (machine independent). pad_token_id overrides config.json before
+    # the model is built (transformers passes it to nn.Embedding as padding_idx).
+    extra = {} if pad_token_id is None else {"pad_token_id": pad_token_id}
     model = AutoModelForCausalLM.from_pretrained(os.path.join(GOLDEN_REL, base), dtype=dtype,
-                                                 attn_implementation="eager")
+                                                 attn_implementation="eager", **extra)
     model.config.use_cache = False  # with a cache object transformers disables its packed-sequence mask
     return model
 
@@ -212,7 +236,7 @@ def load_base(base, dtype):
 def build(case, dtype=torch.float32, adapter_dir=None):
     """The case's trainable model and its trainable parameters [(fixture name, parameter)], in a fixed order.
     LoRA: from adapter_dir when given (the saved initial adapter), otherwise created with the case's seed."""
-    model = load_base(case["base"], dtype)
+    model = load_base(case["base"], dtype, case.get("pad"))
     if case["tuner"] == "full":
         model.train()
         named = [(n, p) for n, p in model.named_parameters()]  # tied weights appear once (embed_tokens)
@@ -222,7 +246,8 @@ def build(case, dtype=torch.float32, adapter_dir=None):
         model = model.to(dtype)
     else:
         config = LoraConfig(r=case["r"], lora_alpha=case["alpha"], use_rslora=case["rslora"], lora_dropout=0.0,
-                            target_modules=case["target"], bias="none", task_type="CAUSAL_LM")
+                            target_modules=case["target"], bias="none", task_type="CAUSAL_LM",
+                            use_dora=case.get("dora", False), modules_to_save=case.get("modules_to_save"))
         torch.manual_seed(case["seed"])  # lora_A: kaiming_uniform_(a=sqrt(5)) from the global generator
         model = get_peft_model(model, config)
         if case["b_std"] > 0:
@@ -237,8 +262,11 @@ def build(case, dtype=torch.float32, adapter_dir=None):
 
 
 def peft_saved_name(name):
-    """PEFT parameter name -> the name PEFT saves (adapter name 'default' dropped)."""
-    return name.replace(".lora_A.default.", ".lora_A.").replace(".lora_B.default.", ".lora_B.")
+    """PEFT parameter name -> the name PEFT saves (adapter name 'default' dropped; DoRA's magnitude saved without
+    '.default.weight'; a modules_to_save copy saved under its module's own name)."""
+    name = name.replace(".lora_A.default.", ".lora_A.").replace(".lora_B.default.", ".lora_B.")
+    name = name.replace(".lora_magnitude_vector.default.weight", ".lora_magnitude_vector")
+    return name.replace(".modules_to_save.default.", ".")
 
 
 def decay_names(model, named):
@@ -423,6 +451,10 @@ def make_case(case, out_root):
     with open(os.path.join(base_dir, "config.json")) as f:
         base_config = json.load(f)
     batches = make_batches(base, base_config["vocab_size"])
+    if case.get("pad_token_id") == "auto":
+        # The most frequent non-zero id of batch 00 (smallest on ties): it occurs in the gradient batch.
+        ids = [t for seq, _ in batches[0] for t in seq if t != 0]
+        case["pad"] = min(set(ids), key=lambda t: (-ids.count(t), t))
 
     adapter_init = None
     if tuner == "lora":
@@ -437,6 +469,10 @@ def make_case(case, out_root):
         targeted = sorted({n.split(".")[-1] for n, m in model.named_modules()
                            if isinstance(m, peft.tuners.lora.LoraLayer)})
         assert targeted == sorted(ALL_LINEAR), f"{name}: targeted {targeted}"
+        if case.get("dora"):
+            assert sum(".lora_magnitude_vector" in n for n, _ in named) == len(named) // 3, f"{name}: DoRA magnitudes"
+        for module in case.get("modules_to_save") or []:
+            assert any(n.endswith(module + ".weight") and ".lora_" not in n for n, _ in named), f"{name}: {module}"
         del model
 
     # Everything below starts from the saved adapter (LoRA) or the saved base model (full): exactly what is on disk.
@@ -454,6 +490,19 @@ def make_case(case, out_root):
         assert zero == sorted(k for k in grads if ".lora_A." in k), f"{name}: zero gradients {zero}"
     else:
         assert not zero, f"{name}: parameters with zero gradient {zero}"
+
+    pad_row_change = None
+    if case.get("pad") is not None:
+        # The feature is exercised: without padding_idx the pad row's gradient differs by far more than the C++
+        # tolerance (tied: only the LM-head part remains; untied: the row becomes exactly zero).
+        _, _, grads_nopad, _ = gradients(dict(case, pad=None), batches, "packed", adapter_dir=adapter_init)
+        embed = [k for k in grads if k.endswith("embed_tokens.weight")]
+        assert len(embed) == 1, embed
+        row = case["pad"]
+        pad_row_change = float((grads[embed[0]][row] - grads_nopad[embed[0]][row]).abs().max())
+        assert pad_row_change > 1e-3, f"{name}: padding_idx changes the pad row by {pad_row_change} only"
+        if not base_config.get("tie_word_embeddings") or tuner == "lora":
+            assert not bool(grads[embed[0]][row].abs().max() > 0), f"{name}: untied pad row must get no gradient"
 
     init = initial_params(case, adapter_init)
     runs, checks, max_norms = {}, {}, {}
@@ -520,6 +569,17 @@ def make_case(case, out_root):
         for k, p in r["final"].items():
             tensors[f"final.{run}.{k}"] = p.to(torch.float32).contiguous()
 
+    if tuner == "lora" and (case.get("dora") or case.get("modules_to_save")):
+        # Inference with the trained adapter (PeftModel.from_pretrained, eval mode): logits of batch 00, packed.
+        infer = peft.PeftModel.from_pretrained(load_base(base, torch.float32, case.get("pad")),
+                                               os.path.join(case_dir, "adapter_final"))
+        infer.eval()
+        with torch.no_grad():
+            inputs = packed_inputs(batches[0])
+            inputs.pop("labels")
+            tensors["infer.logits"] = infer(**inputs, use_cache=False).logits[0].to(torch.float32).contiguous()
+        del infer
+
     model, named = build(case, adapter_dir=adapter_init)
     no_decay = sorted(n for n, _ in named if n not in decay_names(model, named))
     del model
@@ -569,6 +629,13 @@ def make_case(case, out_root):
             "lora_dropout": "0.0", "target_modules": json.dumps(case["target"]),
             "lora_B_init": "zeros (PEFT default)" if case["b_std"] == 0 else f"normal(0, {case['b_std']})",
         })
+        if case.get("dora"):
+            metadata["use_dora"] = "true"
+        if case.get("modules_to_save"):
+            metadata["modules_to_save"] = json.dumps(case["modules_to_save"])
+    if case.get("pad") is not None:
+        metadata["pad_token_id"] = str(case["pad"])
+        metadata["pad_row_grad_change"] = fmt(pad_row_change)
     save_safetensors(tensors, os.path.join(case_dir, "expected.safetensors"), metadata)
 
     size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(case_dir) for f in fs)

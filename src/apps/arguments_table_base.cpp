@@ -119,6 +119,9 @@ void add_base_options(std::vector<OptionSpec>& t) {
                .help = "Worker threads for dataset preprocessing."});
   t.push_back({.name = "load_from_cache_file", .type = boolean, .group = G::data, .default_value = "false",
                .help = "Reuse the tokenized cache of a dataset."});
+  t.push_back({.name = "cache_dir", .group = G::data,
+               .default_note = "$SWIFT_CACHE_DIR, else ~/.cache/swift-cpp/datasets",
+               .help = "Directory of the tokenized dataset cache (--load_from_cache_file)."});
   t.push_back({.name = "dataset_shuffle", .type = boolean, .group = G::data, .default_value = "true",
                .help = "Shuffle the training dataset."});
   t.push_back({.name = "val_dataset_shuffle", .type = boolean, .group = G::data, .default_value = "false",

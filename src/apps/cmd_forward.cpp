@@ -17,7 +17,10 @@
 #include "apps/commands.h"
 #include "core/error.h"
 #include "io/gguf.h"
+#include "io/peft_adapter.h"
+#include "io/safetensors.h"
 #include "model/causal_lm.h"
+#include "model/lora.h"
 #include "text/byte_level.h"
 
 namespace swift::apps {
@@ -115,10 +118,13 @@ int cmd_info(const Args& args) {
 int cmd_forward(const Args& args) {
   CLI::App app("Run a forward pass on token ids; print next-token predictions and a greedy continuation",
                "forward");
-  std::string model, ids_text;
+  std::string model, ids_text, adapters, logits_out;
   int top_k = 5, max_new_tokens = 0;
   app.add_option("--model", model, "Hugging Face model directory or .gguf file")->required();
   app.add_option("--ids", ids_text, "Comma-separated prompt token ids")->required();
+  app.add_option("--adapters", adapters, "PEFT adapter directory (LoRA, DoRA, modules_to_save) applied to the model");
+  app.add_option("--logits_out", logits_out,
+                 "Write the logits of every prompt position, (T, V) F32 'logits', to this .safetensors file");
   app.add_option("--top_k", top_k, "How many next-token candidates to print")->check(CLI::Range(1, 100));
   app.add_option("--max_new_tokens", max_new_tokens, "Greedy continuation length (0: none)")
       ->check(CLI::Range(0, 4096));
@@ -129,11 +135,17 @@ int cmd_forward(const Args& args) {
   auto lm = model::CausalLM::load(model);
   std::vector<std::string> vocab = load_vocabulary(model);
   const io::ModelConfig& c = lm->config();
-  std::printf("%s\nloaded in %.2f s\n", c.summary().c_str(), seconds_since(start));
+  if (!adapters.empty()) lm->set_lora(model::lora_from_peft(io::load_peft_adapter(adapters), c));
+  std::printf("%s%s\nloaded in %.2f s\n", c.summary().c_str(), adapters.empty() ? "" : (", adapter " + adapters).c_str(),
+              seconds_since(start));
 
   start = Clock::now();
   Tensor logits = lm->forward(ids);
   double forward_s = seconds_since(start);
+  if (!logits_out.empty()) {
+    io::save_safetensors(logits_out, {{"logits", logits}, {"input_ids", Tensor::from_i32({static_cast<int64_t>(ids.size())}, ids)}},
+                         {{"format", "pt"}});
+  }
   const int64_t V = c.vocab_size;
   const float* last = logits.data<float>() + (logits.size(0) - 1) * V;
   double max_logit = *std::max_element(last, last + V), sum = 0;

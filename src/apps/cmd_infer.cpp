@@ -2,7 +2,7 @@
 // --val_dataset into --result_path (jsonl), with or without --adapters, greedy or sampled, with a KV cache.
 //
 // Invariants: prompts are rendered by the same chat template and encoder the trainer uses (with the generation
-// prompt); generation stops at max_new_tokens, the model's end-of-sequence ids or the template's end-of-turn
+// prompt and the row's `tools`, as training encodes them); generation stops at max_new_tokens, the model's end-of-sequence ids or the template's end-of-turn
 // token; streamed text never splits a UTF-8 character (text::StreamDecoder).
 #include <chrono>
 #include <cstdio>
@@ -145,12 +145,15 @@ int cmd_infer(const Args& raw) {
         label = prompt.back().content;
         prompt.pop_back();
       }
-      const std::vector<int32_t> ids = loaded.encoder->encode(prompt, nlohmann::ordered_json(), true).ids;
+      // The row's tools reach the template as in training encoding (data/encode.cpp).
+      const std::vector<int32_t> ids = loaded.encoder->encode(prompt, s.tools, true).ids;
       serve::Sampler sampler(sp);
       const Generated r = generate(loaded, ids, sampler, max_new_tokens, top_logprobs, g.logprobs, false);
       tokens += static_cast<int64_t>(r.ids.size());
       seconds += r.seconds;
-      nlohmann::json row = {{"response", r.text}, {"labels", label}, {"messages", messages_json(prompt)}};
+      nlohmann::ordered_json row = {{"response", r.text}, {"labels", label},
+                                    {"messages", nlohmann::ordered_json(messages_json(prompt))}};
+      if (!s.tools.is_null() && !s.tools.empty()) row["tools"] = s.tools;  // in the row's key order
       if (g.logprobs) {
         nlohmann::json lp = nlohmann::json::array();
         for (size_t i = 0; i < r.logprobs.size(); ++i) {

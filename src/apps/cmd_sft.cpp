@@ -3,9 +3,16 @@
 //
 // Invariants: every argument is read through the shared option table (apps/arguments.h); the run directory gets
 // args.json before training starts; the last lines printed name the last and best checkpoints, as ms-swift does.
+// --streaming reads the training rows while training (data/streaming.h) and needs --max_steps; --cache_dir is
+// where --load_from_cache_file keeps tokenized datasets (data/cache.h).
+// Data parallel: under `NPROC_PER_NODE=N swift sft` (or torchrun / mpirun / srun) every rank runs this with its
+// launch environment; the communicator is the CPU shared-memory group for a CPU model, NCCL for a CUDA one. The
+// loader gives each rank its share (global batch = per_device_train_batch_size x accumulation x world size); only
+// rank 0 creates the run directory (its path is sent to the others) and writes args.json, logs and checkpoints.
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <thread>
 
 #include <fmt/format.h>
@@ -15,9 +22,13 @@
 #include "apps/commands.h"
 #include "apps/model_setup.h"
 #include "core/error.h"
+#include "core/memory.h"
 #include "data/loader.h"
 #include "data/pipeline.h"
+#include "data/streaming.h"
+#include "dist/init.h"
 #include "model/training.h"
+#include "train/data_parallel.h"
 #include "train/run_dir.h"
 #include "train/trainer.h"
 
@@ -38,9 +49,31 @@ int run_training(Command command, const Args& raw) {
   const TunerArguments t = TunerArguments::from(args);
   const TrainingArguments tr = TrainingArguments::from(args);
   const bool pretrain = command == Command::pt;
+  // --streaming: the length of the data is unknown before it is read, so the run needs --max_steps (ms-swift too).
+  SWIFT_CHECK(!d.streaming || tr.max_steps > 0,
+              "--streaming true needs --max_steps: a streamed dataset is read while training and its number of "
+              "batches is unknown in advance (pass e.g. --max_steps 1000)");
+
+  const dist::LaunchEnv env = dist::detect_launch_env();
+  if (env.distributed() && args.has("deepspeed") && !args.is_none("deepspeed")) {
+    const nlohmann::json& ds = args.get_json("deepspeed");
+    const std::string name = ds.is_string() ? ds.get<std::string>() : ds.dump();
+    SWIFT_CHECK(name == "zero0" || name.empty(),
+                "--deepspeed {}: sharded optimizer states / gradients (ZeRO-1/2/3) are not supported yet in "
+                "multi-rank runs; drop --deepspeed (plain data parallel: every rank keeps the full AdamW state)",
+                name);
+  }
 
   LoadedModel loaded = load_model_for(m, d);
   const io::ModelConfig& config = loaded.model->config();
+  // Data parallel: the communicator of the launch (solo for one process). A CUDA model reduces through NCCL on
+  // its device; a CPU model through the shared-memory process group.
+  std::unique_ptr<dist::Communicator> comm;
+  if (env.distributed()) {
+    const Device device = loaded.model->device();
+    comm = dist::init_communicator(env, device.is_cuda() ? device : Device::cpu());
+    std::fprintf(stderr, "data parallel: %s, backend %s\n", env.str().c_str(), comm->backend().c_str());
+  }
   std::fprintf(stderr, "model: %s\ntemplate: %s\n", config.summary().c_str(), loaded.chat_template->name().c_str());
 
   // Data: read, normalise, tokenize (through the cache), pack.
@@ -62,22 +95,51 @@ int run_training(Command command, const Args& raw) {
   po.encode.num_threads = po.dataset.dataset_num_proc;
   po.load_from_cache_file = args.has("load_from_cache_file") && !args.is_none("load_from_cache_file") &&
                             args.get_bool("load_from_cache_file");
-  data::PreparedData prepared = data::prepare_data(po);
-  std::fprintf(stderr, "%s\n", prepared.summary().c_str());
-  SWIFT_CHECK(prepared.train && prepared.train->size() > 0,
-              "--dataset: no training sample left after loading and tokenizing (see the report above)");
-  std::shared_ptr<const data::PackPlan> plan;
-  if (d.packing) {
-    plan = data::make_pack_plan(*prepared.train, d.packing_length.value_or(max_length));
-    std::fprintf(stderr, "packing: %zu sequences into %lld rows of up to %lld tokens\n", prepared.train->size(),
-                 static_cast<long long>(plan->rows()), static_cast<long long>(plan->capacity));
+  if (args.has("cache_dir") && !args.is_none("cache_dir")) po.cache_dir = args.get_string("cache_dir");
+  data::PreparedData prepared;
+  std::unique_ptr<data::BatchSource> stream_inner;  // data parallel + --streaming: the stream every rank reads
+  std::unique_ptr<data::BatchSource> loader;  // DataLoader, or StreamingLoader with --streaming
+  if (d.streaming) {
+    // Training rows are read, converted and tokenized while training (data/streaming.h); only a --val_dataset is
+    // prepared up front (through the cache when asked).
+    data::StreamingOptions so;
+    so.batch_size = tr.per_device_train_batch_size;
+    so.shuffle_buffer_size = args.get_int("shuffle_buffer_size");
+    if (d.packing) so.packing_length = d.packing_length.value_or(max_length);
+    so.prefetch = tr.dataloader_num_workers > 0 ? 2 : 0;
+    loader = std::make_unique<data::StreamingLoader>(po.dataset, po.encode, so);
+    if (env.distributed()) {  // every rank reads the stream and keeps every world_size-th batch
+      stream_inner = std::move(loader);
+      loader = std::make_unique<data::StridedSource>(*stream_inner, env.world_size, env.rank);
+    }
+    std::fprintf(stderr, "streaming: %zu dataset(s), read while training (shuffle buffer %lld)\n", d.dataset.size(),
+                 static_cast<long long>(d.dataset_shuffle ? so.shuffle_buffer_size : 0));
+    if (!d.val_dataset.empty()) {
+      data::DataPipelineOptions vo = po;
+      vo.dataset.dataset.clear();
+      prepared = data::prepare_data(vo);
+      std::fprintf(stderr, "%s\n", prepared.summary().c_str());
+    }
+  } else {
+    prepared = data::prepare_data(po);
+    std::fprintf(stderr, "%s\n", prepared.summary().c_str());
+    SWIFT_CHECK(prepared.train && prepared.train->size() > 0,
+                "--dataset: no training sample left after loading and tokenizing (see the report above)");
+    std::shared_ptr<const data::PackPlan> plan;
+    if (d.packing) {
+      plan = data::make_pack_plan(*prepared.train, d.packing_length.value_or(max_length));
+      std::fprintf(stderr, "packing: %zu sequences into %lld rows of up to %lld tokens\n", prepared.train->size(),
+                   static_cast<long long>(plan->rows()), static_cast<long long>(plan->capacity));
+    }
+    data::LoaderOptions lo;
+    lo.batch_size = tr.per_device_train_batch_size;
+    lo.shuffle = d.dataset_shuffle;
+    lo.seed = static_cast<uint64_t>(d.data_seed);
+    lo.num_workers = static_cast<int>(tr.dataloader_num_workers);
+    lo.world_size = env.world_size;  // rank r takes every world_size-th unit (torch's DistributedSampler)
+    lo.rank = env.rank;
+    loader = std::make_unique<data::DataLoader>(prepared.train, lo, plan);
   }
-  data::LoaderOptions lo;
-  lo.batch_size = tr.per_device_train_batch_size;
-  lo.shuffle = d.dataset_shuffle;
-  lo.seed = static_cast<uint64_t>(d.data_seed);
-  lo.num_workers = static_cast<int>(tr.dataloader_num_workers);
-  data::DataLoader loader(prepared.train, lo, plan);
 
   // Tuner.
   const model::TunerType tuner = model::tuner_type_from_string(t.tuner_type);
@@ -96,8 +158,9 @@ int run_training(Command command, const Args& raw) {
       s.use_rslora = t.use_rslora;
       s.use_dora = t.use_dora;
       s.init_weights = t.init_weights == "True" || t.init_weights == "true" ? "true" : t.init_weights;
+      s.modules_to_save = t.modules_to_save;
       s.seed = static_cast<uint64_t>(tr.seed);
-      lora = model::create_lora(config, s);
+      lora = model::create_lora(config, s, &loaded.model->weights());
     }
   }
   model::TrainableModel trainable(*loaded.model, tuner, std::move(lora));
@@ -105,8 +168,13 @@ int run_training(Command command, const Args& raw) {
   std::fprintf(stderr, "trainable parameters: %lld of %lld (%.4f%%)\n", static_cast<long long>(trainable.trainable_count()),
                static_cast<long long>(total), 100.0 * static_cast<double>(trainable.trainable_count()) / total);
 
-  const std::string run_dir = train::create_run_dir(tr.output_dir, tr.add_version);
-  args.save_json((fs::path(run_dir) / "args.json").string());
+  const bool main_rank = env.rank == 0;
+  std::string run_dir;
+  if (main_rank) {
+    run_dir = train::create_run_dir(tr.output_dir, tr.add_version);
+    args.save_json((fs::path(run_dir) / "args.json").string());
+  }
+  if (comm) run_dir = train::broadcast_string(*comm, run_dir, 0);  // the versioned directory rank 0 made
   std::fprintf(stderr, "output: %s\n", run_dir.c_str());
 
   train::TrainerConfig tc;
@@ -139,14 +207,27 @@ int run_training(Command command, const Args& raw) {
   tc.model_config_json = loaded.config_json;
   tc.extra_files = loaded.tokenizer_files;
   tc.base_model_name_or_path = *m.model;
-  train::Trainer trainer(tc, trainable, loader, prepared.val);
-  std::fprintf(stderr, "training: %lld optimizer steps (%lld micro-batches per epoch, gradient accumulation %lld)\n",
-               static_cast<long long>(trainer.max_steps()), static_cast<long long>(loader.steps_per_epoch()),
-               static_cast<long long>(tc.gradient_accumulation_steps));
+  tc.comm = comm.get();
+  train::Trainer trainer(tc, trainable, *loader, prepared.val);
+  if (comm) {
+    std::fprintf(stderr, "data parallel: %d ranks, global batch %lld = %lld per device x %lld accumulation x %d\n",
+                 env.world_size, static_cast<long long>(tr.per_device_train_batch_size * tc.gradient_accumulation_steps *
+                                                        env.world_size),
+                 static_cast<long long>(tr.per_device_train_batch_size),
+                 static_cast<long long>(tc.gradient_accumulation_steps), env.world_size);
+  }
+  if (loader->steps_per_epoch() > 0) {
+    std::fprintf(stderr, "training: %lld optimizer steps (%lld micro-batches per epoch, gradient accumulation %lld)\n",
+                 static_cast<long long>(trainer.max_steps()), static_cast<long long>(loader->steps_per_epoch()),
+                 static_cast<long long>(tc.gradient_accumulation_steps));
+  } else {
+    std::fprintf(stderr, "training: %lld optimizer steps (streamed, gradient accumulation %lld)\n",
+                 static_cast<long long>(trainer.max_steps()), static_cast<long long>(tc.gradient_accumulation_steps));
+  }
   const train::TrainResult r = trainer.train();
   std::fprintf(stderr, "train: %lld steps in %.1f s, %.0f tokens/s, peak memory %.2f GiB\n",
                static_cast<long long>(r.global_step), r.train_seconds, r.tokens_per_second,
-               peak_memory_gib());
+               peak_rss_gib());
   std::printf("last_model_checkpoint: %s\n", r.last_checkpoint.c_str());
   std::printf("best_model_checkpoint: %s\n", r.best_checkpoint.empty() ? "None" : r.best_checkpoint.c_str());
   return r.interrupted ? 130 : 0;

@@ -12,6 +12,7 @@
 
 #include "apps/commands.h"
 #include "core/error.h"
+#include "dist/launcher.h"
 #include "ops/backends.h"
 
 namespace {
@@ -60,6 +61,9 @@ int main(int argc, char** argv) {
     std::printf("swift.cpp 0.1.0\n");
     return 0;
   }
+  // NPROC_PER_NODE=N: this process becomes the launcher of N ranks (each a copy of this command) and returns
+  // their exit status; a launched rank (RANK set) carries on.
+  if (const int code = swift::dist::maybe_launch(argc, argv); code >= 0) return code;
   swift::ops::init_backends();
   const std::string name = argv[1];
   for (const Subcommand& s : kSubcommands) {

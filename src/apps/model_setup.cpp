@@ -1,8 +1,6 @@
 // apps/model_setup.cpp — loading --model with its tokenizer, template and encoder.
 #include "apps/model_setup.h"
 
-#include <sys/resource.h>
-
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -12,12 +10,6 @@
 namespace swift::apps {
 
 namespace fs = std::filesystem;
-
-double peak_memory_gib() {
-  struct rusage usage {};
-  getrusage(RUSAGE_SELF, &usage);
-  return static_cast<double>(usage.ru_maxrss) / (1024.0 * 1024.0);
-}
 
 nlohmann::json hf_config_json(const io::ModelConfig& c) {
   nlohmann::json j = {

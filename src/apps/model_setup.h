@@ -35,7 +35,4 @@ LoadedModel load_model_for(const ModelArguments& model_args, const DataArguments
 // A Hugging Face config.json for `config` (used when the model came from a GGUF file).
 nlohmann::json hf_config_json(const io::ModelConfig& config);
 
-// Peak resident memory of the process, GiB.
-double peak_memory_gib();
-
 }  // namespace swift::apps

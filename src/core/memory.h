@@ -4,6 +4,8 @@
 //  - Every Storage::allocate adds to its category's current bytes and removes them when freed; peaks are
 //    high-water marks since the last reset. Borrowed (mmapped) storage is not counted here.
 //  - Counters are atomic: any thread may allocate.
+//  - peak_rss_gib() is the operating system's view (the process's peak resident set, all memory included), what
+//    the training log reports as memory(GiB); the counters above are ours, by category.
 #pragma once
 
 #include <cstddef>
@@ -30,5 +32,7 @@ MemoryStats memory_stats(int device_type);
 void memory_reset_peaks(int device_type);
 // One line per category with current and peak, in MiB.
 std::string memory_report(int device_type);
+// Peak resident set size of the process (getrusage ru_maxrss), GiB.
+double peak_rss_gib();
 
 }  // namespace swift

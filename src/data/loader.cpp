@@ -211,4 +211,36 @@ std::optional<Batch> DataLoader::next() {
   return b;
 }
 
+StridedSource::StridedSource(BatchSource& inner, int world_size, int rank)
+    : inner_(inner), world_(world_size), rank_(rank) {
+  if (world_size <= 0 || rank < 0 || rank >= world_size) fail("strided source: rank {} of world size {} is invalid", rank, world_size);
+}
+
+int64_t StridedSource::steps_per_epoch() const {
+  const int64_t n = inner_.steps_per_epoch();
+  if (n < 0) return -1;
+  return n / world_ + (rank_ < n % world_ ? 1 : 0);
+}
+
+void StridedSource::start(int64_t epoch, int64_t step) {
+  inner_.start(epoch, step * world_);
+  step_ = step;
+  ended_ = false;
+}
+
+std::optional<Batch> StridedSource::next() {
+  if (ended_) return std::nullopt;
+  std::optional<Batch> mine;
+  for (int i = 0; i < world_; ++i) {  // batches step*W .. step*W + W-1 of the inner epoch; keep number `rank`
+    std::optional<Batch> b = inner_.next();
+    if (!b) {
+      ended_ = true;
+      break;
+    }
+    if (i == rank_) mine = std::move(b);
+  }
+  if (mine) ++step_;
+  return mine;
+}
+
 }  // namespace swift::data

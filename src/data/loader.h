@@ -67,25 +67,61 @@ struct LoaderOptions {
 // Builds the batch of the given sequence indices (in order). Exposed for tests and evaluation.
 Batch make_batch(const TokenizedDataset& data, const std::vector<int64_t>& sequences);
 
-class DataLoader {
+// What the trainer draws batches from: the DataLoader (a known number of batches per epoch) or the
+// StreamingLoader (data/streaming.h: one pass over the files is an epoch, its length unknown until it ends).
+class BatchSource {
+ public:
+  virtual ~BatchSource() = default;
+  // Batches per epoch, or -1 when unknown (streaming).
+  virtual int64_t steps_per_epoch() const = 0;
+  // Positions the source at (epoch, step): the next batch is batch `step` of epoch `epoch`.
+  virtual void start(int64_t epoch, int64_t step = 0) = 0;
+  // The next batch of the current epoch, or nullopt at its end (call start(epoch + 1) for the next one).
+  virtual std::optional<Batch> next() = 0;
+  // Where next() continues: save these in a checkpoint and start() there to resume.
+  virtual int64_t epoch() const = 0;
+  virtual int64_t step() const = 0;
+};
+
+// Data parallel over a source that cannot split itself (a stream): rank r of W takes batches r, r + W, r + 2W, ...
+// of `inner` (every rank reads the whole source and keeps its share). An epoch ends for a rank when its next batch
+// would be past the inner epoch's end, so ranks may see one batch more or less at the end of a pass. step() counts
+// this rank's batches; start(e, s) resumes at inner batch s * W.
+class StridedSource : public BatchSource {
+ public:
+  StridedSource(BatchSource& inner, int world_size, int rank);
+  int64_t steps_per_epoch() const override;
+  void start(int64_t epoch, int64_t step = 0) override;
+  std::optional<Batch> next() override;
+  int64_t epoch() const override { return inner_.epoch(); }
+  int64_t step() const override { return step_; }
+
+ private:
+  BatchSource& inner_;
+  int world_, rank_;
+  int64_t step_ = 0;
+  bool ended_ = false;
+};
+
+class DataLoader : public BatchSource {
  public:
   // `plan`: the packed rows (units are rows), or null (units are sequences).
   DataLoader(std::shared_ptr<const TokenizedDataset> data, LoaderOptions options,
              std::shared_ptr<const PackPlan> plan = nullptr);
-  ~DataLoader();
+  ~DataLoader() override;
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;
 
   int64_t num_units() const;        // sequences or packed rows in the dataset
   int64_t units_per_rank() const;   // after the rank split
-  int64_t steps_per_epoch() const;
+  int64_t steps_per_epoch() const override;
   // Positions the loader at (epoch, step) and starts the workers.
-  void start(int64_t epoch, int64_t step = 0);
+  void start(int64_t epoch, int64_t step = 0) override;
   // The next batch of the current epoch, or nullopt at its end (call start(epoch + 1) for the next one).
-  std::optional<Batch> next();
+  std::optional<Batch> next() override;
   // Where next() continues: save these in a checkpoint and start() there to resume.
-  int64_t epoch() const { return epoch_; }
-  int64_t step() const { return step_; }
+  int64_t epoch() const override { return epoch_; }
+  int64_t step() const override { return step_; }
   // The batch at (epoch, step) built on the calling thread, whatever the loader's position.
   Batch batch_at(int64_t epoch, int64_t step) const;
 

@@ -45,20 +45,22 @@ struct StreamingOptions {
   int world_size = 1, rank = 0;
 };
 
-class StreamingLoader {
+class StreamingLoader : public BatchSource {
  public:
   // The encoder objects referenced by `encode` must outlive the loader.
   StreamingLoader(DatasetOptions data, EncodeOptions encode, StreamingOptions options);
-  ~StreamingLoader();
+  ~StreamingLoader() override;
   StreamingLoader(const StreamingLoader&) = delete;
   StreamingLoader& operator=(const StreamingLoader&) = delete;
 
+  // Unknown until a pass ends: -1.
+  int64_t steps_per_epoch() const override { return -1; }
   // Starts pass `epoch` (fast-forwarding `step` batches).
-  void start(int64_t epoch, int64_t step = 0);
+  void start(int64_t epoch, int64_t step = 0) override;
   // The next batch of the pass, or nullopt at its end.
-  std::optional<Batch> next();
-  int64_t epoch() const { return epoch_; }
-  int64_t step() const { return step_; }
+  std::optional<Batch> next() override;
+  int64_t epoch() const override { return epoch_; }
+  int64_t step() const override { return step_; }
   // Encoding statistics of the current pass so far (of the batches built, prefetched ones included).
   EncodeStats stats() const;
 

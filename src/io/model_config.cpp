@@ -415,6 +415,7 @@ ModelConfig parse_model_config(const json& j, const std::string& source) {
 
   const bool llama_ids = family == Family::Llama || family == Family::Mistral;
   c.bos_token_id = f.has_key("bos_token_id") ? f.get_int("bos_token_id", -1) : (llama_ids ? 1 : -1);
+  c.pad_token_id = f.get_int("pad_token_id", -1);
   if (!f.has_key("eos_token_id")) {
     if (llama_ids) c.eos_token_ids = {2};
   } else if (f.present("eos_token_id")) {

@@ -47,6 +47,7 @@ struct ModelConfig {
   std::string torch_dtype = "float32";
   int64_t bos_token_id = -1;
   std::vector<int64_t> eos_token_ids;
+  int64_t pad_token_id = -1;     // config.json pad_token_id (-1: null or absent); nn.Embedding's padding_idx
 
   // Window for layer `layer` (0 = full attention).
   int64_t layer_window(int64_t layer) const;

@@ -104,6 +104,12 @@ std::string peft_lora_name(const std::string& module_path, const std::string& wh
   return kPrefix + module_path + "." + which + ".weight";
 }
 
+std::string peft_magnitude_name(const std::string& module_path) {
+  return kPrefix + module_path + ".lora_magnitude_vector";
+}
+
+std::string peft_module_weight_name(const std::string& module_path) { return kPrefix + module_path + ".weight"; }
+
 PeftAdapter load_peft_adapter(const std::string& dir) {
   const fs::path config_path = fs::path(dir) / kConfigName;
   const fs::path weights_path = fs::path(dir) / kWeightsName;

@@ -49,6 +49,10 @@ struct PeftAdapter {
 // PEFT's saved name of a module's LoRA tensor: ("model.layers.0.self_attn.q_proj", "lora_A") ->
 // "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight".
 std::string peft_lora_name(const std::string& module_path, const std::string& which);
+// DoRA: "base_model.model.<module>.lora_magnitude_vector" (PEFT saves it without ".default.weight").
+std::string peft_magnitude_name(const std::string& module_path);
+// modules_to_save: "base_model.model.<module>.weight" (PEFT saves the trained copy under the module's own name).
+std::string peft_module_weight_name(const std::string& module_path);
 
 PeftAdapter load_peft_adapter(const std::string& dir);
 void save_peft_adapter(const std::string& dir, const PeftAdapter& adapter);

@@ -132,13 +132,22 @@ void apply_rope(Tensor& x, const Tensor& positions, const Tensor& cu_seqlens, co
   }
 }
 
-// y (=|+=) x W^T + b, plus the LoRA path scale * (x A^T) B^T when `lora` is defined.
+// y (=|+=) x W^T + b, plus the LoRA path scale * (x A^T) B^T when `lora` is defined; a DoRA adapter (magnitude
+// defined, `dora_norm` its weight norm) goes through ops::dora_linear instead.
 //   x: (N, K); y: (N, M); scratch: (N, >= r) F32.
-void linear_lora(const Tensor& x, const Tensor& w, const Tensor& bias, const LoraLinear& lora, float scale, Tensor& y,
-                 bool accumulate, Tensor& scratch) {
+void linear_lora(const Tensor& x, const Tensor& w, const Tensor& bias, const LoraLinear& lora, const Tensor& dora_norm,
+                 float scale, Tensor& y, bool accumulate, Tensor& scratch) {
+  const int64_t N = x.size(0);
+  if (lora.defined() && lora.dora()) {
+    const int64_t r = lora.a.size(0);
+    Tensor xa = scratch.view({-1}).slice_rows(0, N * r).view({N, r});
+    Tensor h = Tensor::empty({N, w.size(0)}, DType::F32, Device::cpu(), MemoryCategory::Workspace);
+    ops::dora_linear(x, w, bias, lora.a, lora.b, lora.magnitude, dora_norm, scale, {}, y, xa, h, accumulate);
+    return;
+  }
   ops::linear(x, w, bias, y, accumulate);
   if (!lora.defined()) return;
-  const int64_t N = x.size(0), r = lora.a.size(0);
+  const int64_t r = lora.a.size(0);
   Tensor t = scratch.view({-1}).slice_rows(0, N * r).view({N, r});
   ops::linear(x, lora.a, Tensor(), t);
   float* tp = t.data<float>();
@@ -161,9 +170,31 @@ void CausalLM::set_lora(LoraAdapters adapters) {
                   "set_lora: adapter of '{}' has A {} and B {}, the layer is ({}, {})",
                   linear_module_path(static_cast<int64_t>(i), static_cast<LinearKind>(k)), shape_str(l.a.shape()),
                   shape_str(l.b.shape()), M, K);
+      SWIFT_CHECK(!l.dora() || l.magnitude.shape() == (Shape{M}), "set_lora: DoRA magnitude of '{}' is {}, expected ({})",
+                  linear_module_path(static_cast<int64_t>(i), static_cast<LinearKind>(k)), shape_str(l.magnitude.shape()),
+                  M);
+    }
+  }
+  for (const Tensor* t : {&adapters.embed_tokens, &adapters.lm_head}) {
+    SWIFT_CHECK(!t->defined() || t->shape() == (Shape{config_.vocab_size, config_.hidden_size}),
+                "set_lora: modules_to_save copy {} does not match the model's ({}, {})", t->str(), config_.vocab_size,
+                config_.hidden_size);
+  }
+  std::vector<std::array<Tensor, kLinearKinds>> norms(adapters.layers.size());
+  for (size_t i = 0; i < adapters.layers.size(); ++i) {
+    const LayerWeights& lw = weights_.layers[i];
+    const std::array<const Tensor*, kLinearKinds> base = {&lw.q_proj, &lw.k_proj, &lw.v_proj, &lw.o_proj,
+                                                          &lw.gate_proj, &lw.up_proj, &lw.down_proj};
+    for (int k = 0; k < kLinearKinds; ++k) {
+      const LoraLinear& l = adapters.layers[i][static_cast<size_t>(k)];
+      if (!l.defined() || !l.dora()) continue;
+      Tensor& n = norms[i][static_cast<size_t>(k)];
+      n = Tensor::empty({l.magnitude.numel()}, DType::F32, Device::cpu(), MemoryCategory::Weights);
+      ops::dora_weight_norm(*base[static_cast<size_t>(k)], l.a, l.b, adapters.scale, n);
     }
   }
   lora_ = std::move(adapters);
+  dora_norms_ = std::move(norms);
 }
 
 CausalLM::CausalLM(io::ModelConfig config, std::map<std::string, Tensor> weights)
@@ -217,7 +248,7 @@ Tensor CausalLM::forward_cached(const std::vector<int32_t>& ids, KvCache& cache,
   cache.length += n;
   if (!all_logits) hidden = hidden.slice_rows(n - 1, n);
   Tensor logits = Tensor::empty({hidden.size(0), config_.vocab_size}, DType::F32);
-  ops::linear(hidden, weights_.lm_head, Tensor(), logits);
+  ops::linear(hidden, head_table(), Tensor(), logits);
   return logits;
 }
 
@@ -252,14 +283,17 @@ Tensor CausalLM::run_layers(const Tensor& ids, const Tensor& positions, const Te
       if (l.defined()) max_rank = std::max(max_rank, l.a.size(0));
   Tensor lora_scratch = max_rank > 0 ? Tensor::empty({T, max_rank}, DType::F32) : Tensor();
   static const std::array<LoraLinear, kLinearKinds> kNoLora{};
+  static const std::array<Tensor, kLinearKinds> kNoNorms{};
   const float lora_scale = lora_.scale;
 
-  ops::embedding(weights_.embed_tokens, ids, x);
+  ops::embedding(embed_table(), ids, x);
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     const LayerWeights& l = weights_.layers[static_cast<size_t>(i)];
     const auto& ad = lora_.layers.empty() ? kNoLora : lora_.layers[static_cast<size_t>(i)];
+    const auto& norms = dora_norms_.empty() ? kNoNorms : dora_norms_[static_cast<size_t>(i)];
     auto lin = [&](LinearKind kind, const Tensor& in, const Tensor& w, const Tensor& b, Tensor& out, bool acc) {
-      linear_lora(in, w, b, ad[static_cast<size_t>(kind)], lora_scale, out, acc, lora_scratch);
+      linear_lora(in, w, b, ad[static_cast<size_t>(kind)], norms[static_cast<size_t>(kind)], lora_scale, out, acc,
+                  lora_scratch);
     };
     // attention block: x += o_proj(attention(rope(norm(q)), rope(norm(k)), v))
     ops::rmsnorm(x, l.input_norm, eps, h, none);
@@ -299,13 +333,45 @@ Tensor CausalLM::run_layers(const Tensor& ids, const Tensor& positions, const Te
 Tensor CausalLM::forward(const Tensor& ids, const Tensor& positions, const Tensor& cu_seqlens) const {
   Tensor hidden = forward_hidden(ids, positions, cu_seqlens);
   Tensor logits = Tensor::empty({ids.numel(), config_.vocab_size}, DType::F32);
-  ops::linear(hidden, weights_.lm_head, Tensor(), logits);
+  ops::linear(hidden, head_table(), Tensor(), logits);
   return logits;
 }
 
 Tensor CausalLM::forward(const std::vector<int32_t>& ids) const {
   PackedBatch batch = pack_sequences({ids});
   return forward(batch.ids, batch.positions, batch.cu_seqlens);
+}
+
+void CausalLM::place(Device device, DType matrix_dtype) {
+  SWIFT_CHECK(matrix_dtype == DType::F32 || matrix_dtype == DType::BF16 || matrix_dtype == DType::F16,
+              "place: matrix dtype {} must be F32, BF16 or F16", dtype_name(matrix_dtype));
+  auto move = [&](Tensor& t, DType dtype) {
+    if (!t.defined() || (t.device() == device && t.dtype() == dtype)) return;
+    Tensor converted = t;
+    if (t.dtype() != dtype) {  // convert where the data is (the CPU after load), then copy once
+      converted = Tensor::empty(t.shape(), dtype, t.device(), MemoryCategory::Weights);
+      ops::cast(t, converted);
+    }
+    t = converted.device() == device ? converted : converted.to(device, MemoryCategory::Weights);
+  };
+  const bool tied = weights_.lm_head.defined() && weights_.lm_head.storage() == weights_.embed_tokens.storage();
+  move(weights_.embed_tokens, matrix_dtype);
+  if (tied) {
+    weights_.lm_head = weights_.embed_tokens;
+  } else {
+    move(weights_.lm_head, matrix_dtype);
+  }
+  move(weights_.final_norm, DType::F32);
+  for (LayerWeights& l : weights_.layers) {
+    for (Tensor* m : {&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.gate_proj, &l.up_proj, &l.down_proj}) {
+      move(*m, matrix_dtype);
+    }
+    for (Tensor* v : {&l.input_norm, &l.post_attention_norm, &l.q_norm, &l.k_norm, &l.q_bias, &l.k_bias, &l.v_bias,
+                      &l.o_bias, &l.gate_bias, &l.up_bias, &l.down_bias}) {
+      move(*v, DType::F32);
+    }
+  }
+  tensors_.clear();  // the loaded originals (host memory, mapped files) are no longer referenced
 }
 
 PackedBatch pack_sequences(const std::vector<std::vector<int32_t>>& sequences) {

@@ -12,6 +12,7 @@
 //    rope scaling), not subclasses; a new family adds a weight-name map and flags.
 #pragma once
 
+#include <array>
 #include <map>
 #include <memory>
 #include <string>
@@ -48,9 +49,19 @@ class CausalLM {
 
   const io::ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }
+  // The device every weight lives on (the CPU after load).
+  Device device() const { return weights_.embed_tokens.device(); }
+
+  // Moves every weight to `device`: matrices (embeddings, projections, lm_head) stored as `matrix_dtype`
+  // (F32/BF16/F16), vectors (norm weights, biases) as F32. Host copies (and file mappings) are released.
+  // Training and inference on that device then allocate their activations there. Adapters set with set_lora
+  // stay where they are: set them after placing (TrainableModel moves its own).
+  void place(Device device, DType matrix_dtype);
 
   // LoRA adapters applied in every forward (inference: no dropout). Replaces any earlier adapters; an empty
-  // LoraAdapters removes them. Throws when the adapters were made for another architecture.
+  // LoraAdapters removes them. Throws when the adapters were made for another architecture. DoRA weight norms
+  // are computed here once (the adapters are constant until the next set_lora); modules_to_save copies replace
+  // the embedding table and/or the LM head.
   void set_lora(LoraAdapters adapters);
   const LoraAdapters& lora() const { return lora_; }
 
@@ -80,6 +91,9 @@ class CausalLM {
   std::map<std::string, Tensor> tensors_;  // keeps every loaded tensor (and its mapping) alive
   ModelWeights weights_;
   LoraAdapters lora_;
+  std::vector<std::array<Tensor, kLinearKinds>> dora_norms_;  // [layer][kind] (M) F32 where the adapter is DoRA
+  const Tensor& embed_table() const { return lora_.embed_tokens.defined() ? lora_.embed_tokens : weights_.embed_tokens; }
+  const Tensor& head_table() const { return lora_.lm_head.defined() ? lora_.lm_head : weights_.lm_head; }
 };
 
 // Builds the packed-batch inputs for several sequences: ids, positions restarting per sequence, cu_seqlens.

@@ -1,4 +1,5 @@
-// model/lora.cpp — LoRA target selection, PEFT initialisation and PEFT name mapping.
+// model/lora.cpp — LoRA target selection, PEFT initialisation (LoRA, DoRA magnitudes, modules_to_save copies) and
+// PEFT name mapping.
 #include "model/lora.h"
 
 #include <cmath>
@@ -7,6 +8,9 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/seed.h"
+#include "model/causal_lm.h"
+#include "ops/ops.h"
 
 namespace swift::model {
 
@@ -33,11 +37,36 @@ class Uniform {
   std::mt19937_64 rng_;
 };
 
-uint64_t mix(uint64_t seed, uint64_t a, uint64_t b) {
-  uint64_t z = seed ^ (a * 0x9E3779B97F4A7C15ull) ^ (b * 0xC2B2AE3D27D4EB4Full);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
+Tensor f32_copy(const Tensor& t) {
+  return t.dtype() == DType::F32 ? t.clone(MemoryCategory::Weights) : t.to_dtype(DType::F32, MemoryCategory::Weights);
+}
+
+// "embed_tokens" / "model.embed_tokens" -> kEmbedModule, "lm_head" -> kLmHeadModule; throws for anything else.
+std::string module_to_save_path(const std::string& name, const std::string& what) {
+  if (name == "embed_tokens" || name == kEmbedModule) return kEmbedModule;
+  if (name == kLmHeadModule) return kLmHeadModule;
+  fail("{} '{}' is not supported: modules_to_save may name embed_tokens and lm_head (full copies trained with "
+       "the adapter); linear layers are adapted through --target_modules", what, name);
+}
+
+// The weight norm of W + scale * B A per row: DoRA's initial magnitude (PEFT's DoraLinearLayer.update_layer).
+Tensor initial_magnitude(const Tensor& w, const LoraLinear& l, float scale) {
+  Tensor m = Tensor::empty({w.size(0)}, DType::F32, Device::cpu(), MemoryCategory::Weights);
+  ops::dora_weight_norm(w, l.a, l.b, scale, m);
+  return m;
+}
+
+const Tensor& base_linear_weight(const LayerWeights& w, LinearKind kind) {
+  switch (kind) {
+    case LinearKind::Q: return w.q_proj;
+    case LinearKind::K: return w.k_proj;
+    case LinearKind::V: return w.v_proj;
+    case LinearKind::O: return w.o_proj;
+    case LinearKind::Gate: return w.gate_proj;
+    case LinearKind::Up: return w.up_proj;
+    case LinearKind::Down: return w.down_proj;
+  }
+  fail("base_linear_weight: unknown linear kind {}", static_cast<int>(kind));
 }
 
 bool is_targeted(const LoraSettings& s, int64_t layer, LinearKind kind, std::set<std::string>& matched) {
@@ -87,7 +116,9 @@ int64_t LoraAdapters::parameter_count() const {
   int64_t n = 0;
   for (const auto& layer : layers)
     for (const LoraLinear& l : layer)
-      if (l.defined()) n += l.a.numel() + l.b.numel();
+      if (l.defined()) n += l.a.numel() + l.b.numel() + (l.dora() ? l.magnitude.numel() : 0);
+  if (embed_tokens.defined()) n += embed_tokens.numel();
+  if (lm_head.defined()) n += lm_head.numel();
   return n;
 }
 
@@ -98,11 +129,16 @@ int64_t LoraAdapters::adapted_linears() const {
   return n;
 }
 
-LoraAdapters create_lora(const io::ModelConfig& config, const LoraSettings& s) {
+LoraAdapters create_lora(const io::ModelConfig& config, const LoraSettings& s, const ModelWeights* weights) {
   SWIFT_CHECK(s.rank > 0, "--lora_rank must be positive, got {}", s.rank);
   SWIFT_CHECK(s.alpha > 0, "--lora_alpha must be positive, got {}", s.alpha);
   SWIFT_CHECK(s.dropout >= 0 && s.dropout < 1, "--lora_dropout must be in [0, 1), got {}", s.dropout);
-  SWIFT_CHECK(!s.use_dora, "--use_dora true is not supported yet (LoRA and rsLoRA are)");
+  SWIFT_CHECK(weights != nullptr || (!s.use_dora && s.modules_to_save.empty()),
+              "create_lora: DoRA and modules_to_save need the base model's weights");
+  if (weights != nullptr) {
+    SWIFT_CHECK(static_cast<int64_t>(weights->layers.size()) == config.num_hidden_layers,
+                "create_lora: weights of {} layers for a config of {}", weights->layers.size(), config.num_hidden_layers);
+  }
   SWIFT_CHECK(s.init_weights == "true" || s.init_weights == "gaussian" || s.init_weights == "false",
               "--init_weights '{}': expected true, gaussian or false", s.init_weights);
   LoraAdapters out;
@@ -112,6 +148,7 @@ LoraAdapters create_lora(const io::ModelConfig& config, const LoraSettings& s) {
   out.config.use_rslora = s.use_rslora;
   out.config.init_lora_weights = s.init_weights;
   out.config.target_regex = s.target_regex;
+  out.config.use_dora = s.use_dora;
   out.scale = static_cast<float>(out.config.scaling());
   out.dropout = static_cast<float>(s.dropout);
   std::set<std::string> matched, kinds;
@@ -125,7 +162,7 @@ LoraAdapters create_lora(const io::ModelConfig& config, const LoraSettings& s) {
       LoraLinear& l = out.layers[static_cast<size_t>(layer)][static_cast<size_t>(k)];
       l.a = Tensor::empty({s.rank, K}, DType::F32, Device::cpu(), MemoryCategory::Weights);
       l.b = Tensor::zeros({M, s.rank}, DType::F32, Device::cpu(), MemoryCategory::Weights);
-      Uniform rng(mix(s.seed, static_cast<uint64_t>(layer), static_cast<uint64_t>(k)));
+      Uniform rng(mix_seed(s.seed, static_cast<uint64_t>(layer), static_cast<uint64_t>(k)));
       float* a = l.a.data<float>();
       if (s.init_weights == "gaussian") {
         const double std_dev = 1.0 / static_cast<double>(s.rank);
@@ -139,6 +176,21 @@ LoraAdapters create_lora(const io::ModelConfig& config, const LoraSettings& s) {
         const double bound = 1.0 / std::sqrt(static_cast<double>(s.rank));
         for (int64_t i = 0; i < l.b.numel(); ++i) b[i] = static_cast<float>((2 * rng.next() - 1) * bound);
       }
+      if (s.use_dora) {
+        l.magnitude = initial_magnitude(base_linear_weight(weights->layers[static_cast<size_t>(layer)], kind), l,
+                                        out.scale);
+      }
+    }
+  }
+  std::set<std::string> saved;
+  for (const std::string& name : s.modules_to_save) {
+    const std::string path = module_to_save_path(name, "--modules_to_save");
+    if (!saved.insert(path).second) continue;
+    out.config.modules_to_save.push_back(name);
+    if (path == kEmbedModule) {
+      out.embed_tokens = f32_copy(weights->embed_tokens);
+    } else {
+      out.lm_head = f32_copy(weights->lm_head);
     }
   }
   if (s.target_regex.empty()) {
@@ -159,8 +211,10 @@ LoraAdapters lora_from_peft(const io::PeftAdapter& adapter, const io::ModelConfi
   out.config = adapter.config;
   out.scale = static_cast<float>(adapter.config.scaling());
   out.dropout = static_cast<float>(adapter.config.lora_dropout);
-  SWIFT_CHECK(!adapter.config.use_dora, "adapter uses DoRA, which is not supported yet");
-  SWIFT_CHECK(adapter.config.modules_to_save.empty(), "adapter has modules_to_save, which is not supported yet");
+  const bool dora = adapter.config.use_dora;
+  SWIFT_CHECK(!(adapter.config.extra.is_object() && adapter.config.extra.value("ensure_weight_tying", false) &&
+                config.tie_word_embeddings && !adapter.config.modules_to_save.empty()),
+              "adapter: ensure_weight_tying with modules_to_save on tied embeddings is not supported");
   out.layers.resize(static_cast<size_t>(config.num_hidden_layers));
   std::set<std::string> used;
   for (int64_t layer = 0; layer < config.num_hidden_layers; ++layer) {
@@ -177,17 +231,41 @@ LoraAdapters lora_from_peft(const io::PeftAdapter& adapter, const io::ModelConfi
                   "adapter: '{}' lora_A {} / lora_B {} do not fit the base weight ({}, {})", path,
                   shape_str(a->second.shape()), shape_str(b->second.shape()), M, K);
       LoraLinear& l = out.layers[static_cast<size_t>(layer)][static_cast<size_t>(k)];
-      l.a = a->second.dtype() == DType::F32 ? a->second.clone(MemoryCategory::Weights)
-                                            : a->second.to_dtype(DType::F32, MemoryCategory::Weights);
-      l.b = b->second.dtype() == DType::F32 ? b->second.clone(MemoryCategory::Weights)
-                                            : b->second.to_dtype(DType::F32, MemoryCategory::Weights);
+      l.a = f32_copy(a->second);
+      l.b = f32_copy(b->second);
       used.insert(a->first);
       used.insert(b->first);
+      auto mag = adapter.tensors.find(io::peft_magnitude_name(path));
+      if (dora) {
+        SWIFT_CHECK(mag != adapter.tensors.end(), "adapter: use_dora is set but '{}' has no lora_magnitude_vector",
+                    path);
+        SWIFT_CHECK(mag->second.shape() == (Shape{M}), "adapter: '{}' lora_magnitude_vector {} must be ({})", path,
+                    shape_str(mag->second.shape()), M);
+        l.magnitude = f32_copy(mag->second);
+        used.insert(mag->first);
+      }
     }
   }
+  std::set<std::string> saved;
+  for (const std::string& name : adapter.config.modules_to_save) {
+    const std::string path = module_to_save_path(name, "adapter: modules_to_save entry");
+    if (!saved.insert(path).second) continue;
+    const std::string key = io::peft_module_weight_name(path);
+    auto it = adapter.tensors.find(key);
+    SWIFT_CHECK(it != adapter.tensors.end(), "adapter: modules_to_save lists '{}' but the weights hold no '{}'",
+                name, key);
+    SWIFT_CHECK(it->second.shape() == (Shape{config.vocab_size, config.hidden_size}),
+                "adapter: '{}' is {}, the model's {} is ({}, {})", key, shape_str(it->second.shape()), path,
+                config.vocab_size, config.hidden_size);
+    (path == kEmbedModule ? out.embed_tokens : out.lm_head) = f32_copy(it->second);
+    used.insert(key);
+  }
   for (const auto& [name, tensor] : adapter.tensors) {
-    SWIFT_CHECK(used.count(name), "adapter tensor '{}' does not belong to any linear layer of this {} model",
-                name, config.model_type);
+    SWIFT_CHECK(used.count(name), "adapter tensor '{}' does not belong to any linear layer of this {} model{}",
+                name, config.model_type,
+                name.find("lora_magnitude_vector") != std::string::npos ? " (a DoRA magnitude, but use_dora is false)"
+                : name.find(".lora_") == std::string::npos ? " (nor to a module listed in modules_to_save)"
+                                                            : "");
   }
   SWIFT_CHECK(!used.empty(), "adapter holds no LoRA tensors");
   return out;
@@ -204,8 +282,11 @@ io::PeftAdapter lora_to_peft(const LoraAdapters& adapters, const std::string& ba
       const std::string path = linear_module_path(static_cast<int64_t>(layer), static_cast<LinearKind>(k));
       out.tensors[io::peft_lora_name(path, "lora_A")] = l.a;
       out.tensors[io::peft_lora_name(path, "lora_B")] = l.b;
+      if (l.dora()) out.tensors[io::peft_magnitude_name(path)] = l.magnitude;
     }
   }
+  if (adapters.embed_tokens.defined()) out.tensors[io::peft_module_weight_name(kEmbedModule)] = adapters.embed_tokens;
+  if (adapters.lm_head.defined()) out.tensors[io::peft_module_weight_name(kLmHeadModule)] = adapters.lm_head;
   return out;
 }
 

@@ -11,6 +11,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/seed.h"
 
 namespace swift::model {
 
@@ -18,22 +19,16 @@ namespace {
 
 constexpr int32_t kIgnore = -100;
 
-uint64_t mix_seed(uint64_t seed, uint64_t a, uint64_t b) {
-  uint64_t z = seed + 0x9E3779B97F4A7C15ull * (a + 1) + 0xC2B2AE3D27D4EB4Full * (b + 1);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 Tensor f32_master(const Tensor& t) {
-  return t.dtype() == DType::F32 ? t.clone(MemoryCategory::Weights) : t.to_dtype(DType::F32, MemoryCategory::Weights);
+  if (t.dtype() == DType::F32) return t.clone(MemoryCategory::Weights);
+  Tensor master = Tensor::empty(t.shape(), DType::F32, t.device(), MemoryCategory::Weights);
+  ops::cast(t, master);
+  return master;
 }
 
 Tensor zeros_like(const Tensor& t, MemoryCategory category) {
-  return Tensor::zeros(t.shape(), DType::F32, Device::cpu(), category);
+  return Tensor::zeros(t.shape(), DType::F32, t.device(), category);
 }
-
-Tensor act(const Shape& shape) { return Tensor::empty(shape, DType::F32, Device::cpu(), MemoryCategory::Activations); }
 
 }  // namespace
 
@@ -64,12 +59,27 @@ Tensor shift_labels(const Tensor& ids, const Tensor& loss_mask, const Tensor& cu
 struct TrainableModel::Activations {
   Tensor x_in, h1, rstd1, q, k, v, q_rstd, k_rstd, q3, k3, attn, lse, x_mid, h2, rstd2, gate, up, act;
   std::array<Tensor, kLinearKinds> xa;
+  std::array<Tensor, kLinearKinds> h;  // DoRA: the direction's output before the magnitude (dora_linear)
 };
 
 TrainableModel::TrainableModel(CausalLM& model, TunerType type, LoraAdapters lora)
     : model_(model), type_(type), lora_(std::move(lora)) {
   const io::ModelConfig& c = model.config();
   const ModelWeights& w = model.weights();
+  device_ = model.device();
+  act_dtype_ = device_.is_cuda() ? DType::BF16 : DType::F32;
+  for (auto& layer : lora_.layers) {  // adapters train where the model lives
+    for (LoraLinear& ad : layer) {
+      if (ad.a.defined() && !(ad.a.device() == device_)) ad.a = ad.a.to(device_, MemoryCategory::Weights);
+      if (ad.b.defined() && !(ad.b.device() == device_)) ad.b = ad.b.to(device_, MemoryCategory::Weights);
+      if (ad.magnitude.defined() && !(ad.magnitude.device() == device_)) {
+        ad.magnitude = ad.magnitude.to(device_, MemoryCategory::Weights);
+      }
+    }
+  }
+  for (Tensor* t : {&lora_.embed_tokens, &lora_.lm_head}) {
+    if (t->defined() && !(t->device() == device_)) *t = t->to(device_, MemoryCategory::Weights);
+  }
   tied_ = c.tie_word_embeddings;
   SWIFT_CHECK(type == TunerType::Lora || lora_.layers.empty(), "full fine-tuning takes no LoRA adapters");
   SWIFT_CHECK(type == TunerType::Full || static_cast<int64_t>(lora_.layers.size()) == c.num_hidden_layers,
@@ -86,7 +96,14 @@ TrainableModel::TrainableModel(CausalLM& model, TunerType type, LoraAdapters lor
     add_param(name, master, grad);
     return master;
   };
+  // nn.Embedding(padding_idx=config.pad_token_id) in transformers' llama/qwen2/qwen3/mistral: the pad row gets
+  // no gradient from the lookups (PEFT's modules_to_save copy keeps that padding_idx).
+  padding_id_ = c.pad_token_id >= 0 && c.pad_token_id < c.vocab_size ? c.pad_token_id : -1;
   embed_ = weight(w.embed_tokens, "model.embed_tokens.weight", grad_embed_);
+  if (!full && lora_.embed_tokens.defined()) {  // modules_to_save: a trained copy replaces the embedding
+    embed_ = lora_.embed_tokens;
+    add_param(io::peft_module_weight_name(kEmbedModule), lora_.embed_tokens, grad_embed_);
+  }
   layers_.resize(static_cast<size_t>(c.num_hidden_layers));
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     const LayerWeights& lw = w.layers[static_cast<size_t>(i)];
@@ -107,6 +124,7 @@ TrainableModel::TrainableModel(CausalLM& model, TunerType type, LoraAdapters lor
           lin.lora = &ad;
           add_param(io::peft_lora_name(module, "lora_A"), ad.a, lin.grad_a);
           add_param(io::peft_lora_name(module, "lora_B"), ad.b, lin.grad_b);
+          if (ad.dora()) add_param(io::peft_magnitude_name(module), ad.magnitude, lin.grad_m);
         }
       }
     }
@@ -115,7 +133,13 @@ TrainableModel::TrainableModel(CausalLM& model, TunerType type, LoraAdapters lor
     l.post_norm = weight(lw.post_attention_norm, p + "post_attention_layernorm.weight", l.grad_post_norm);
   }
   final_norm_ = weight(w.final_norm, "model.norm.weight", grad_final_norm_);
-  if (tied_) {
+  if (!full) {  // the base head (the base embedding when tied), or its modules_to_save copy
+    lm_head_ = w.lm_head;
+    if (lora_.lm_head.defined()) {
+      lm_head_ = lora_.lm_head;
+      add_param(io::peft_module_weight_name(kLmHeadModule), lora_.lm_head, grad_lm_head_);
+    }
+  } else if (tied_) {
     lm_head_ = embed_;
     grad_lm_head_ = grad_embed_;
   } else {
@@ -154,8 +178,9 @@ void TrainableModel::apply_rope(Tensor& x, const MicroBatch& b, bool backward) c
     const ops::RopeFrequencies f = ops::rope_frequencies(c.rope, c.head_dim, seq_len);
     backward ? ops::rope_backward(xs, ps, f) : ops::rope(xs, ps, f);
   };
-  const int32_t* pos = b.positions.data<int32_t>();
-  const int32_t* cu = b.cu_seqlens.data<int32_t>();
+  const MicroBatch& host = host_batch_ != nullptr ? *host_batch_ : b;  // b may live on the device
+  const int32_t* pos = host.positions.data<int32_t>();
+  const int32_t* cu = host.cu_seqlens.data<int32_t>();
   if (c.rope.type != ops::RopeType::Dynamic) {
     int32_t max_pos = 0;
     for (int64_t t = 0; t < b.positions.numel(); ++t) max_pos = std::max(max_pos, pos[t]);
@@ -182,13 +207,20 @@ void TrainableModel::layer_forward(int64_t i, const MicroBatch& b, const Tensor&
     const Linear& L = l.linears[static_cast<size_t>(kind)];
     if (L.lora == nullptr) return ops::linear(x, L.w, L.bias, y, accumulate);
     Tensor& xa = a.xa[static_cast<size_t>(kind)];
-    if (!xa.defined()) xa = act({T, L.lora->a.size(0)});
+    if (!xa.defined()) xa = stat({T, L.lora->a.size(0)});
+    if (L.lora->dora()) {
+      Tensor& h = a.h[static_cast<size_t>(kind)];
+      if (!h.defined()) h = stat({T, L.lora->b.size(0)});
+      return ops::dora_linear(x, L.w, L.bias, L.lora->a, L.lora->b, L.lora->magnitude,
+                              dora_norms_[static_cast<size_t>(i)][static_cast<size_t>(kind)], lora_.scale,
+                              dropout_for(seed, i, static_cast<int>(kind), training), y, xa, h, accumulate);
+    }
     ops::lora_linear(x, L.w, L.bias, L.lora->a, L.lora->b, lora_.scale,
                      dropout_for(seed, i, static_cast<int>(kind), training), y, xa, accumulate);
   };
   a.x_in = x_in;
   a.h1 = act({T, C});
-  a.rstd1 = act({T});
+  a.rstd1 = stat({T});
   ops::rmsnorm(x_in, l.input_norm, eps, a.h1, a.rstd1);
   a.q = act({T, Hq * D});
   a.k = act({T, Hkv * D});
@@ -199,8 +231,8 @@ void TrainableModel::layer_forward(int64_t i, const MicroBatch& b, const Tensor&
   if (c.qk_norm) {
     a.q3 = act({T, Hq, D});
     a.k3 = act({T, Hkv, D});
-    a.q_rstd = act({T * Hq});
-    a.k_rstd = act({T * Hkv});
+    a.q_rstd = stat({T * Hq});
+    a.k_rstd = stat({T * Hkv});
     Tensor q3 = a.q3.view({T * Hq, D}), k3 = a.k3.view({T * Hkv, D});
     ops::rmsnorm(a.q.view({T * Hq, D}), l.q_norm, eps, q3, a.q_rstd);
     ops::rmsnorm(a.k.view({T * Hkv, D}), l.k_norm, eps, k3, a.k_rstd);
@@ -211,13 +243,13 @@ void TrainableModel::layer_forward(int64_t i, const MicroBatch& b, const Tensor&
   apply_rope(a.q3, b, false);
   apply_rope(a.k3, b, false);
   a.attn = act({T, Hq, D});
-  a.lse = act({Hq, T});
+  a.lse = stat({Hq, T});
   ops::attention(a.q3, a.k3, a.v.view({T, Hkv, D}), b.cu_seqlens, 1.0f / std::sqrt(static_cast<float>(D)),
                  c.layer_window(i), a.attn, a.lse);
   a.x_mid = x_in.clone(MemoryCategory::Activations);
   lin(LinearKind::O, a.attn.view({T, Hq * D}), a.x_mid, true);
   a.h2 = act({T, C});
-  a.rstd2 = act({T});
+  a.rstd2 = stat({T});
   ops::rmsnorm(a.x_mid, l.post_norm, eps, a.h2, a.rstd2);
   a.gate = act({T, F});
   a.up = act({T, F});
@@ -239,6 +271,13 @@ void TrainableModel::layer_backward(int64_t i, const MicroBatch& b, Activations&
   auto lin_back = [&](LinearKind kind, const Tensor& dy, const Tensor& x, Tensor& dx, bool accumulate_dx) {
     Linear& L = l.linears[static_cast<size_t>(kind)];
     if (L.lora == nullptr) return ops::linear_backward(dy, x, L.w, dx, L.grad_w, L.grad_bias, accumulate_dx);
+    if (L.lora->dora()) {
+      return ops::dora_linear_backward(dy, x, L.w, L.lora->a, L.lora->b, L.lora->magnitude,
+                                       dora_norms_[static_cast<size_t>(i)][static_cast<size_t>(kind)],
+                                       a.xa[static_cast<size_t>(kind)], a.h[static_cast<size_t>(kind)], lora_.scale,
+                                       dropout_for(seed, i, static_cast<int>(kind), true), dx, L.grad_a, L.grad_b,
+                                       L.grad_m, accumulate_dx);
+    }
     ops::lora_linear_backward(dy, x, L.w, L.lora->a, L.lora->b, a.xa[static_cast<size_t>(kind)], lora_.scale,
                               dropout_for(seed, i, static_cast<int>(kind), true), dx, L.grad_a, L.grad_b,
                               accumulate_dx);
@@ -274,14 +313,29 @@ void TrainableModel::layer_backward(int64_t i, const MicroBatch& b, Activations&
   (void)none;
 }
 
-StepStats TrainableModel::run(const MicroBatch& b, float grad_scale, uint64_t seed, bool checkpoint, bool backward) {
+StepStats TrainableModel::run(const MicroBatch& host_batch, float grad_scale, uint64_t seed, bool checkpoint,
+                              bool backward) {
   const io::ModelConfig& c = model_.config();
-  const int64_t T = b.ids.numel(), C = c.hidden_size, L = c.num_hidden_layers;
-  SWIFT_CHECK(b.positions.numel() == T && b.labels.numel() == T,
+  const int64_t T = host_batch.ids.numel(), C = c.hidden_size, L = c.num_hidden_layers;
+  SWIFT_CHECK(host_batch.positions.numel() == T && host_batch.labels.numel() == T,
               "micro-batch: ids ({}), positions ({}) and labels ({}) must have one entry per token", T,
-              b.positions.numel(), b.labels.numel());
-  ops::check_cu_seqlens(b.cu_seqlens, T, "micro-batch");
+              host_batch.positions.numel(), host_batch.labels.numel());
+  ops::check_cu_seqlens(host_batch.cu_seqlens, T, "micro-batch");
+  // The batch is built on the host; a copy goes to the model's device once (a few KB), and apply_rope keeps
+  // reading positions on the host.
+  MicroBatch placed;
+  if (!device_.is_cpu()) {
+    placed = {host_batch.ids.to(device_), host_batch.positions.to(device_), host_batch.cu_seqlens.to(device_),
+              host_batch.labels.to(device_)};
+  }
+  const MicroBatch& b = device_.is_cpu() ? host_batch : placed;
+  host_batch_ = &host_batch;
+  struct ResetHost {
+    const MicroBatch*& p;
+    ~ResetHost() { p = nullptr; }
+  } reset_host{host_batch_};
   const bool training = backward;
+  compute_dora_norms();
   std::vector<Activations> acts(static_cast<size_t>(checkpoint || !backward ? 1 : L));
   std::vector<Tensor> inputs(static_cast<size_t>(L));  // block inputs (the checkpoints)
   Tensor x = act({T, C});
@@ -294,7 +348,7 @@ StepStats TrainableModel::run(const MicroBatch& b, float grad_scale, uint64_t se
     layer_forward(i, b, x, a, next, seed, training);
     x = next;
   }
-  Tensor hidden = act({T, C}), rstd = act({T});
+  Tensor hidden = act({T, C}), rstd = stat({T});
   ops::rmsnorm(x, final_norm_, static_cast<float>(c.rms_norm_eps), hidden, rstd);
   Tensor dhidden = backward ? act({T, C}) : Tensor();
   Tensor dhead = backward ? grad_lm_head_ : Tensor();
@@ -314,8 +368,37 @@ StepStats TrainableModel::run(const MicroBatch& b, float grad_scale, uint64_t se
     layer_backward(i, b, a, d, seed);
     a = Activations{};  // free this block's activations before the next
   }
-  if (grad_embed_.defined()) ops::embedding_backward(d, b.ids, grad_embed_);
+  if (grad_embed_.defined()) ops::embedding_backward(d, b.ids, grad_embed_, padding_id_);
   return stats;
+}
+
+// DoRA's weight norms of the current A and B (PEFT recomputes them in every forward and detaches them): computed
+// once per micro-batch, shared by the forward, the checkpoint recompute and the backward.
+void TrainableModel::compute_dora_norms() {
+  if (dora_norms_.empty()) dora_norms_.resize(lora_.layers.size());
+  for (size_t i = 0; i < lora_.layers.size(); ++i) {
+    for (int k = 0; k < kLinearKinds; ++k) {
+      const LoraLinear& ad = lora_.layers[i][static_cast<size_t>(k)];
+      if (!ad.defined() || !ad.dora()) continue;
+      Tensor& n = dora_norms_[i][static_cast<size_t>(k)];
+      if (!n.defined()) n = Tensor::empty({ad.magnitude.numel()}, DType::F32, device_, MemoryCategory::Weights);
+      ops::dora_weight_norm(layers_[i].linears[static_cast<size_t>(k)].w, ad.a, ad.b, lora_.scale, n);
+    }
+  }
+}
+
+void TrainableModel::set_activation_dtype(DType dtype) {
+  SWIFT_CHECK(dtype == DType::F32 || (dtype == DType::BF16 && device_.is_cuda()),
+              "activation dtype {} is not supported on {} (F32 everywhere, BF16 on CUDA)", dtype_name(dtype), device_.str());
+  act_dtype_ = dtype;
+}
+
+Tensor TrainableModel::act(const Shape& shape) const {
+  return Tensor::empty(shape, act_dtype_, device_, MemoryCategory::Activations);
+}
+
+Tensor TrainableModel::stat(const Shape& shape) const {
+  return Tensor::empty(shape, DType::F32, device_, MemoryCategory::Activations);
 }
 
 StepStats TrainableModel::forward_backward(const MicroBatch& batch, float grad_scale, uint64_t dropout_seed,

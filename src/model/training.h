@@ -11,7 +11,11 @@
 //  - Labels are already shifted: labels[t] is the token that must follow position t (-100: no loss), and
 //    never cross a sequence boundary (shift_labels builds them from ids and a per-token loss mask).
 //  - Parameter names are PEFT's saved names for LoRA and Hugging Face names for full fine-tuning, so gradients
-//    and checkpoints compare directly with transformers + PEFT.
+//    and checkpoints compare directly with transformers + PEFT. LoRA parameters: lora_A / lora_B of each adapted
+//    linear, its DoRA magnitude (weight norm recomputed from A and B once per micro-batch, detached, reused by the
+//    checkpoint recompute), and the modules_to_save copies (embed_tokens first, lm_head last, as PEFT orders them).
+//  - The embedding's lookup gradient skips config.pad_token_id (transformers builds nn.Embedding with
+//    padding_idx = pad_token_id; PEFT's modules_to_save copy keeps it); a tied head's gradient still reaches that row.
 #pragma once
 
 #include <array>
@@ -63,6 +67,11 @@ class TrainableModel {
   TrainableModel& operator=(const TrainableModel&) = delete;
 
   TunerType type() const { return type_; }
+  // Activation storage dtype: F32 on the CPU (the only choice there); on CUDA BF16 by default, F32 for exactness
+  // checks (then a model placed with F32 matrices computes as the CPU does, up to summation order).
+  void set_activation_dtype(DType dtype);
+  DType activation_dtype() const { return act_dtype_; }
+  Device device() const { return device_; }
   std::vector<Parameter>& parameters() { return params_; }
   int64_t trainable_count() const;
   void zero_grad();
@@ -85,6 +94,7 @@ class TrainableModel {
     Tensor grad_w, grad_bias;  // full only
     const LoraLinear* lora = nullptr;
     Tensor grad_a, grad_b;     // LoRA only
+    Tensor grad_m;             // DoRA only: the magnitude's gradient
   };
   struct Layer {
     Tensor input_norm, post_norm, q_norm, k_norm;              // weights used in the forward
@@ -98,7 +108,12 @@ class TrainableModel {
   void layer_backward(int64_t layer, const MicroBatch& b, Activations& a, Tensor& dx, uint64_t dropout_seed);
   void apply_rope(Tensor& x, const MicroBatch& b, bool backward) const;
   ops::Dropout dropout_for(uint64_t seed, int64_t layer, int kind, bool training) const;
+  // An activation (act_dtype_: F32 on the CPU, BF16 on CUDA) or an F32 statistic (rstd, lse, LoRA's xa) on the
+  // model's device.
+  Tensor act(const Shape& shape) const;
+  Tensor stat(const Shape& shape) const;
   StepStats run(const MicroBatch& batch, float grad_scale, uint64_t dropout_seed, bool checkpoint, bool backward);
+  void compute_dora_norms();
 
   CausalLM& model_;
   TunerType type_;
@@ -107,6 +122,11 @@ class TrainableModel {
   std::vector<Layer> layers_;
   Tensor embed_, grad_embed_, final_norm_, grad_final_norm_, lm_head_, grad_lm_head_;
   bool tied_ = false;
+  int64_t padding_id_ = -1;  // config.pad_token_id: the embedding row that gets no gradient from lookups
+  std::vector<std::array<Tensor, kLinearKinds>> dora_norms_;  // [layer][kind] DoRA weight norms of this micro-batch
+  Device device_;                           // the model's device: parameters, gradients and activations live here
+  DType act_dtype_ = DType::F32;            // activation storage dtype (BF16 on CUDA, math in fp32)
+  const MicroBatch* host_batch_ = nullptr;  // during run(): the host copy of the batch (rope reads positions)
 };
 
 }  // namespace swift::model

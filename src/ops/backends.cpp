@@ -1,6 +1,7 @@
 // ops/backends.cpp — backend registration for builds with and without CUDA.
 #include "ops/backends.h"
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -30,11 +31,22 @@ void init_backends() {
 
 void tune_cpu_environment(int argc, char** argv) {
   (void)argc;
+  // Activations are allocated fresh every step: keep large blocks in the heap instead of mmap/munmap each time
+  // (page faults were ~5% of a CPU training step, bench/bench_step.cpp).
+  mallopt(M_MMAP_THRESHOLD, 64 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
   if (std::getenv("SWIFT_CPU_ENV") != nullptr) return;  // already re-executed (or the user opted out)
   setenv("SWIFT_CPU_ENV", "1", 1);
   bool changed = false;
   if (std::getenv("OPENBLAS_NUM_THREADS") == nullptr) {
     setenv("OPENBLAS_NUM_THREADS", "1", 1);
+    changed = true;
+  }
+  // libgomp's default makes idle workers spin ~300k iterations at every barrier: on a machine shared with other
+  // processes the spinners steal the cores the working thread needs (measured 2.9x the CPU-seconds per training
+  // step and 3-5x slower decoding at load ~10 on 2 cores: bench/bench_step.cpp). Sleep instead.
+  if (std::getenv("OMP_WAIT_POLICY") == nullptr && std::getenv("GOMP_SPINCOUNT") == nullptr) {
+    setenv("OMP_WAIT_POLICY", "passive", 1);
     changed = true;
   }
 #if defined(__x86_64__)

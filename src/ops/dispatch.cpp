@@ -6,6 +6,9 @@
 //  - CPU tensors run the fast kernels of ops/cpu; CUDA tensors run ops/cuda (cuda_ops.h), never a silent
 //    fallback to the CPU. An op with no CUDA implementation throws "op <name>: no CUDA kernel yet".
 //  - CUDA kernels run on cuda::stream(device), a blocking stream: ordered with the backend's copies.
+//  - SWIFT_PROFILE=1 times every CUDA op between two stream synchronisations (core/profile.h prints the table at
+//    exit); the synchronisations cost throughput, so profiled runs measure the breakdown, not the speed.
+#include "core/profile.h"
 #include "ops/cpu/cpu_ops.h"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/op_checks.h"
@@ -37,6 +40,13 @@ void dispatch(const char* op, Device device, CpuFn&& cpu_kernel, CudaFn&& cuda_k
     case DeviceType::CUDA:
 #ifdef SWIFT_WITH_CUDA
       if (cudaSetDevice(device.index) != cudaSuccess) fail("op {}: cannot select device {}", op, device.str());
+      if (profile::enabled()) {  // SWIFT_PROFILE=1: each op's device time, bracketed by stream synchronisations
+        cudaStreamSynchronize(cuda::stream(device.index));
+        profile::Scope scope(op);
+        cuda_kernel();
+        cudaStreamSynchronize(cuda::stream(device.index));
+        return;
+      }
       cuda_kernel();
       return;
 #else
@@ -234,6 +244,48 @@ float clip_grad_norm(std::span<const Tensor> grads, double max_norm) {
            [&] { norm = cpu::clip_grad_norm(grads, max_norm); },
            [&] { norm = cuda::clip_grad_norm(grads, max_norm); });
   return norm;
+}
+
+}  // namespace swift::ops
+
+// ---- DoRA (CPU kernels in ops/cpu/dora.cpp, CUDA in ops/cuda/ops_dora.cpp) ------------------------------
+#include "ops/cpu/dora.h"
+
+namespace swift::ops {
+
+void dora_weight_norm(const Tensor& w, const Tensor& a, const Tensor& b, float scale, Tensor& norm) {
+  require_writable("dora_weight_norm", {&norm});
+  dispatch("dora_weight_norm", detail::check_dora_weight_norm(w, a, b, scale, norm),
+           [&] { cpu::dora_weight_norm(w, a, b, scale, norm); },
+           [&] { cuda::dora_weight_norm(w, a, b, scale, norm); });
+}
+
+void dora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& a, const Tensor& b,
+                 const Tensor& magnitude, const Tensor& weight_norm, float scale, const Dropout& dropout, Tensor& y,
+                 Tensor& xa, Tensor& h, bool accumulate) {
+  require_writable("dora_linear", {&y, &xa, &h});
+  dispatch("dora_linear",
+           detail::check_dora_linear(x, w, bias, a, b, magnitude, weight_norm, scale, dropout, y, xa, h),
+           [&] { cpu::dora_linear(x, w, bias, a, b, magnitude, weight_norm, scale, dropout, y, xa, h, accumulate); },
+           [&] { cuda::dora_linear(x, w, bias, a, b, magnitude, weight_norm, scale, dropout, y, xa, h, accumulate); });
+}
+
+void dora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b,
+                          const Tensor& magnitude, const Tensor& weight_norm, const Tensor& xa, const Tensor& h,
+                          float scale, const Dropout& dropout, Tensor& dx, Tensor& da, Tensor& db, Tensor& dmagnitude,
+                          bool accumulate_dx) {
+  require_writable("dora_linear_backward", {&dx, &da, &db, &dmagnitude});
+  dispatch("dora_linear_backward",
+           detail::check_dora_linear_backward(dy, x, w, a, b, magnitude, weight_norm, xa, h, scale, dropout, dx, da,
+                                              db, dmagnitude, accumulate_dx),
+           [&] {
+             cpu::dora_linear_backward(dy, x, w, a, b, magnitude, weight_norm, xa, h, scale, dropout, dx, da, db,
+                                       dmagnitude, accumulate_dx);
+           },
+           [&] {
+             cuda::dora_linear_backward(dy, x, w, a, b, magnitude, weight_norm, xa, h, scale, dropout, dx, da, db,
+                                        dmagnitude, accumulate_dx);
+           });
 }
 
 }  // namespace swift::ops

@@ -78,5 +78,15 @@ Device check_lm_head_loss(const char* op, const Tensor& hidden, const Tensor& he
                           const Tensor& dhead);
 Device check_adamw(std::span<const AdamWTensor> tensors, const AdamWConfig& config, int64_t step);
 Device check_grads(const char* op, std::span<const Tensor> grads, bool writable);
+// DoRA (op_checks_train.cpp).
+Device check_dora_weight_norm(const Tensor& w, const Tensor& a, const Tensor& b, float scale, const Tensor& norm);
+Device check_dora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& a, const Tensor& b,
+                         const Tensor& magnitude, const Tensor& weight_norm, float scale, const Dropout& dropout,
+                         const Tensor& y, const Tensor& xa, const Tensor& h);
+Device check_dora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& a,
+                                  const Tensor& b, const Tensor& magnitude, const Tensor& weight_norm,
+                                  const Tensor& xa, const Tensor& h, float scale, const Dropout& dropout,
+                                  const Tensor& dx, const Tensor& da, const Tensor& db, const Tensor& dmagnitude,
+                                  bool accumulate_dx);
 
 }  // namespace swift::ops::detail

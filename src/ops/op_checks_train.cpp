@@ -352,4 +352,85 @@ Device check_grads(const char* op, std::span<const Tensor> grads, bool writable)
   return device;
 }
 
+
+// ---- DoRA ---------------------------------------------------------------------------------------------------
+namespace {
+// magnitude and weight_norm: (M) F32 each.
+void check_dora_vectors(const char* op, int64_t m, const Tensor& magnitude, const Tensor& weight_norm) {
+  require_defined(op, "magnitude", magnitude);
+  require_defined(op, "weight_norm", weight_norm);
+  require_dtype(op, "magnitude", magnitude, DType::F32);
+  require_shape(op, "magnitude", magnitude, {m}, "(M)");
+  require_dtype(op, "weight_norm", weight_norm, DType::F32);
+  require_shape(op, "weight_norm", weight_norm, {m}, "(M)");
+}
+}  // namespace
+
+Device check_dora_weight_norm(const Tensor& w, const Tensor& a, const Tensor& b, float scale, const Tensor& norm) {
+  const char* op = "dora_weight_norm";
+  for (auto [name, t] : {std::pair{"w", &w}, {"a", &a}, {"b", &b}, {"norm", &norm}}) require_defined(op, name, *t);
+  require_rank(op, "w", w, 2, "(M, K)");
+  require_float(op, "w", w);
+  require_rank(op, "a", a, 2, "(r, K)");
+  require_dtype(op, "a", a, DType::F32);
+  const int64_t m = w.size(0), k = w.size(1), r = a.size(0);
+  require_shape(op, "a", a, {r, k}, "(r, K)");
+  require_dtype(op, "b", b, DType::F32);
+  require_shape(op, "b", b, {m, r}, "(M, r)");
+  require_dtype(op, "norm", norm, DType::F32);
+  require_shape(op, "norm", norm, {m}, "(M)");
+  if (!std::isfinite(scale)) fail("{}: scale = {} must be finite", op, scale);
+  require_disjoint(op, "norm", norm, {{"w", &w}, {"a", &a}, {"b", &b}});
+  return common_device(op, {&w, &a, &b, &norm});
+}
+
+Device check_dora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& a, const Tensor& b,
+                         const Tensor& magnitude, const Tensor& weight_norm, float scale, const Dropout& dropout,
+                         const Tensor& y, const Tensor& xa, const Tensor& h) {
+  const char* op = "dora_linear";
+  check_lora_factors(op, x, w, a, b, xa, scale, dropout);
+  checked_as(op, [&] { return check_linear(x, w, bias, y); });
+  const int64_t n = x.size(0), m = w.size(0);
+  check_dora_vectors(op, m, magnitude, weight_norm);
+  require_defined(op, "h", h);
+  require_dtype(op, "h", h, DType::F32);
+  require_shape(op, "h", h, {n, m}, "(N, M)");
+  const std::initializer_list<std::pair<const char*, const Tensor*>> inputs = {
+      {"x", &x}, {"w", &w}, {"bias", &bias}, {"a", &a}, {"b", &b}, {"magnitude", &magnitude},
+      {"weight_norm", &weight_norm}};
+  require_disjoint(op, "y", y, inputs);
+  require_disjoint(op, "xa", xa, inputs);
+  require_disjoint(op, "h", h, inputs);
+  require_disjoint(op, "y", y, {{"xa", &xa}, {"h", &h}});
+  require_disjoint(op, "xa", xa, {{"h", &h}});
+  return common_device(op, {&x, &w, &bias, &a, &b, &magnitude, &weight_norm, &y, &xa, &h});
+}
+
+Device check_dora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& a,
+                                  const Tensor& b, const Tensor& magnitude, const Tensor& weight_norm,
+                                  const Tensor& xa, const Tensor& h, float scale, const Dropout& dropout,
+                                  const Tensor& dx, const Tensor& da, const Tensor& db, const Tensor& dmagnitude,
+                                  bool accumulate_dx) {
+  const char* op = "dora_linear_backward";
+  checked_as(op, [&] {
+    return check_lora_linear_backward(dy, x, w, a, b, xa, scale, dropout, dx, da, db, accumulate_dx);
+  });
+  const int64_t n = x.size(0), m = w.size(0);
+  check_dora_vectors(op, m, magnitude, weight_norm);
+  require_defined(op, "h", h);
+  require_dtype(op, "h", h, DType::F32);
+  require_shape(op, "h", h, {n, m}, "(N, M)");
+  for (auto [name, t] : {std::pair{"dx", &dx}, {"da", &da}, {"db", &db}}) {
+    require_disjoint(op, name, *t, {{"magnitude", &magnitude}, {"weight_norm", &weight_norm}, {"h", &h}});
+  }
+  if (dmagnitude.defined()) {
+    require_dtype(op, "dmagnitude", dmagnitude, DType::F32);
+    require_shape(op, "dmagnitude", dmagnitude, {m}, "(M)");
+    require_disjoint(op, "dmagnitude", dmagnitude,
+                     {{"dy", &dy}, {"x", &x}, {"w", &w}, {"a", &a}, {"b", &b}, {"magnitude", &magnitude},
+                      {"weight_norm", &weight_norm}, {"xa", &xa}, {"h", &h}, {"dx", &dx}, {"da", &da}, {"db", &db}});
+  }
+  return common_device(op, {&dy, &x, &w, &a, &b, &magnitude, &weight_norm, &xa, &h, &dx, &da, &db, &dmagnitude});
+}
+
 }  // namespace swift::ops::detail

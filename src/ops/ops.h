@@ -171,8 +171,7 @@ void dropout(const Tensor& x, const Dropout& dropout, Tensor& out);
 //   a: (r, K) F32 (lora_A); b: (M, r) F32 (lora_B); scale = alpha / r, or alpha / sqrt(r) for rsLoRA.
 //   y: (N, M) F32 = (+= with accumulate); xa: (N, r) F32 written: dropout(x) a^T, saved for the backward.
 //   The dropout mask of element (n, k) of x is keep(seed, n * K + k): recomputing regenerates it.
-// DoRA (magnitude vector, column norms of w + scale * b a) is not implemented yet: it would add a per-output
-// rescale after the sum, a (M) magnitude gradient and the norm's backward to these two functions.
+// DoRA (magnitude vector, row norms of w + scale * b a) is dora_linear below.
 void lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& a, const Tensor& b, float scale,
                  const Dropout& dropout, Tensor& y, Tensor& xa, bool accumulate = false);
 // Backward of lora_linear (same x, w, a, b, scale and dropout; xa from the forward).
@@ -245,6 +244,31 @@ float grad_norm(std::span<const Tensor> grads);
 // multiplied, as torch). Returns total (before clipping);
 // a non-finite total makes the grads non-finite too (error_if_nonfinite=False): the trainer checks it.
 float clip_grad_norm(std::span<const Tensor> grads, double max_norm);
+
+// ---- DoRA linear (PEFT's weight-decomposed LoRA, lora/dora.py DoraLinearLayer) -------------------------------
+// The weight norm, one entry per output row (PEFT: torch.linalg.norm(W + scale * B A, dim=1)), recomputed from the
+// current a and b at every forward and treated as a constant by the backward (PEFT detaches it, DoRA paper 4.3).
+//   w: (M, K) F32/BF16/F16; a: (r, K) F32; b: (M, r) F32; norm: (M) F32 = (sum of squares in double).
+void dora_weight_norm(const Tensor& w, const Tensor& a, const Tensor& b, float scale, Tensor& norm);
+// With g = magnitude / weight_norm (M) and xd = dropout(x):
+//   h = xd w^T + scale * (xd a^T) b^T                    (the direction's output, before the magnitude)
+//   y = x w^T + bias + g * h - xd w^T                     (= or += with accumulate)
+// which is PEFT's result + (g - 1) * base(xd) + g * scale * lora(xd); with p = 0 (PEFT then reuses the base
+// result) it is y = g * (x w^T + scale (x a^T) b^T) + bias.
+//   x: (N, K) F32; w, bias, a, b as lora_linear; magnitude: (M) F32 (lora_magnitude_vector); weight_norm: (M) F32
+//   from dora_weight_norm; y: (N, M) F32; xa: (N, r) F32 = xd a^T and h: (N, M) F32 =, both saved for the backward.
+void dora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& a, const Tensor& b,
+                 const Tensor& magnitude, const Tensor& weight_norm, float scale, const Dropout& dropout, Tensor& y,
+                 Tensor& xa, Tensor& h, bool accumulate = false);
+// Backward of dora_linear (same inputs; xa and h from the forward), weight_norm constant:
+//   dmagnitude: (M) F32 += sum_n dy[n, j] h[n, j] / weight_norm[j], or undefined.
+//   with dh = g * dy:  db: (M, r) F32 += scale dh^T xa;  da: (r, K) F32 += scale (dh b)^T xd  (or undefined);
+//   dx: (N, K) F32 = dy w + mult * ((dh - dy) w + scale (dh b) a)  (p = 0: dh w + scale (dh b) a), += with
+//   accumulate_dx, or undefined (mult: the dropout multipliers of x).
+void dora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b,
+                          const Tensor& magnitude, const Tensor& weight_norm, const Tensor& xa, const Tensor& h,
+                          float scale, const Dropout& dropout, Tensor& dx, Tensor& da, Tensor& db, Tensor& dmagnitude,
+                          bool accumulate_dx = false);
 
 // ---- backend information ------------------------------------------------------------------------------
 // One line describing the CPU backend (OpenBLAS version, the kernel family it picked, OpenMP threads). When

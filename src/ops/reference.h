@@ -49,5 +49,14 @@ void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config,
 // One fp64 sum over all elements in order.
 float grad_norm(std::span<const Tensor> grads);
 float clip_grad_norm(std::span<const Tensor> grads, double max_norm);
+// DoRA (reference/dora.cpp): every sum in double; dora_linear_backward uses the given xa and h.
+void dora_weight_norm(const Tensor& w, const Tensor& a, const Tensor& b, float scale, Tensor& norm);
+void dora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& a, const Tensor& b,
+                 const Tensor& magnitude, const Tensor& weight_norm, float scale, const Dropout& dropout, Tensor& y,
+                 Tensor& xa, Tensor& h, bool accumulate = false);
+void dora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b,
+                          const Tensor& magnitude, const Tensor& weight_norm, const Tensor& xa, const Tensor& h,
+                          float scale, const Dropout& dropout, Tensor& dx, Tensor& da, Tensor& db, Tensor& dmagnitude,
+                          bool accumulate_dx = false);
 
 }  // namespace swift::ops::ref

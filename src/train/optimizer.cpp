@@ -22,8 +22,8 @@ AdamW::AdamW(std::vector<model::Parameter>& params, const ops::AdamWConfig& conf
   SWIFT_CHECK(config.eps > 0, "--adam_epsilon must be positive, got {}", config.eps);
   SWIFT_CHECK(config.weight_decay >= 0, "--weight_decay must be >= 0, got {}", config.weight_decay);
   for (model::Parameter& p : params) {
-    states_.push_back({p.value, p.grad, Tensor::zeros(p.value.shape(), DType::F32, Device::cpu(), MemoryCategory::Optimizer),
-                       Tensor::zeros(p.value.shape(), DType::F32, Device::cpu(), MemoryCategory::Optimizer)});
+    states_.push_back({p.value, p.grad, Tensor::zeros(p.value.shape(), DType::F32, p.value.device(), MemoryCategory::Optimizer),
+                       Tensor::zeros(p.value.shape(), DType::F32, p.value.device(), MemoryCategory::Optimizer)});
     decay_.push_back(weight_decay_applies(p.name) ? 1 : 0);
   }
 }

@@ -1,4 +1,4 @@
-// train/run_dir.cpp — run directory naming, logging.jsonl, and SVG curves.
+// train/run_dir.cpp — run directory naming, logging.jsonl, and the curves (SVG here, PNG through train/chart_png).
 #include "train/run_dir.h"
 
 #include <algorithm>
@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "train/chart_png.h"
 
 namespace swift::train {
 
@@ -78,6 +79,10 @@ void TrainingLog::write_curves() const {
       if (c == '/' || c == '(' || c == ')' || c == ' ') c = '_';
     write_file_atomically((fs::path(run_dir_) / "images" / (file + ".svg")).string(),
                           svg_line_chart(file, "step", points));
+    // ms-swift's plot_images: the TensorBoard tag as title (train/loss, eval/loss), only train/loss smoothed.
+    const std::string tag = eval ? "eval/" + key.substr(5) : "train/" + key;
+    write_file_atomically((fs::path(run_dir_) / "images" / (file + ".png")).string(),
+                          png_line_chart(tag, "step", points, !eval && key == "loss"));
   }
 }
 

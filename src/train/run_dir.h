@@ -4,8 +4,10 @@
 // Invariants:
 //  - N is one more than the largest existing vN in output_dir (0 for the first run), so runs never collide.
 //  - logging.jsonl is append-only and each line is complete JSON, so a crash loses at most the line in flight.
-//  - Curves are SVG files (images/train_<metric>.svg, images/eval_<metric>.svg), rewritten atomically; each
-//    shows the raw values and an exponential moving average (weight 0.9) as TensorBoard's smoothing does.
+//  - Curves are written twice, rewritten atomically: PNG as ms-swift's plot_images names them
+//    (images/train_loss.png, train_learning_rate.png, train_grad_norm.png, train_token_acc.png, eval_loss.png, ...;
+//    train/chart_png.h) and SVG under the same names (.svg), which shows the raw values and an exponential moving
+//    average (weight 0.9) as TensorBoard's smoothing does.
 #pragma once
 
 #include <cstdio>

@@ -1,7 +1,6 @@
 // train/trainer.cpp — the training loop.
 #include "train/trainer.h"
 
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -13,7 +12,10 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/memory.h"
+#include "core/seed.h"
 #include "train/checkpoint.h"
+#include "train/data_parallel.h"
 #include "train/optimizer.h"
 #include "train/run_dir.h"
 
@@ -47,24 +49,15 @@ std::string format_duration(double seconds) {
   return fmt::format("{}h {}m {}s", s / 3600, (s / 60) % 60, s % 60);
 }
 
-double peak_memory_gib() {
-  struct rusage usage {};
-  getrusage(RUSAGE_SELF, &usage);
-  return static_cast<double>(usage.ru_maxrss) / (1024.0 * 1024.0);  // ru_maxrss is in KiB on Linux
-}
-
 uint64_t step_seed(uint64_t seed, int64_t step, int64_t micro) {
-  uint64_t z = seed ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(step + 1)) ^
-               (0xD1B54A32D192ED03ull * static_cast<uint64_t>(micro + 1));
-  z = (z ^ (z >> 31)) * 0xBF58476D1CE4E5B9ull;
-  return z ^ (z >> 29);
+  return mix_seed(seed, static_cast<uint64_t>(step), static_cast<uint64_t>(micro));
 }
 
 }  // namespace
 
 model::MicroBatch to_micro_batch(const data::Batch& b) { return {b.ids, b.positions, b.cu_seqlens, b.targets}; }
 
-Trainer::Trainer(TrainerConfig config, model::TrainableModel& model, data::DataLoader& train_loader,
+Trainer::Trainer(TrainerConfig config, model::TrainableModel& model, data::BatchSource& train_loader,
                  std::shared_ptr<const data::TokenizedDataset> val_data)
     : config_(std::move(config)), model_(model), loader_(train_loader), val_(std::move(val_data)) {
   const TrainerConfig& c = config_;
@@ -73,16 +66,30 @@ Trainer::Trainer(TrainerConfig config, model::TrainableModel& model, data::DataL
   SWIFT_CHECK(c.learning_rate > 0, "--learning_rate must be positive, got {}", c.learning_rate);
   SWIFT_CHECK(c.logging_steps >= 1, "--logging_steps must be >= 1, got {}", c.logging_steps);
   const int64_t micro_per_epoch = loader_.steps_per_epoch();
+  if (micro_per_epoch < 0) {  // streamed: the length of a pass is unknown
+    SWIFT_CHECK(c.max_steps > 0, "--streaming: the number of batches of a streamed dataset is unknown before it is "
+                "read, so --max_steps is required (as in ms-swift); pass e.g. --max_steps 1000");
+    max_steps_ = c.max_steps;
+    return;
+  }
   SWIFT_CHECK(micro_per_epoch > 0, "the training set gives no batch (too few samples for "
               "--per_device_train_batch_size with --dataloader_drop_last?)");
-  const int64_t updates_per_epoch = (micro_per_epoch + c.gradient_accumulation_steps - 1) / c.gradient_accumulation_steps;
+  // transformers: num_update_steps_per_epoch = ceil(len(dataloader) / gradient_accumulation_steps).
+  updates_per_epoch_ = (micro_per_epoch + c.gradient_accumulation_steps - 1) / c.gradient_accumulation_steps;
   if (c.max_steps > 0) {
     max_steps_ = c.max_steps;
   } else {
     SWIFT_CHECK(c.num_train_epochs > 0, "--num_train_epochs must be positive, got {}", c.num_train_epochs);
-    max_steps_ = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(c.num_train_epochs * updates_per_epoch)));
+    max_steps_ = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(c.num_train_epochs *
+                                                                      static_cast<double>(updates_per_epoch_))));
   }
-  num_epochs_ = (max_steps_ * c.gradient_accumulation_steps + micro_per_epoch - 1) / micro_per_epoch;
+  num_epochs_ = (max_steps_ + updates_per_epoch_ - 1) / updates_per_epoch_;
+}
+
+double Trainer::epoch_progress() const {
+  const int64_t per_epoch = loader_.steps_per_epoch();
+  if (per_epoch <= 0) return static_cast<double>(loader_.epoch());
+  return static_cast<double>(loader_.epoch()) + static_cast<double>(loader_.step()) / static_cast<double>(per_epoch);
 }
 
 nlohmann::json Trainer::evaluate() {
@@ -90,7 +97,10 @@ nlohmann::json Trainer::evaluate() {
   double loss = 0;
   int64_t tokens = 0, correct = 0;
   const int64_t batch = std::max<int64_t>(1, config_.per_device_eval_batch_size);
-  for (int64_t start = 0; start < static_cast<int64_t>(val_->size()); start += batch) {
+  // Data parallel: batch k is evaluated by rank k mod W; the sums are added over ranks.
+  int64_t k = 0;
+  for (int64_t start = 0; start < static_cast<int64_t>(val_->size()); start += batch, ++k) {
+    if (k % world_size() != rank()) continue;
     std::vector<int64_t> seqs;
     for (int64_t i = start; i < std::min<int64_t>(start + batch, static_cast<int64_t>(val_->size())); ++i) seqs.push_back(i);
     const data::Batch b = data::make_batch(*val_, seqs);
@@ -99,26 +109,49 @@ nlohmann::json Trainer::evaluate() {
     tokens += s.tokens;
     correct += s.correct;
   }
+  if (world_size() > 1) {
+    const std::vector<double> sum = sum_across_ranks(
+        *config_.comm, {loss, static_cast<double>(tokens), static_cast<double>(correct)});
+    loss = sum[0];
+    tokens = static_cast<int64_t>(sum[1]);
+    correct = static_cast<int64_t>(sum[2]);
+  }
   if (tokens == 0) return nlohmann::json::object();
   return {{"eval_loss", loss / static_cast<double>(tokens)},
           {"eval_token_acc", static_cast<double>(correct) / static_cast<double>(tokens)}};
 }
 
 TrainResult Trainer::train() {
+  if (world_size() <= 1) return train_loop();
+  // A failure on this rank (bad data, a full disk, a collective that timed out) stops the other ranks at once
+  // with this message instead of leaving them waiting in their next collective.
+  try {
+    return train_loop();
+  } catch (const std::exception& e) {
+    config_.comm->abort(fmt::format("rank {} failed: {}", rank(), e.what()));
+    throw;
+  }
+}
+
+TrainResult Trainer::train_loop() {
   const TrainerConfig& c = config_;
+  const bool dp = world_size() > 1;
+  const bool main = is_main();
   std::vector<model::Parameter>& params = model_.parameters();
   ops::AdamWConfig adam = c.adam;
   AdamW optimizer(params, adam);
   const LrSchedule schedule(c.schedule, c.learning_rate, max_steps_,
                             warmup_steps_for(max_steps_, c.warmup_steps, c.warmup_ratio), c.min_lr_rate);
   TrainerState state;
-  if (!c.resume_from_checkpoint.empty()) {
+  if (!c.resume_from_checkpoint.empty()) {  // every rank loads the same checkpoint
     state = load_checkpoint(c.resume_from_checkpoint, model_, optimizer);
-    std::fprintf(stderr, "resumed from %s at step %lld (epoch %lld, batch %lld)\n", c.resume_from_checkpoint.c_str(),
+    if (main) std::fprintf(stderr, "resumed from %s at step %lld (epoch %lld, batch %lld)\n", c.resume_from_checkpoint.c_str(),
                  static_cast<long long>(state.global_step), static_cast<long long>(state.epoch),
                  static_cast<long long>(state.batch_in_epoch));
   }
-  TrainingLog log(c.run_dir);
+  // Only rank 0 writes the run directory.
+  std::unique_ptr<TrainingLog> log = main ? std::make_unique<TrainingLog>(c.run_dir) : nullptr;
+  std::unique_ptr<GradientReducer> reducer = dp ? std::make_unique<GradientReducer>(*c.comm, params) : nullptr;
   CheckpointContents contents{&model_, &optimizer, {}, c.args_json, c.model_config_json, c.extra_files,
                               c.base_model_name_or_path};
   TrainResult result;
@@ -127,52 +160,79 @@ TrainResult Trainer::train() {
     contents.state = state;
     contents.state.epoch = loader_.epoch();
     contents.state.batch_in_epoch = loader_.step();
-    const std::string dir = save_checkpoint(c.run_dir, contents);
-    prune_checkpoints(c.run_dir, c.save_total_limit, state.best_checkpoint);
+    std::string dir = c.run_dir + "/checkpoint-" + std::to_string(state.global_step);
+    if (main) {
+      dir = save_checkpoint(c.run_dir, contents);
+      prune_checkpoints(c.run_dir, c.save_total_limit, state.best_checkpoint);
+    }
+    if (dp) c.comm->barrier();  // no rank runs ahead of a checkpoint being written
     result.last_checkpoint = dir;
     return dir;
   };
 
   SigintGuard sigint;
-  const bool tty = isatty(2) != 0;
+  const bool tty = main && isatty(2) != 0;
   const auto start = Clock::now();
   const int64_t first_step = state.global_step;
   loader_.start(state.epoch, state.batch_in_epoch);
   double interval_loss = 0, interval_tokens_loss = 0;
   int64_t interval_steps = 0, interval_tokens = 0, interval_correct = 0, run_tokens = 0;
-  auto next_batch = [&]() -> data::Batch {
-    for (int attempt = 0; attempt < 2; ++attempt) {
-      if (auto b = loader_.next()) return std::move(*b);
-      loader_.start(loader_.epoch() + 1, 0);  // epoch finished: next epoch, new shuffle
+  // The micro-batches of one optimizer step: up to G from the current epoch. A step never spans two epochs: when
+  // the epoch ends inside it, the step is shorter; when the epoch has ended before it, the next epoch starts.
+  auto step_batches = [&]() -> std::vector<data::Batch> {
+    std::vector<data::Batch> micro;
+    while (static_cast<int64_t>(micro.size()) < c.gradient_accumulation_steps) {
+      std::optional<data::Batch> b = loader_.next();
+      if (!b && micro.empty()) {
+        loader_.start(loader_.epoch() + 1, 0);  // epoch finished: next epoch, new shuffle
+        b = loader_.next();
+        if (!b) fail("the data loader produced no batch for a whole epoch (epoch {})", loader_.epoch());
+      }
+      if (!b) break;  // the epoch ended inside this step
+      micro.push_back(std::move(*b));
     }
-    fail("the data loader produced no batch for a whole epoch");
+    return micro;
   };
 
   while (state.global_step < max_steps_) {
     const int64_t step = state.global_step;
-    std::vector<data::Batch> micro;
-    int64_t n = 0;
-    for (int64_t k = 0; k < c.gradient_accumulation_steps; ++k) {
-      micro.push_back(next_batch());
-      n += micro.back().num_target_tokens;
-    }
+    std::vector<data::Batch> micro = step_batches();
+    int64_t n = 0;  // target tokens of the micro-batches this step has (on every rank): the loss normaliser
+    for (const auto& b : micro) n += b.num_target_tokens;
+    if (dp) n = static_cast<int64_t>(sum_across_ranks(*c.comm, {static_cast<double>(n)})[0]);
     model_.zero_grad();
     model::StepStats step_stats;
     for (size_t k = 0; k < micro.size(); ++k) {
       if (n == 0) break;  // no target token in the whole step: nothing to learn from
       const model::StepStats s = model_.forward_backward(to_micro_batch(micro[k]), 1.0f / static_cast<float>(n),
-                                                         step_seed(c.seed, step, static_cast<int64_t>(k)),
+                                                         step_seed(c.seed, step, static_cast<int64_t>(k) * world_size() + rank()),
                                                          c.gradient_checkpointing);
       step_stats.loss_sum += s.loss_sum;
       step_stats.tokens += s.tokens;
       step_stats.correct += s.correct;
       run_tokens += micro[k].num_tokens;
     }
+    bool interrupted = g_interrupts.load() > 0;
+    if (dp) {
+      // Every rank's gradients become the sum over ranks (each already scaled by 1 / global tokens); the
+      // statistics are summed so every rank logs, stops and saves on the same numbers.
+      reducer->reduce();
+      int64_t local_tokens = 0;
+      for (size_t k = 0; k < micro.size() && n > 0; ++k) local_tokens += micro[k].num_tokens;
+      const std::vector<double> sum = sum_across_ranks(
+          *c.comm, {step_stats.loss_sum, static_cast<double>(step_stats.tokens), static_cast<double>(step_stats.correct),
+                    static_cast<double>(local_tokens), interrupted ? 1.0 : 0.0});
+      step_stats.loss_sum = sum[0];
+      step_stats.tokens = static_cast<int64_t>(sum[1]);
+      step_stats.correct = static_cast<int64_t>(sum[2]);
+      run_tokens += static_cast<int64_t>(sum[3]) - local_tokens;
+      interrupted = sum[4] > 0;
+    }
     const double loss = n > 0 ? step_stats.loss_sum / static_cast<double>(n) : 0.0;
     const float grad_norm = clip_gradients(params, c.max_grad_norm);
     if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
       if (c.skip_nonfinite) {
-        std::fprintf(stderr, "warning: step %lld: non-finite loss (%g) or gradient norm (%g); update skipped\n",
+        if (main) std::fprintf(stderr, "warning: step %lld: non-finite loss (%g) or gradient norm (%g); update skipped\n",
                      static_cast<long long>(step + 1), loss, grad_norm);
         ++state.global_step;
         continue;
@@ -192,6 +252,7 @@ TrainResult Trainer::train() {
     interval_correct += step_stats.correct;
     ++interval_steps;
     result.last_loss = loss;
+    if (c.on_step) c.on_step(state.global_step, micro, n, loss);
 
     const bool last = state.global_step == max_steps_;
     const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
@@ -209,20 +270,21 @@ TrainResult Trainer::train() {
           {"token_acc", interval_tokens > 0 ? static_cast<double>(interval_correct) / static_cast<double>(interval_tokens) : 0.0},
           {"grad_norm", grad_norm},
           {"learning_rate", lr},
-          {"memory(GiB)", std::round(peak_memory_gib() * 100) / 100},
+          {"memory(GiB)", std::round(peak_rss_gib() * 100) / 100},
           {"train_speed(iter/s)", std::round(speed * 10000) / 10000},
           {"tokens_per_second", std::round(static_cast<double>(run_tokens) / std::max(elapsed, 1e-9))},
-          {"epoch", std::round(static_cast<double>(state.global_step) * c.gradient_accumulation_steps /
-                               static_cast<double>(loader_.steps_per_epoch()) * 10000) / 10000},
+          {"epoch", std::round(epoch_progress() * 10000) / 10000},
           {"global_step/max_steps", fmt::format("{}/{}", state.global_step, max_steps_)},
           {"percentage", fmt::format("{:.2f}%", 100.0 * static_cast<double>(state.global_step) / max_steps_)},
           {"elapsed_time", format_duration(elapsed)},
           {"remaining_time", format_duration(remaining)},
           {"step", state.global_step}};
-      log.append(record);
       state.log_history.push_back(record);
-      if (tty) std::fprintf(stderr, "\n");
-      std::fprintf(stderr, "%s\n", record.dump().c_str());
+      if (main) {
+        log->append(record);
+        if (tty) std::fprintf(stderr, "\n");
+        std::fprintf(stderr, "%s\n", record.dump().c_str());
+      }
       interval_loss = interval_tokens_loss = 0;
       interval_steps = interval_tokens = interval_correct = 0;
     }
@@ -231,13 +293,14 @@ TrainResult Trainer::train() {
       nlohmann::json metrics = evaluate();
       if (!metrics.empty()) {
         metrics["step"] = state.global_step;
-        metrics["epoch"] = std::round(static_cast<double>(state.global_step) * c.gradient_accumulation_steps /
-                                      static_cast<double>(loader_.steps_per_epoch()) * 10000) / 10000;
-        log.append(metrics);
+        metrics["epoch"] = std::round(epoch_progress() * 10000) / 10000;
         state.log_history.push_back(metrics);
-        std::fprintf(stderr, "%s\n", metrics.dump().c_str());
+        if (main) {
+          log->append(metrics);
+          std::fprintf(stderr, "%s\n", metrics.dump().c_str());
+        }
       }
-      log.write_curves();
+      if (main) log->write_curves();
       const bool save_now_for_best = (c.save_steps > 0 && state.global_step % c.save_steps == 0) || last;
       if (!metrics.empty() && save_now_for_best &&
           (state.best_checkpoint.empty() || metrics["eval_loss"].get<double>() < state.best_metric)) {
@@ -247,17 +310,17 @@ TrainResult Trainer::train() {
     }
     if ((c.save_steps > 0 && state.global_step % c.save_steps == 0) || last) {
       save();
-      log.write_curves();
+      if (main) log->write_curves();
     }
-    if (g_interrupts.load() > 0) {
+    if (interrupted) {
       if (!((c.save_steps > 0 && state.global_step % c.save_steps == 0) || last)) save();
-      std::fprintf(stderr, "\ninterrupted: saved %s; resume with --resume_from_checkpoint %s\n",
+      if (main) std::fprintf(stderr, "\ninterrupted: saved %s; resume with --resume_from_checkpoint %s\n",
                    result.last_checkpoint.c_str(), result.last_checkpoint.c_str());
       result.interrupted = true;
       break;
     }
   }
-  log.write_curves();
+  if (main) log->write_curves();
   result.global_step = state.global_step;
   result.best_checkpoint = state.best_checkpoint;
   result.train_seconds = std::chrono::duration<double>(Clock::now() - start).count();

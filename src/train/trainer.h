@@ -2,8 +2,15 @@
 // over all target tokens of the optimizer step, clipping, AdamW, the LR schedule, logging (logging.jsonl, curves,
 // a progress bar or plain lines), evaluation, checkpoints with save_total_limit, resume, Ctrl-C, NaN handling.
 //
+// Epochs (as transformers' Trainer): an epoch of L micro-batches gives ceil(L / G) optimizer steps (G =
+// gradient_accumulation_steps); its last step takes the L mod G micro-batches left (when not 0) and never reaches
+// into the next epoch, and its loss is normalised over the target tokens of the micro-batches it actually has.
+// num_train_epochs gives ceil(num_train_epochs * ceil(L / G)) steps; max_steps > 0 overrides it and the epochs
+// repeat (the same short last step each time) until max_steps. A streamed source (unknown L) needs max_steps;
+// its passes end the same way, when the source runs dry.
+//
 // Invariants:
-//  - Every random choice is a pure function of (seed, global step, micro-batch index): the data order comes
+//  - Every random choice is a pure function of (seed, global step, micro-batch index (x W + rank)): the data order comes
 //    from the loader's (epoch, step) and dropout masks from the step, so resuming from checkpoint-N continues
 //    with bit-identical losses on the CPU.
 //  - A non-finite loss or gradient norm stops the run after saving checkpoint-<step> with the parameters of
@@ -11,6 +18,19 @@
 //    error names the step.
 //  - Ctrl-C (SIGINT) finishes the current optimizer step, saves a checkpoint and returns (interrupted = true);
 //    a second Ctrl-C ends the process at once.
+//
+// Data parallel (TrainerConfig::comm with world size W > 1; ms-swift / transformers DDP semantics):
+//  - The train loader is this rank's share: a DataLoader with LoaderOptions{world_size = W, rank = r} (torch's
+//    DistributedSampler: rank r takes every W-th unit of the epoch's seeded order, the same on every rank) or a
+//    StridedSource over a stream. The global batch of a step is per_device_train_batch_size x G x W.
+//  - The loss normaliser is the global target-token count of the step (summed over ranks before the backward,
+//    which scales by 1 / global tokens); after the step's backward the F32 gradients are summed over ranks in
+//    flat ~25 MB buckets (train/data_parallel.h), so every rank clips the same gradients and takes the same AdamW
+//    step: parameters stay identical. The logged loss / accuracy / tokens are sums over ranks.
+//  - Only rank 0 writes logging.jsonl, curves, the progress line and checkpoints; the others take part in the
+//    same collectives and wait at a barrier after each save. Evaluation splits the validation batches over the
+//    ranks and sums. Ctrl-C on any rank stops all of them at the same step. Resume: every rank loads the same
+//    checkpoint. An exception on one rank aborts the communicator with its message, so the others fail at once.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +42,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/loader.h"
+#include "dist/communicator.h"
 #include "model/training.h"
 #include "ops/ops.h"
 #include "train/scheduler.h"
@@ -50,11 +71,16 @@ struct TrainerConfig {
   uint64_t seed = 42;
   bool skip_nonfinite = false;
   std::string resume_from_checkpoint;
+  // Data parallel: the communicator of the ranks (not owned); null or world size 1: a single process.
+  dist::Communicator* comm = nullptr;
   // Written into checkpoints.
   nlohmann::json args_json;
   nlohmann::json model_config_json;
   std::vector<std::string> extra_files;
   std::string base_model_name_or_path;
+  // Called after every optimizer step with the micro-batches it used, their target tokens (the loss
+  // normaliser) and the step's loss (tests; tools that audit the data order).
+  std::function<void(int64_t step, const std::vector<data::Batch>& micro, int64_t target_tokens, double loss)> on_step;
 };
 
 struct TrainResult {
@@ -69,20 +95,32 @@ struct TrainResult {
 
 class Trainer {
  public:
-  Trainer(TrainerConfig config, model::TrainableModel& model, data::DataLoader& train_loader,
+  // `train_loader`: a DataLoader or a StreamingLoader (data/loader.h BatchSource); it must outlive the trainer.
+  Trainer(TrainerConfig config, model::TrainableModel& model, data::BatchSource& train_loader,
           std::shared_ptr<const data::TokenizedDataset> val_data);
   TrainResult train();
   // eval_loss and eval_token_acc over the validation set (empty when there is none).
   nlohmann::json evaluate();
   int64_t max_steps() const { return max_steps_; }
+  // Optimizer steps per epoch, ceil(L / G); -1 for a streamed source.
+  int64_t updates_per_epoch() const { return updates_per_epoch_; }
+  // Epochs the run goes through (the last may be partial); -1 for a streamed source.
+  int64_t num_epochs() const { return num_epochs_; }
 
  private:
   TrainerConfig config_;
   model::TrainableModel& model_;
-  data::DataLoader& loader_;
+  data::BatchSource& loader_;
   std::shared_ptr<const data::TokenizedDataset> val_;
   int64_t max_steps_ = 0;
-  int64_t num_epochs_ = 0;  // epochs the loader runs through (the last may be partial)
+  int64_t updates_per_epoch_ = -1;
+  int64_t num_epochs_ = -1;
+  int rank() const { return config_.comm ? config_.comm->rank() : 0; }
+  int world_size() const { return config_.comm ? config_.comm->world_size() : 1; }
+  bool is_main() const { return rank() == 0; }
+  // Epochs done, with the fraction of the current one (as transformers logs `epoch`); passes started for streams.
+  double epoch_progress() const;
+  TrainResult train_loop();
 };
 
 // Micro-batch view of a loader batch (targets are the shifted labels).

@@ -1,5 +1,6 @@
-// tests/gpu/test_cuda_dispatch.cpp — ops on CUDA tensors: the kernels that exist (cast) match the CPU reference
-// bit for bit; ops without a CUDA kernel refuse by name. Compiled only in CUDA builds; label gpu: fails without a device.
+// tests/gpu/test_cuda_dispatch.cpp — ops on CUDA tensors: cast matches the CPU reference bit for bit; calls that
+// mix a CPU and a CUDA tensor refuse, naming both devices (every op has a CUDA kernel). Compiled only in CUDA
+// builds; label gpu: fails without a device.
 //
 // Invariants: inputs are made on the CPU, copied to the device, and results copied back for comparison.
 #include <gtest/gtest.h>
@@ -36,13 +37,20 @@ TEST(OpsCuda, CastMatchesReferenceBitExactly) {
   }
 }
 
-TEST(OpsCuda, OpsWithoutKernelsThrowByName) {
+TEST(OpsCuda, MixedDevicesThrowNamingBoth) {
   ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
-  Tensor x = Tensor::zeros({3, 5}, DType::F32, Device::cuda());
+  // Every op has a CUDA kernel now; what is still refused is a call mixing devices (never a silent copy).
   Tensor w = Tensor::zeros({7, 5}, DType::BF16, Device::cuda());
-  Tensor y = Tensor::zeros({3, 7}, DType::F32, Device::cuda());
-  EXPECT_TRUE(throws_error([&] { ops::linear(x, w, Tensor(), y); }, {"op linear: no CUDA kernel yet"}));
-  EXPECT_TRUE(throws_error([&] { ops::cast(x, y); }, {"cast:", "element count"}));
+  Tensor a = Tensor::zeros({2, 5}, DType::F32);  // on the CPU
+  Tensor b = Tensor::zeros({7, 2}, DType::F32, Device::cuda());
+  Tensor norm = Tensor::zeros({7}, DType::F32, Device::cuda());
+  EXPECT_TRUE(throws_error([&] { ops::dora_weight_norm(w, a, b, 1.0f, norm); },
+                           {"dora_weight_norm:", "different devices", "cuda:0", "cpu"}));
+  Tensor x = Tensor::zeros({3, 5}, DType::F32);
+  Tensor y = Tensor::zeros({3, 5}, DType::F32, Device::cuda());
+  EXPECT_TRUE(throws_error([&] { ops::add(x, x, y); }, {"add:", "different devices", "cpu", "cuda:0"}));
+  Tensor y7 = Tensor::zeros({3, 7}, DType::F32, Device::cuda());
+  EXPECT_TRUE(throws_error([&] { ops::cast(y, y7); }, {"cast:", "element count"}));
 }
 
 }  // namespace

@@ -1,11 +1,14 @@
 // tests/model/test_golden_lora.cpp — inference with a PEFT LoRA adapter: swift.cpp loads the adapter that PEFT
 // saved (tests/fixtures/golden_lora/<case>/adapter, random A and B so it changes the logits by ~5) and must give
 // the logits PEFT computed (scripts/golden/make_lora_forward_fixtures.py). Also: the adapter round-trips
-// through our PEFT writer unchanged, and removing it gives the base model's golden logits back.
+// through our PEFT writer unchanged, and removing it gives the base model's golden logits back. Creation of LoRA,
+// DoRA (magnitude = weight norm) and modules_to_save copies, and the errors for adapters that do not fit.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 
 #include "io/peft_adapter.h"
 #include "io/safetensors.h"
@@ -106,6 +109,80 @@ TEST(Lora, CreateSelectsTargetsAndInitialisesLikePeft) {
   s.target_modules = {};
   s.target_regex = R"(model\.layers\.0\.mlp\..*)";
   EXPECT_EQ(model::create_lora(model->config(), s).adapted_linears(), 3);
+}
+
+// DoRA: the magnitude starts at the row norms of W + scale * B A (B = 0: of W), so the model is unchanged; with
+// init_weights false (random B) the norm includes B A. modules_to_save: F32 copies of the base tables.
+::testing::AssertionResult throws_containing(const std::function<void()>& fn, const std::string& part) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    if (std::string(e.what()).find(part) != std::string::npos) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << "message '" << e.what() << "' lacks '" << part << "'";
+  }
+  return ::testing::AssertionFailure() << "no error (expected one containing '" << part << "')";
+}
+
+TEST(Lora, CreateDoraAndModulesToSaveLikePeft) {
+  auto model = model::CausalLM::load(base_dir("llama_gqa_llama3"));
+  const io::ModelConfig& c = model->config();
+  model::LoraSettings s;
+  s.rank = 4;
+  s.use_dora = true;
+  EXPECT_TRUE(throws_containing([&] { model::create_lora(c, s); }, "need the base model's weights"));
+  for (const char* init : {"true", "false"}) {
+    s.init_weights = init;
+    const model::LoraAdapters dora = model::create_lora(c, s, &model->weights());
+    EXPECT_TRUE(dora.config.use_dora);
+    const model::LoraLinear& down = dora.layers[1][static_cast<int>(model::LinearKind::Down)];
+    ASSERT_TRUE(down.dora());
+    const Tensor& w = model->weights().layers[1].down_proj;
+    for (int64_t j = 0; j < w.size(0); ++j) {
+      double ss = 0;
+      for (int64_t k = 0; k < w.size(1); ++k) {
+        double ba = 0;
+        for (int64_t q = 0; q < s.rank; ++q) ba += down.b.item(j * s.rank + q) * down.a.item(q * w.size(1) + k);
+        const double v = w.item(j * w.size(1) + k) + dora.scale * ba;
+        ss += v * v;
+      }
+      ASSERT_NEAR(down.magnitude.item(j), std::sqrt(ss), 1e-5 * std::sqrt(ss)) << init << " row " << j;
+    }
+    model::LoraSettings plain = s;
+    plain.use_dora = false;
+    int64_t magnitudes = 0;  // one per output row of every adapted linear
+    for (int k = 0; k < model::kLinearKinds; ++k) {
+      magnitudes += model::linear_shape(c, static_cast<model::LinearKind>(k))[0] * c.num_hidden_layers;
+    }
+    EXPECT_EQ(dora.parameter_count(), model::create_lora(c, plain).parameter_count() + magnitudes);
+    // Saved under PEFT's names; loading it back needs use_dora in the config.
+    io::PeftAdapter saved = model::lora_to_peft(dora, "base");
+    EXPECT_TRUE(saved.tensors.count("base_model.model.model.layers.1.mlp.down_proj.lora_magnitude_vector"));
+    model::LoraAdapters back = model::lora_from_peft(saved, c);
+    EXPECT_TRUE(back.layers[1][static_cast<int>(model::LinearKind::Down)].dora());
+    saved.config.use_dora = false;
+    EXPECT_TRUE(throws_containing([&] { model::lora_from_peft(saved, c); }, "use_dora is false"));
+    saved.config.use_dora = true;
+    saved.tensors.erase("base_model.model.model.layers.1.mlp.down_proj.lora_magnitude_vector");
+    EXPECT_TRUE(throws_containing([&] { model::lora_from_peft(saved, c); }, "no lora_magnitude_vector"));
+  }
+  s.use_dora = false;
+  s.init_weights = "true";
+  s.modules_to_save = {"embed_tokens", "lm_head"};
+  const model::LoraAdapters mts = model::create_lora(c, s, &model->weights());
+  ASSERT_TRUE(mts.embed_tokens.defined() && mts.lm_head.defined());
+  EXPECT_EQ(mts.embed_tokens.dtype(), DType::F32);
+  for (int64_t i = 0; i < mts.lm_head.numel(); i += 7) ASSERT_EQ(mts.lm_head.item(i), model->weights().lm_head.item(i));
+  const io::PeftAdapter saved = model::lora_to_peft(mts, "base");
+  EXPECT_TRUE(saved.tensors.count("base_model.model.model.embed_tokens.weight"));
+  EXPECT_TRUE(saved.tensors.count("base_model.model.lm_head.weight"));
+  EXPECT_EQ(saved.config.modules_to_save, (std::vector<std::string>{"embed_tokens", "lm_head"}));
+  s.modules_to_save = {"norm"};
+  EXPECT_TRUE(throws_containing([&] { model::create_lora(c, s, &model->weights()); },
+                                        "--modules_to_save 'norm' is not supported"));
+  io::PeftAdapter listed = saved;
+  listed.tensors.erase("base_model.model.lm_head.weight");
+  EXPECT_TRUE(throws_containing([&] { model::lora_from_peft(listed, c); },
+                                        "modules_to_save lists 'lm_head' but the weights hold no"));
 }
 
 }  // namespace

@@ -3,9 +3,13 @@
 // every tensor): the loss and every trainable gradient at the initial parameters, and 5-step AdamW runs with a
 // cosine-with-warmup schedule and clipping, with gradient accumulation 1 and 3, on packed micro-batches.
 //
+// Cases cover LoRA, rsLoRA, DoRA (lora_magnitude_vector), modules_to_save (embed_tokens / lm_head copies, also on a
+// tied model), and full fine-tuning with a config pad_token_id (nn.Embedding's padding_idx). Cases with DoRA or
+// modules_to_save also hold PEFT's inference logits with the trained adapter (infer.logits).
+//
 // Tolerances (the fixture's own fp32-vs-fp64 noise is <= 2e-7 relative on losses, <= 1.1e-6 absolute on
 // gradients; Adam amplifies noise where a gradient is near zero, so final parameters are compared by the
-// relative L2 of their change, as the fixture README suggests).
+// relative L2 of their change, as the fixture README suggests). Inference logits as the forward golden tests.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,6 +18,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "io/hf_checkpoint.h"
+#include "io/model_config.h"
 #include "io/peft_adapter.h"
 #include "io/safetensors.h"
 #include "model/causal_lm.h"
@@ -32,6 +38,8 @@ constexpr double kGradRelL2Tol = 2e-5;
 constexpr double kFinalDeltaRelL2TolLora = 2e-4;
 constexpr double kFinalDeltaRelL2TolFull = 1e-3;
 constexpr double kFinalMaxAbsTol = 2e-5;
+constexpr double kInferMaxAbsTol = 1e-4;
+constexpr double kInferRelL2Tol = 1e-5;
 
 namespace fs = std::filesystem;
 
@@ -58,8 +66,16 @@ struct Case {
         meta(file.metadata()),
         dir(training_root() + "/" + name) {
     const std::string base = meta.at("base_model");  // "tests/fixtures/golden/<arch>"
-    model = model::CausalLM::load(std::string(SWIFT_FIXTURES_DIR) + "/golden/" + fs::path(base).filename().string());
+    const std::string base_dir = std::string(SWIFT_FIXTURES_DIR) + "/golden/" + fs::path(base).filename().string();
+    model = load_base(base_dir);
     tuner = model::tuner_type_from_string(meta.at("tuner"));
+  }
+  // The base model, with the case's pad_token_id (the script overrides config.json's null as transformers'
+  // from_pretrained(pad_token_id=...) does).
+  std::unique_ptr<model::CausalLM> load_base(const std::string& base_dir) const {
+    io::ModelConfig config = io::load_model_config(base_dir + "/config.json");
+    if (meta.count("pad_token_id")) config.pad_token_id = std::stoll(meta.at("pad_token_id"));
+    return model::CausalLM::from_weights(std::move(config), io::load_hf_weights(base_dir));
   }
   std::unique_ptr<model::TrainableModel> trainable() {
     model::LoraAdapters lora;
@@ -98,13 +114,26 @@ TEST_P(GoldenTraining, LossAndEveryGradientAtInit) {
     EXPECT_EQ(s.tokens, n);
     EXPECT_LT(rel(s.loss_sum / n, c.scalar("grad_batch.loss")), kLossRelTol) << "checkpointing " << checkpointing;
     int64_t compared = 0;
+    double max_abs = 0, worst_rel_l2 = 0;
     for (const model::Parameter& p : tm->parameters()) {
       ASSERT_TRUE(c.file.contains("grad." + p.name)) << "no reference gradient for " << p.name;
-      EXPECT_TRUE(golden::close(GetParam() + " grad " + p.name, p.grad, c.file.tensor("grad." + p.name),
-                                kGradMaxAbsTol, kGradRelL2Tol));
+      const Tensor want = c.file.tensor("grad." + p.name);
+      EXPECT_TRUE(golden::close(GetParam() + " grad " + p.name, p.grad, want, kGradMaxAbsTol, kGradRelL2Tol));
+      double d2 = 0, w2 = 0;
+      for (int64_t j = 0; j < want.numel() && j < p.grad.numel(); ++j) {
+        const double d = p.grad.item(j) - want.item(j);
+        max_abs = std::max(max_abs, std::abs(d));
+        d2 += d * d;
+        w2 += want.item(j) * want.item(j);
+      }
+      worst_rel_l2 = std::max(worst_rel_l2, std::sqrt(d2 / std::max(w2, 1e-300)));
       ++compared;
     }
     EXPECT_EQ(compared, std::stoll(c.meta.at("trainable_tensors")));
+    if (checkpointing) {
+      std::cout << "[training] " << GetParam() << " gradients: max abs " << max_abs << ", worst rel L2 "
+                << worst_rel_l2 << "\n";
+    }
   }
   // Checkpointing recomputes the same blocks: gradients are bit-identical with and without it.
   std::vector<Tensor> with_ckpt;
@@ -187,7 +216,40 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenTraining, ::testing::ValuesIn(list_case
                          [](const auto& info) { return info.param; });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(GoldenTraining);
 
-TEST(GoldenTrainingFixtures, Present) { EXPECT_GE(list_cases().size(), 9u) << "run make_training_fixtures.py"; }
+TEST(GoldenTrainingFixtures, Present) { EXPECT_GE(list_cases().size(), 14u) << "run make_training_fixtures.py"; }
+
+// Inference with the adapter PEFT trained (adapter_final: DoRA magnitudes and/or modules_to_save copies) gives
+// PEFT's logits; the round trip through our writer keeps every tensor and the config fields that matter.
+TEST_P(GoldenTraining, InferenceWithTheTrainedAdapterMatchesPeft) {
+  Case c(GetParam());
+  if (!c.file.contains("infer.logits")) GTEST_SKIP() << "no inference logits in this case (plain LoRA / full)";
+  const io::PeftAdapter adapter = io::load_peft_adapter(c.dir + "/adapter_final");
+  model::LoraAdapters lora = model::lora_from_peft(adapter, c.model->config());
+  const model::MicroBatch b = c.batch(0);
+  const Tensor expected = c.file.tensor("infer.logits");
+  c.model->set_lora(lora);
+  const Tensor logits = c.model->forward(b.ids, b.positions, b.cu_seqlens);
+  EXPECT_TRUE(golden::close(GetParam() + " logits with the trained adapter", logits, expected, kInferMaxAbsTol,
+                            kInferRelL2Tol));
+  // The adapter matters: the base model is far from these logits.
+  c.model->set_lora({});
+  const Tensor base = c.model->forward(b.ids, b.positions, b.cu_seqlens);
+  double diff = 0;
+  for (int64_t i = 0; i < base.numel(); ++i) diff = std::max(diff, std::abs(base.item(i) - expected.item(i)));
+  EXPECT_GT(diff, 100 * kInferMaxAbsTol);
+  // Our writer: same tensor names and values, same use_dora / modules_to_save.
+  const std::string out = ::testing::TempDir() + "/golden_training_roundtrip_" + GetParam();
+  io::save_peft_adapter(out, model::lora_to_peft(lora, "base"));
+  const io::PeftAdapter again = io::load_peft_adapter(out);
+  ASSERT_EQ(again.tensors.size(), adapter.tensors.size());
+  for (const auto& [key, t] : adapter.tensors) {
+    ASSERT_TRUE(again.tensors.count(key)) << key;
+    EXPECT_EQ(std::memcmp(again.tensors.at(key).raw(), t.raw(), t.nbytes()), 0) << key;
+  }
+  EXPECT_EQ(again.config.use_dora, adapter.config.use_dora);
+  EXPECT_EQ(again.config.modules_to_save, adapter.config.modules_to_save);
+  fs::remove_all(out);
+}
 
 TEST(Training, ShiftLabelsStaysInsideSequences) {
   const Tensor ids = Tensor::from_i32({6}, {10, 11, 12, 20, 21, 22});

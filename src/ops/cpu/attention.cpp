@@ -21,6 +21,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/profile.h"
 #include "ops/cpu/cpu_ops.h"
 
 namespace swift::ops::cpu {
@@ -127,6 +128,7 @@ void run_item(const Problem& p, const WorkItem& item) {
 
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, float scale,
                int64_t window, Tensor& out, Tensor& lse) {
+  SWIFT_PROFILE("attention");
   Problem p{q.data<float>(), k.data<float>(), v.data<float>(), out.data<float>(),
             lse.defined() ? lse.data<float>() : nullptr, q.size(0), q.size(1), k.size(1), q.size(2),
             q.size(1) / k.size(1), window, scale};

@@ -26,6 +26,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/profile.h"
 #include "ops/cpu/cpu_ops.h"
 
 namespace swift::ops::cpu {
@@ -209,6 +210,7 @@ void run_items(std::vector<Item>& items, const Problem& p, double work, void (*f
 void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                         const Tensor& lse, const Tensor& cu_seqlens, float scale, int64_t window, Tensor& dq,
                         Tensor& dk, Tensor& dv) {
+  SWIFT_PROFILE("attention_backward");
   const int64_t tokens = q.size(0), hq = q.size(1), hkv = k.size(1), d = q.size(2);
   if (tokens == 0 || d == 0) return;
   blas_single_threaded();

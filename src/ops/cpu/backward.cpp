@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/profile.h"
 #include "ops/cpu/cpu_ops.h"
 
 namespace swift::ops::cpu {
@@ -96,6 +97,7 @@ void linear_dbias(const float* dy, float* db, int64_t n, int64_t m) {
 }  // namespace
 
 void embedding_backward(const Tensor& dout, const Tensor& ids, Tensor& dtable, int64_t padding_id) {
+  SWIFT_PROFILE("embedding_backward");
   const int64_t tokens = ids.size(0), c = dout.size(1);
   const int32_t* id = ids.data<int32_t>();
   const float* src = dout.data<float>();
@@ -116,6 +118,7 @@ void embedding_backward(const Tensor& dout, const Tensor& ids, Tensor& dtable, i
 
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw, Tensor& dbias,
                      bool accumulate_dx) {
+  SWIFT_PROFILE("linear_backward");
   const int64_t n = dy.size(0), m = dy.size(1), k = w.size(1);
   blas_single_threaded();
   const float* pdy = dy.data<float>();
@@ -127,6 +130,7 @@ void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor&
 // dup = dout * silu(g); dgate = ((dout * up) * sigmoid(g)) * (1 + g * (1 - sigmoid(g))), torch's silu_backward
 // order. Every input element is read before either output element is written (in-place safe).
 void swiglu_backward(const Tensor& dout, const Tensor& gate, const Tensor& up, Tensor& dgate, Tensor& dup) {
+  SWIFT_PROFILE("swiglu_backward");
   const int64_t n = gate.numel();
   const float* d = dout.data<float>();
   const float* g = gate.data<float>();

@@ -26,6 +26,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/profile.h"
 #include "ops/cpu/cpu_ops.h"
 
 namespace swift::ops::cpu {
@@ -236,6 +237,7 @@ void head_gradient(const ValidTokens& tokens, const Tensor& head, const CrossEnt
 
 CrossEntropyStats cross_entropy(const Tensor& hidden, const Tensor& head, const Tensor& labels, float grad_scale,
                                 Tensor& dhidden, Tensor& dhead, const CrossEntropyOptions& options) {
+  SWIFT_PROFILE("cross_entropy");
   const ValidTokens tokens = gather_valid(hidden, labels, options.ignore_index);
   const int64_t n = tokens.count();
   const std::vector<float> coef(static_cast<size_t>(n), grad_scale);
@@ -253,6 +255,7 @@ CrossEntropyStats cross_entropy(const Tensor& hidden, const Tensor& head, const 
 
 void token_logprobs(const Tensor& hidden, const Tensor& head, const Tensor& labels, Tensor& logp,
                     const CrossEntropyOptions& options) {
+  SWIFT_PROFILE("token_logprobs");
   const ValidTokens tokens = gather_valid(hidden, labels, options.ignore_index);
   Tensor none;
   const SweepResult r = sweep(tokens, head, options, nullptr, none);
@@ -266,6 +269,7 @@ void token_logprobs(const Tensor& hidden, const Tensor& head, const Tensor& labe
 
 void token_logprobs_backward(const Tensor& hidden, const Tensor& head, const Tensor& labels, const Tensor& dlogp,
                              Tensor& dhidden, Tensor& dhead, const CrossEntropyOptions& options) {
+  SWIFT_PROFILE("token_logprobs_backward");
   const ValidTokens tokens = gather_valid(hidden, labels, options.ignore_index);
   const int64_t n = tokens.count();
   std::vector<float> coef(static_cast<size_t>(n));

@@ -15,6 +15,7 @@
 #include <immintrin.h>
 #endif
 
+#include "core/profile.h"
 #include "ops/cpu/cpu_ops.h"
 
 namespace swift::ops::cpu {
@@ -92,6 +93,7 @@ float* thread_scratch(ScratchSlot slot, size_t floats) {
 
 // ---- ops ----------------------------------------------------------------------------------------------------
 void cast(const Tensor& src, Tensor& dst) {
+  SWIFT_PROFILE("cast");
   const int64_t n = src.numel();
   const DType sd = src.dtype(), dd = dst.dtype();
   const char* s = static_cast<const char*>(src.raw());
@@ -120,6 +122,7 @@ void cast(const Tensor& src, Tensor& dst) {
 }
 
 void add(const Tensor& a, const Tensor& b, Tensor& out) {
+  SWIFT_PROFILE("add");
   const int64_t n = a.numel();
   const float* pa = a.data<float>();
   const float* pb = b.data<float>();
@@ -134,6 +137,7 @@ void add(const Tensor& a, const Tensor& b, Tensor& out) {
 
 // out = gate / (1 + exp(-gate)) * up, as torch's silu(gate) * up in fp32.
 void swiglu(const Tensor& gate, const Tensor& up, Tensor& out) {
+  SWIFT_PROFILE("swiglu");
   const int64_t n = gate.numel();
   const float* g = gate.data<float>();
   const float* u = up.data<float>();
@@ -150,6 +154,7 @@ void swiglu(const Tensor& gate, const Tensor& up, Tensor& out) {
 }
 
 void embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
+  SWIFT_PROFILE("embedding");
   const int64_t tokens = ids.size(0), c = table.size(1);
   const int32_t* id = ids.data<int32_t>();
   const char* rows = static_cast<const char*>(table.raw());

@@ -7,7 +7,8 @@
 //  - BF16/F16 weights are converted to fp32 in blocks of rows (at most kWeightBlockFloats) into a per-thread
 //    scratch buffer right before the sgemm that uses them: the full fp32 copy of a large weight never exists.
 //  - With few rows (N <= kSkinnyRows: decoding), weights skip sgemm: each weight row is converted once (if
-//    16-bit) and dotted with every row of x, so weight memory is read once (sgemm is 4x slower at N = 1).
+//    16-bit) and dotted with every row of x, so weight memory is read once (sgemm is 4x slower at N = 1);
+//    the rows are split over threads only when the weight is large enough to pay for waking them.
 //  - Bias is added after the product, accumulate adds into y (beta = 1), otherwise y is written (beta = 0).
 #include <cblas.h>
 #include <omp.h>
@@ -17,6 +18,7 @@
 #include <mutex>
 #include <string>
 
+#include "core/profile.h"
 #include "ops/cpu/cpu_ops.h"
 
 namespace swift::ops::cpu {
@@ -29,33 +31,70 @@ constexpr int64_t kMinPanel = 64;               // do not split the output into 
 // kWeightBlockFloats (cpu_ops.h): 4 MiB of converted weight per block: one block for the demo's 576 x 1536
 // layers; bounds scratch per thread.
 constexpr double kSerialFlops = 2e6;            // below this many multiply-adds, one thread
+constexpr int64_t kDotRows = 4;                 // weight rows per step of the skinny (decoding) kernel
+// Skinny products read each weight once (memory-bound): split them over threads when the weight is at least
+// this many bytes (waking a sleeping worker costs ~10-50 us; 2 MiB take ~200 us to stream on one core).
+constexpr double kSkinnyParallelBytes = 2.0 * (1 << 20);
 
-// y[r, o] (+)= dot(x[r], w[o]) + bias[o] for N <= kSkinnyRows; 16-bit weights converted row by row.
+// y[r, o] (+)= dot(x[r], w[o]) + bias[o] for N <= kSkinnyRows; 16-bit weights converted kDotRows rows at a time.
+// Bandwidth-bound: kDotRows weight rows are streamed at once (independent accumulators keep more loads in
+// flight); each y element is one simd dot in a fixed order, whatever the thread count.
 void linear_skinny(const float* x, const Tensor& w, const float* bias, float* y, int64_t n, int64_t k, int64_t m,
                    bool accumulate) {
   const char* wrows = static_cast<const char*>(w.raw());
   const size_t row_bytes = dtype_bytes(w.dtype(), k);
   const DType wd = w.dtype();
-#pragma omp parallel num_threads(threads_for(static_cast<double>(n) * m * k))
+  const int64_t groups = (m + kDotRows - 1) / kDotRows;
+  const int threads = static_cast<double>(row_bytes) * static_cast<double>(m) < kSkinnyParallelBytes
+                          ? 1
+                          : omp_get_max_threads();
+#pragma omp parallel num_threads(threads)
   {
-    float* scratch = wd == DType::F32 ? nullptr : thread_scratch(ScratchSlot::Row, static_cast<size_t>(k));
+    float* scratch =
+        wd == DType::F32 ? nullptr : thread_scratch(ScratchSlot::Row, static_cast<size_t>(kDotRows * k));
 #pragma omp for schedule(static)
-    for (int64_t o = 0; o < m; ++o) {
-      const float* row;
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t o0 = g * kDotRows, rows = std::min(kDotRows, m - o0);
+      const float* wb;
       if (wd == DType::F32) {
-        row = reinterpret_cast<const float*>(wrows) + o * k;
+        wb = reinterpret_cast<const float*>(wrows) + o0 * k;
       } else {
-        to_f32(wrows + static_cast<size_t>(o) * row_bytes, wd, scratch, k);
-        row = scratch;
+        to_f32(wrows + static_cast<size_t>(o0) * row_bytes, wd, scratch, rows * k);
+        wb = scratch;
       }
       for (int64_t r = 0; r < n; ++r) {
         const float* xr = x + r * k;
-        float acc = 0.0f;
+        float dots[kDotRows];
+        if (rows == kDotRows) {
+          const float *w0 = wb, *w1 = wb + k, *w2 = wb + 2 * k, *w3 = wb + 3 * k;
+          float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+#pragma omp simd reduction(+ : a0, a1, a2, a3)
+          for (int64_t i = 0; i < k; ++i) {
+            const float xi = xr[i];
+            a0 += xi * w0[i];
+            a1 += xi * w1[i];
+            a2 += xi * w2[i];
+            a3 += xi * w3[i];
+          }
+          dots[0] = a0;
+          dots[1] = a1;
+          dots[2] = a2;
+          dots[3] = a3;
+        } else {
+          for (int64_t j = 0; j < rows; ++j) {
+            const float* wj = wb + j * k;
+            float acc = 0.0f;
 #pragma omp simd reduction(+ : acc)
-        for (int64_t i = 0; i < k; ++i) acc += xr[i] * row[i];
-        if (bias) acc += bias[o];
-        float& out = y[r * m + o];
-        out = accumulate ? out + acc : acc;
+            for (int64_t i = 0; i < k; ++i) acc += xr[i] * wj[i];
+            dots[j] = acc;
+          }
+        }
+        for (int64_t j = 0; j < rows; ++j) {
+          float acc = dots[j];
+          if (bias) acc += bias[o0 + j];
+          float& out = y[r * m + o0 + j];
+          out = accumulate ? out + acc : acc;
+        }
       }
     }
   }
@@ -127,6 +166,7 @@ void blas_single_threaded() {
 }
 
 void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y, bool accumulate) {
+  SWIFT_PROFILE("linear");
   const int64_t n = x.size(0), k = x.size(1), m = w.size(0);
   if (n == 0 || m == 0) return;
   const float* px = x.data<float>();
@@ -180,6 +220,7 @@ void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y, boo
 }
 
 void gemm(bool trans_a, bool trans_b, float alpha, const Tensor& a, const Tensor& b, float beta, Tensor& c) {
+  SWIFT_PROFILE("gemm");
   const int64_t n = c.size(0), m = c.size(1), k = trans_a ? a.size(0) : a.size(1);
   if (n == 0 || m == 0) return;
   float* pc = c.data<float>();

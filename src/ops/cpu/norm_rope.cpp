@@ -16,6 +16,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/profile.h"
 #include "ops/cpu/cpu_ops.h"
 
 namespace swift::ops::cpu {
@@ -25,6 +26,7 @@ constexpr int64_t kParallelMin = 32768;  // elements below which the op runs on 
 }
 
 void rmsnorm(const Tensor& x, const Tensor& weight, float eps, Tensor& y, Tensor& rstd) {
+  SWIFT_PROFILE("rmsnorm");
   const int64_t n = x.size(0), c = x.size(1);
   if (n == 0) return;
   const float* px = x.data<float>();
@@ -100,9 +102,13 @@ const float* weight_f32(const Tensor& weight) {
 
 }  // namespace
 
-void rope(Tensor& x, const Tensor& positions, const RopeFrequencies& freqs) { rotate(x, positions, freqs, 1.0f); }
+void rope(Tensor& x, const Tensor& positions, const RopeFrequencies& freqs) {
+  SWIFT_PROFILE("rope");
+  rotate(x, positions, freqs, 1.0f);
+}
 
 void rope_backward(Tensor& dx, const Tensor& positions, const RopeFrequencies& freqs) {
+  SWIFT_PROFILE("rope_backward");
   rotate(dx, positions, freqs, -1.0f);
 }
 
@@ -110,6 +116,7 @@ void rope_backward(Tensor& dx, const Tensor& positions, const RopeFrequencies& f
 // dx = g * rstd + x * c with c = -rstd^3 * sum(g * x) / C (fp64 sum, c rounded once); dweight += sum_r dy * xhat.
 void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd, Tensor& dx,
                       Tensor& dweight, bool accumulate_dx) {
+  SWIFT_PROFILE("rmsnorm_backward");
   const int64_t n = x.size(0), c = x.size(1);
   if (n == 0 || c == 0) return;
   const float* px = x.data<float>();

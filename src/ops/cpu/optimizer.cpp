@@ -22,6 +22,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/profile.h"
 #include "ops/cpu/cpu_ops.h"
 
 namespace swift::ops::cpu {
@@ -103,6 +104,7 @@ void adamw_chunk(const AdamWScalars& k, float* p, const float* g, float* m, floa
 }  // namespace
 
 void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config, int64_t step) {
+  SWIFT_PROFILE("adamw_step");
   // Scalars in double, as Python computes them; each becomes a float scalar when it meets an fp32 tensor.
   const double bias_correction1 = 1.0 - std::pow(config.beta1, static_cast<double>(step));
   const double bias_correction2 = 1.0 - std::pow(config.beta2, static_cast<double>(step));
@@ -132,6 +134,7 @@ void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config,
 }
 
 float grad_norm(std::span<const Tensor> grads) {
+  SWIFT_PROFILE("grad_norm");
   const std::vector<Chunk> chunks = chunks_of(grads.size(), [&](size_t i) { return grads[i].numel(); });
   const int64_t count = static_cast<int64_t>(chunks.size());
   std::vector<double> partial(chunks.size(), 0.0);
@@ -150,6 +153,7 @@ float grad_norm(std::span<const Tensor> grads) {
 }
 
 float clip_grad_norm(std::span<const Tensor> grads, double max_norm) {
+  SWIFT_PROFILE("clip_grad_norm");
   const float total = grad_norm(grads);
   // torch: clip_coef = max_norm / (total_norm + 1e-6), where float / tensor is tensor.reciprocal() * float.
   float coef = (1.0f / (total + 1e-6f)) * static_cast<float>(max_norm);

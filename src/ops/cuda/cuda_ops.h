@@ -11,8 +11,9 @@
 //  - Data-dependent errors that the host cannot see (a token id outside the vocabulary on the device) are
 //    reported by a device flag read back at the next synchronising op, naming the op.
 //  - Files: ops_elementwise.cpp (cast, add, swiglu, embedding, rmsnorm, rope, dropout, optimizer, norms),
-//    ops_matmul.cpp (linear, gemm, LoRA, cross-entropy; cuBLASLt), ops_attention.cpp (flash attention forward
-//    and backward over packed variable-length batches); the kernels in *.cu files behind kernels.cuh.
+//    ops_matmul.cpp (linear, gemm, LoRA, cross-entropy; cuBLASLt), ops_dora.cpp (DoRA weight norm, linear and
+//    backward), ops_attention.cpp (flash attention forward and backward over packed variable-length batches); the
+//    kernels in *.cu files behind kernels*.cuh.
 #pragma once
 
 #include <span>
@@ -46,6 +47,11 @@ void dropout(const Tensor& x, const Dropout& dropout, Tensor& out);
 void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config, int64_t step);
 float grad_norm(std::span<const Tensor> grads);
 float clip_grad_norm(std::span<const Tensor> grads, double max_norm);
+// Synchronises the device's stream, reads and clears its device error record (token ids outside the vocabulary in
+// embedding / embedding_backward, negative rope positions) and throws swift::Error naming the op that recorded one.
+// Called by the synchronising ops (grad_norm, clip_grad_norm, cross_entropy); callable anywhere. Defined in
+// ops_elementwise.cpp.
+void check_device_errors(int device_index);
 
 // ---- matrix products, LoRA, LM head + cross-entropy (ops_matmul.cpp) ----
 void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y, bool accumulate);
@@ -63,6 +69,16 @@ void token_logprobs(const Tensor& hidden, const Tensor& head, const Tensor& labe
                     const CrossEntropyOptions& options);
 void token_logprobs_backward(const Tensor& hidden, const Tensor& head, const Tensor& labels, const Tensor& dlogp,
                              Tensor& dhidden, Tensor& dhead, const CrossEntropyOptions& options);
+
+// ---- DoRA linear (ops_dora.cpp) ----
+void dora_weight_norm(const Tensor& w, const Tensor& a, const Tensor& b, float scale, Tensor& norm);
+void dora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& a, const Tensor& b,
+                 const Tensor& magnitude, const Tensor& weight_norm, float scale, const Dropout& dropout, Tensor& y,
+                 Tensor& xa, Tensor& h, bool accumulate);
+void dora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b,
+                          const Tensor& magnitude, const Tensor& weight_norm, const Tensor& xa, const Tensor& h,
+                          float scale, const Dropout& dropout, Tensor& dx, Tensor& da, Tensor& db, Tensor& dmagnitude,
+                          bool accumulate_dx);
 
 // ---- attention (ops_attention.cpp) ----
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, float scale,

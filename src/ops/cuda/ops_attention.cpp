@@ -1,17 +1,72 @@
-// ops/cuda/ops_attention.cpp — placeholder: every op here refuses CUDA tensors by name until its kernels land.
+// ops/cuda/ops_attention.cpp — attention and attention_backward on CUDA tensors: unpacks the Tensors, reads the
+// (tiny) cu_seqlens back to the host for the batch size and the longest sequence, and calls the flash-attention
+// launchers of kernels_attention.cuh on the device's stream.
+//
+// Invariants:
+//  - Arguments were validated by ops/op_checks (shapes, one device, dtypes, cu_seqlens monotone from 0 to T).
+//  - Activations are F32 or BF16 (one dtype per call); lse and the backward's delta scratch are F32.
+//  - Launch failures become swift::Error naming the op. Results are deterministic (no atomics).
 #include "ops/cuda/cuda_ops.h"
 
-#pragma GCC diagnostic ignored "-Wunused-parameter"  // placeholders below name their arguments unused
-#include "ops/op_checks.h"
+#include <algorithm>
+
+#include "core/error.h"
+#include "ops/cuda/kernels_attention.cuh"
 
 namespace swift::ops::cuda {
 
-void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, float scale, int64_t window, Tensor& out, Tensor& lse) {
-  detail::no_cuda_kernel("attention");
+namespace {
+
+void check_launch(const char* op, cudaError_t status) {
+  if (status != cudaSuccess) fail("op {}: CUDA kernel launch failed: {}", op, cudaGetErrorString(status));
 }
 
-void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse, const Tensor& cu_seqlens, float scale, int64_t window, Tensor& dq, Tensor& dk, Tensor& dv) {
-  detail::no_cuda_kernel("attention_backward");
+int dtype_code(const char* op, const Tensor& t) {
+  if (t.dtype() == DType::F32) return 0;
+  if (t.dtype() == DType::BF16) return 1;
+  fail("op {}: activations must be F32 or BF16 on CUDA, got {}", op, dtype_name(t.dtype()));
+}
+
+AttentionShape shape_of(const char* op, const Tensor& q, const Tensor& k, const Tensor& cu_seqlens, float scale,
+                        int64_t window) {
+  AttentionShape s;
+  s.tokens = q.size(0);
+  s.hq = static_cast<int32_t>(q.size(1));
+  s.hkv = static_cast<int32_t>(k.size(1));
+  s.head_dim = static_cast<int32_t>(q.size(2));
+  s.scale = scale;
+  s.window = window;
+  if (s.head_dim > 512) fail("op {}: head dim D = {} is above the CUDA kernels' limit of 512", op, s.head_dim);
+  if (s.tokens > INT32_MAX) fail("op {}: T = {} tokens exceeds the I32 range of cu_seqlens", op, s.tokens);
+  const Tensor host = cu_seqlens.to(Device::cpu(), MemoryCategory::Workspace);
+  const int32_t* cu = host.data<int32_t>();
+  s.batch = static_cast<int32_t>(host.size(0) - 1);
+  for (int32_t b = 0; b < s.batch; ++b) s.max_seqlen = std::max(s.max_seqlen, cu[b + 1] - cu[b]);
+  return s;
+}
+
+}  // namespace
+
+void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, float scale,
+               int64_t window, Tensor& out, Tensor& lse) {
+  const char* op = "attention";
+  const AttentionShape s = shape_of(op, q, k, cu_seqlens, scale, window);
+  check_launch(op, launch_attention_forward(s, q.raw(), k.raw(), v.raw(), cu_seqlens.data<int32_t>(), out.raw(),
+                                            lse.defined() ? lse.data<float>() : nullptr, dtype_code(op, q),
+                                            stream(q.device().index)));
+}
+
+void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                        const Tensor& lse, const Tensor& cu_seqlens, float scale, int64_t window, Tensor& dq,
+                        Tensor& dk, Tensor& dv) {
+  const char* op = "attention_backward";
+  const AttentionShape s = shape_of(op, q, k, cu_seqlens, scale, window);
+  // delta (Hq, T) scratch from the caching allocator (Workspace); released after the enqueue, which is safe: every
+  // kernel of the device runs on its one stream, so a later owner's work is ordered after these launches.
+  Tensor delta = Tensor::empty({q.size(1), q.size(0)}, DType::F32, q.device(), MemoryCategory::Workspace);
+  check_launch(op, launch_attention_backward(s, dout.raw(), q.raw(), k.raw(), v.raw(), out.raw(), lse.data<float>(),
+                                             cu_seqlens.data<int32_t>(), delta.data<float>(), dq.raw(), dk.raw(),
+                                             dv.raw(), dtype_code(op, q), stream(q.device().index)));
 }
 
 }  // namespace swift::ops::cuda

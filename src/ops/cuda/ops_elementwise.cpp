@@ -1,74 +1,307 @@
-// ops/cuda/ops_elementwise.cpp — element-wise ops on CUDA. cast is built; the rest refuse CUDA tensors by name until their kernels land.
+// ops/cuda/ops_elementwise.cpp — the C++ side of the CUDA element-wise ops: cast, add, swiglu (+ backward),
+// embedding (+ backward), rmsnorm (+ backward), rope (+ backward), dropout, AdamW, gradient norm and clipping.
+//
+// Invariants:
+//  - Arguments were validated by ops/op_checks (shapes, dtypes, one device, aliasing); this file unpacks tensors
+//    into raw pointers and dtype codes, calls the launchers of kernels_elementwise.cuh on cuda::stream(device),
+//    and turns every CUDA error into swift::Error naming the op.
+//  - Nothing here synchronises except grad_norm and clip_grad_norm, which must return a host value: they also
+//    read the device error record (token ids outside the vocabulary seen by embedding / embedding_backward,
+//    negative rope positions) and throw naming the op that found it. check_device_errors() does the same on
+//    demand (the model / trainer may call it at any synchronising point).
+//  - Temporary device memory comes from one scratch buffer per device (MemoryCategory::Workspace), grown on
+//    demand and never shrunk; a lease holds the device's mutex while its op enqueues, and users are ordered by
+//    the single stream, so a later op cannot overwrite scratch that an earlier kernel still reads. Growing
+//    synchronises the stream before freeing the old buffer.
 #include "ops/cuda/cuda_ops.h"
 
-#pragma GCC diagnostic ignored "-Wunused-parameter"  // placeholders below name their arguments unused
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <memory>
+#include <mutex>
+#include <vector>
+
 #include "ops/cuda/kernels.cuh"
+#include "ops/cuda/kernels_elementwise.cuh"
 #include "ops/op_checks.h"
+#include "ops/philox.h"
 
 namespace swift::ops::cuda {
 
 namespace {
+
 void check_launch(const char* op, cudaError_t status) {
   if (status != cudaSuccess) fail("op {}: CUDA kernel launch failed: {}", op, cudaGetErrorString(status));
 }
+
+int code(DType dtype) { return static_cast<int>(dtype); }  // kernels_elementwise.cuh's dtype codes
+cudaStream_t stream_of(const Tensor& t) { return stream(t.device().index); }
+
+// ---- per-device scratch ------------------------------------------------------------------------------------------
+struct DeviceScratch {
+  std::mutex mutex;
+  std::shared_ptr<Storage> storage;
+};
+
+DeviceScratch& scratch_of(const char* op, int device) {
+  // Never destroyed: freeing device memory during static destruction may run after the CUDA runtime is gone.
+  static auto* scratches = new std::array<DeviceScratch, 64>();
+  if (device < 0 || device >= static_cast<int>(scratches->size())) {
+    fail("op {}: device index {} out of range", op, device);
+  }
+  return (*scratches)[static_cast<size_t>(device)];
+}
+
+class ScratchLease {
+ public:
+  ScratchLease(const char* op, int device, size_t bytes) : scratch_(scratch_of(op, device)), lock_(scratch_.mutex) {
+    bytes = std::max<size_t>(bytes, 256);
+    if (!scratch_.storage || scratch_.storage->bytes() < bytes) {
+      if (scratch_.storage) {  // earlier kernels may still read the old buffer
+        check_launch(op, cudaStreamSynchronize(stream(device)));
+        scratch_.storage.reset();
+      }
+      const size_t grown = std::max(bytes, size_t{1} << 20);
+      scratch_.storage = Storage::allocate(grown, Device::cuda(device), MemoryCategory::Workspace);
+    }
+  }
+  void* data() const { return scratch_.storage->data(); }
+  size_t bytes() const { return scratch_.storage->bytes(); }
+
+ private:
+  DeviceScratch& scratch_;
+  std::unique_lock<std::mutex> lock_;
+};
+
+size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+// ---- multi-tensor chunk tables -----------------------------------------------------------------------------------
+std::vector<MultiTensorChunk> chunks_of(size_t count, auto&& pointers_of, auto&& numel_of) {
+  std::vector<MultiTensorChunk> chunks;
+  for (size_t i = 0; i < count; ++i) {
+    const int64_t n = numel_of(i);
+    for (int64_t b = 0; b < n; b += kMultiTensorChunk) {
+      MultiTensorChunk ch{};
+      pointers_of(i, ch.p);
+      ch.begin = b;
+      ch.end = std::min(n, b + kMultiTensorChunk);
+      chunks.push_back(ch);
+    }
+  }
+  return chunks;
+}
+
+std::vector<MultiTensorChunk> grad_chunks(std::span<const Tensor> grads) {
+  return chunks_of(
+      grads.size(), [&](size_t i, float** p) { p[0] = grads[i].data<float>(); },
+      [&](size_t i) { return grads[i].numel(); });
+}
+
+// Copies the chunk table to the start of the leased scratch (ordered on the stream: earlier readers are done).
+MultiTensorChunk* upload_chunks(const char* op, const std::vector<MultiTensorChunk>& chunks, const ScratchLease& lease,
+                                cudaStream_t s) {
+  auto* device_chunks = static_cast<MultiTensorChunk*>(lease.data());
+  // Pageable source: the call returns once the bytes are staged, so `chunks` may be freed afterwards.
+  check_launch(op, cudaMemcpyAsync(device_chunks, chunks.data(), chunks.size() * sizeof(MultiTensorChunk),
+                                   cudaMemcpyHostToDevice, s));
+  return device_chunks;
+}
+
 }  // namespace
+
+void check_device_errors(int device_index) {
+  DeviceErrorRecord record{};
+  int previous = 0;
+  cudaError_t status = cudaGetDevice(&previous);
+  // The record is a per-device symbol: read it with its device current.
+  if (status == cudaSuccess && previous != device_index) status = cudaSetDevice(device_index);
+  if (status == cudaSuccess) status = device_error_read_and_clear(&record, stream(device_index));
+  if (previous != device_index) cudaSetDevice(previous);
+  if (status != cudaSuccess) fail("CUDA: reading the device error record failed: {}", cudaGetErrorString(status));
+  switch (record.op) {
+    case kDeviceErrorNone: return;
+    case kDeviceErrorEmbedding:
+      fail("embedding: token id {} at position {} is outside the vocabulary [0, {}) (cuda:{}: found by the kernel, "
+           "reported at the next synchronising op; that row of the output was zeroed)",
+           record.value, record.position, record.limit, device_index);
+    case kDeviceErrorEmbeddingBackward:
+      fail("embedding_backward: token id {} at position {} is outside the vocabulary [0, {}) and not the padding id "
+           "(cuda:{}: found by the kernel, reported at the next synchronising op; the token was skipped)",
+           record.value, record.position, record.limit, device_index);
+    case kDeviceErrorRope:
+    case kDeviceErrorRopeBackward:
+      fail("{}: position {} at token {} is negative (cuda:{}: found by the kernel, reported at the next "
+           "synchronising op)",
+           record.op == kDeviceErrorRope ? "rope" : "rope_backward", record.value, record.position, device_index);
+    default: fail("CUDA: unknown device error record {}", record.op);
+  }
+}
 
 void cast(const Tensor& src, Tensor& dst) {
   // dtype codes of kernels.cuh are DType's values: F32 = 0, BF16 = 1, F16 = 2.
-  check_launch("cast", launch_cast(src.raw(), static_cast<int>(src.dtype()), dst.raw(), static_cast<int>(dst.dtype()),
-                                   src.numel(), stream(src.device().index)));
+  check_launch("cast", launch_cast(src.raw(), code(src.dtype()), dst.raw(), code(dst.dtype()), src.numel(),
+                                   stream_of(src)));
 }
 
 void add(const Tensor& a, const Tensor& b, Tensor& out) {
-  detail::no_cuda_kernel("add");
+  check_launch("add", launch_add(a.raw(), b.raw(), out.raw(), code(a.dtype()), a.numel(), stream_of(a)));
 }
 
 void swiglu(const Tensor& gate, const Tensor& up, Tensor& out) {
-  detail::no_cuda_kernel("swiglu");
+  check_launch("swiglu",
+               launch_swiglu(gate.raw(), up.raw(), out.raw(), code(gate.dtype()), gate.numel(), stream_of(gate)));
 }
 
 void swiglu_backward(const Tensor& dout, const Tensor& gate, const Tensor& up, Tensor& dgate, Tensor& dup) {
-  detail::no_cuda_kernel("swiglu_backward");
+  check_launch("swiglu_backward", launch_swiglu_backward(dout.raw(), gate.raw(), up.raw(), dgate.raw(), dup.raw(),
+                                                         code(gate.dtype()), gate.numel(), stream_of(gate)));
 }
 
 void embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
-  detail::no_cuda_kernel("embedding");
+  check_launch("embedding", launch_embedding(table.raw(), code(table.dtype()), ids.data<int32_t>(), out.raw(),
+                                             code(out.dtype()), ids.size(0), table.size(0), table.size(1),
+                                             stream_of(table)));
 }
 
 void embedding_backward(const Tensor& dout, const Tensor& ids, Tensor& dtable, int64_t padding_id) {
-  detail::no_cuda_kernel("embedding_backward");
+  const int64_t tokens = ids.size(0), c = dout.size(1);
+  if (tokens == 0 || c == 0) return;
+  if (tokens > 0x7fffffff) fail("embedding_backward: {} tokens exceed the CUDA kernel's limit of 2^31 - 1", tokens);
+  const size_t bytes = embedding_backward_scratch_bytes(tokens);
+  if (bytes == 0) fail("embedding_backward: cannot size the sort's scratch for {} tokens", tokens);
+  ScratchLease lease("embedding_backward", dtable.device().index, bytes);
+  check_launch("embedding_backward",
+               launch_embedding_backward(dout.raw(), code(dout.dtype()), ids.data<int32_t>(), dtable.data<float>(),
+                                         tokens, dtable.size(0), c, padding_id, lease.data(), lease.bytes(),
+                                         stream_of(dtable)));
 }
 
 void rmsnorm(const Tensor& x, const Tensor& weight, float eps, Tensor& y, Tensor& rstd) {
-  detail::no_cuda_kernel("rmsnorm");
+  check_launch("rmsnorm", launch_rmsnorm(x.raw(), weight.raw(), code(weight.dtype()), y.raw(),
+                                         rstd.defined() ? rstd.data<float>() : nullptr, code(x.dtype()), x.size(0),
+                                         x.size(1), eps, stream_of(x)));
 }
 
-void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd, Tensor& dx, Tensor& dweight, bool accumulate_dx) {
-  detail::no_cuda_kernel("rmsnorm_backward");
+void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd, Tensor& dx,
+                      Tensor& dweight, bool accumulate_dx) {
+  const int64_t n = x.size(0), c = x.size(1);
+  if (n == 0 || c == 0 || (!dx.defined() && !dweight.defined())) return;
+  const size_t bytes = dweight.defined() ? rmsnorm_backward_scratch_bytes(n, c) : 0;
+  std::unique_ptr<ScratchLease> lease;
+  if (bytes > 0) lease = std::make_unique<ScratchLease>("rmsnorm_backward", x.device().index, bytes);
+  check_launch("rmsnorm_backward",
+               launch_rmsnorm_backward(dy.raw(), x.raw(), weight.raw(), code(weight.dtype()), rstd.data<float>(),
+                                       dx.defined() ? dx.raw() : nullptr,
+                                       dweight.defined() ? dweight.data<float>() : nullptr, code(x.dtype()), n, c,
+                                       accumulate_dx, lease ? lease->data() : nullptr, lease ? lease->bytes() : 0,
+                                       stream_of(x)));
 }
+
+namespace {
+void rotate(const char* op, Tensor& x, const Tensor& positions, const RopeFrequencies& freqs, bool backward) {
+  const int64_t half = x.size(2) / 2;
+  if (half > kRopeMaxHalf) {
+    fail("{}: head dim {} exceeds the CUDA kernel's limit of {} (x {})", op, x.size(2), 2 * kRopeMaxHalf,
+         detail::desc(x));
+  }
+  RopeParams params{};
+  std::copy(freqs.inv_freq.begin(), freqs.inv_freq.end(), params.inv_freq);
+  params.attention_scaling = freqs.attention_scaling;
+  params.direction = backward ? -1.0f : 1.0f;
+  params.error_op = backward ? kDeviceErrorRopeBackward : kDeviceErrorRope;
+  check_launch(op, launch_rope(x.raw(), code(x.dtype()), positions.data<int32_t>(), x.size(0), x.size(1), half,
+                               params, stream_of(x)));
+}
+}  // namespace
 
 void rope(Tensor& x, const Tensor& positions, const RopeFrequencies& freqs) {
-  detail::no_cuda_kernel("rope");
+  rotate("rope", x, positions, freqs, false);
 }
 
 void rope_backward(Tensor& dx, const Tensor& positions, const RopeFrequencies& freqs) {
-  detail::no_cuda_kernel("rope_backward");
+  rotate("rope_backward", dx, positions, freqs, true);
 }
 
 void dropout(const Tensor& x, const Dropout& dropout, Tensor& out) {
-  detail::no_cuda_kernel("dropout");
+  // As ops/cpu/lora.cpp: threshold round(p 2^32), kept values scaled by float(1 / (1 - p)).
+  const uint32_t threshold = dropout_threshold(dropout.p);
+  const float keep_scale = dropout.p > 0.0f ? 1.0f / (1.0f - dropout.p) : 1.0f;
+  check_launch("dropout", launch_dropout(x.raw(), out.raw(), code(x.dtype()), x.numel(), dropout.seed,
+                                         dropout.p == 0.0f ? 0u : threshold, dropout.p == 0.0f ? 1.0f : keep_scale,
+                                         stream_of(x)));
 }
 
 void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config, int64_t step) {
-  detail::no_cuda_kernel("adamw_step");
+  if (tensors.empty()) return;
+  // Scalars in double as Python forms them, rounded to float where they meet fp32 tensors (as ops/cpu/optimizer.cpp).
+  const double bias_correction1 = 1.0 - std::pow(config.beta1, static_cast<double>(step));
+  const double bias_correction2 = 1.0 - std::pow(config.beta2, static_cast<double>(step));
+  AdamWKernelScalars k{};
+  k.step_size_neg = static_cast<float>(-(config.lr / bias_correction1));
+  k.bc2_sqrt = static_cast<float>(std::pow(bias_correction2, 0.5));
+  k.apply_decay = config.weight_decay != 0.0 ? 1 : 0;
+  k.decay = config.weight_decay != 0.0 ? static_cast<float>(1.0 - config.lr * config.weight_decay) : 1.0f;
+  k.w1 = static_cast<float>(1.0 - config.beta1);
+  k.w1_m1 = k.w1 - 1.0f;
+  k.beta2 = static_cast<float>(config.beta2);
+  k.w2 = static_cast<float>(1.0 - config.beta2);
+  k.eps = static_cast<float>(config.eps);
+  k.small_weight = std::fabs(k.w1) < 0.5f ? 1 : 0;
+  const std::vector<MultiTensorChunk> chunks = chunks_of(
+      tensors.size(),
+      [&](size_t i, float** p) {
+        p[0] = tensors[i].param.data<float>();
+        p[1] = tensors[i].grad.data<float>();
+        p[2] = tensors[i].exp_avg.data<float>();
+        p[3] = tensors[i].exp_avg_sq.data<float>();
+      },
+      [&](size_t i) { return tensors[i].param.numel(); });
+  if (chunks.empty()) return;
+  const int device = tensors[0].param.device().index;
+  const cudaStream_t s = stream(device);
+  ScratchLease lease("adamw_step", device, chunks.size() * sizeof(MultiTensorChunk));
+  const MultiTensorChunk* device_chunks = upload_chunks("adamw_step", chunks, lease, s);
+  check_launch("adamw_step", launch_adamw(device_chunks, static_cast<int64_t>(chunks.size()), k, s));
 }
 
 float grad_norm(std::span<const Tensor> grads) {
-  detail::no_cuda_kernel("grad_norm");
+  if (grads.empty()) return 0.0f;
+  const int device = grads[0].device().index;
+  const cudaStream_t s = stream(device);
+  const std::vector<MultiTensorChunk> chunks = grad_chunks(grads);
+  double total = 0.0;
+  {
+    const size_t table = align256(chunks.size() * sizeof(MultiTensorChunk));
+    const size_t partials = align256(chunks.size() * sizeof(double));
+    ScratchLease lease("grad_norm", device, table + partials + sizeof(double));
+    char* base = static_cast<char*>(lease.data());
+    const MultiTensorChunk* device_chunks = chunks.empty() ? nullptr : upload_chunks("grad_norm", chunks, lease, s);
+    double* device_partials = reinterpret_cast<double*>(base + table);
+    double* device_total = reinterpret_cast<double*>(base + table + partials);
+    check_launch("grad_norm", launch_sum_squares(device_chunks, static_cast<int64_t>(chunks.size()), device_partials,
+                                                 device_total, s));
+    check_launch("grad_norm", cudaMemcpyAsync(&total, device_total, sizeof(double), cudaMemcpyDeviceToHost, s));
+    check_launch("grad_norm", cudaStreamSynchronize(s));
+  }
+  check_device_errors(device);
+  return static_cast<float>(std::sqrt(total));
 }
 
 float clip_grad_norm(std::span<const Tensor> grads, double max_norm) {
-  detail::no_cuda_kernel("clip_grad_norm");
+  const float total = grad_norm(grads);
+  // torch: clip_coef = max_norm / (total_norm + 1e-6), float / tensor being reciprocal() then multiply.
+  float coef = (1.0f / (total + 1e-6f)) * static_cast<float>(max_norm);
+  coef = std::isnan(coef) ? coef : std::min(coef, 1.0f);  // torch.clamp(max=1.0) keeps NaN
+  if (coef == 1.0f) return total;  // g * 1.0f == g exactly: skip the pass
+  const std::vector<MultiTensorChunk> chunks = grad_chunks(grads);
+  if (chunks.empty()) return total;
+  const int device = grads[0].device().index;
+  const cudaStream_t s = stream(device);
+  ScratchLease lease("clip_grad_norm", device, chunks.size() * sizeof(MultiTensorChunk));
+  const MultiTensorChunk* device_chunks = upload_chunks("clip_grad_norm", chunks, lease, s);
+  check_launch("clip_grad_norm", launch_scale(device_chunks, static_cast<int64_t>(chunks.size()), coef, s));
+  return total;
 }
 
 }  // namespace swift::ops::cuda

@@ -1,0 +1,88 @@
+// dist/communicator.h — collectives between the ranks of a data/tensor/sequence-parallel job.
+//
+// Invariants:
+//  - Every rank calls the same collectives in the same order with matching arguments (same dtype, same numel,
+//    same root). The CPU implementations check this and fail naming both ranks; NCCL cannot (it hangs, which
+//    the timeout then turns into an error).
+//  - Every collective has a timeout (CommOptions::timeout_s; default 600 s or env SWIFT_DIST_TIMEOUT). A rank
+//    that dies, leaves or never arrives surfaces as a swift::Error naming the collective, its sequence number
+//    and the rank at fault — never a silent hang. After an error the communicator is aborted: every later
+//    call (on every rank of the group that can still be told) fails at once.
+//  - Reductions are deterministic: the CPU implementations sum in rank order 0, 1, ..., n-1 in fp32
+//    (acc = x0; acc += x1; ...; average divides the sum by n once), so every rank gets the same bits, run after
+//    run, equal to that serial loop. BF16 is read into fp32, summed, rounded to bf16 once. NCCL reduces in its
+//    own (ring/tree) order: identical on every rank and from run to run with the same topology and NCCL
+//    settings, equal to the serial sum only within rounding (BF16 rounds at each NCCL hop).
+//  - Tensors are contiguous (all swift Tensors are); all_reduce / broadcast work in place; reduce_scatter and
+//    all_gather also accept the in-place layouts of NCCL (output a view of input's own shard, input a view of
+//    output's own shard); all_to_all needs disjoint buffers. Tensors live on the communicator's device
+//    (CPU for the CPU implementations, the rank's CUDA device for NCCL).
+//  - Operations on CUDA tensors are enqueued on swift::ops::cuda::stream(device) and return before they finish
+//    (ordered with every op on that stream); CPU collectives are complete when they return.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "core/tensor.h"
+
+namespace swift::dist {
+
+enum class ReduceOp : uint8_t { Sum, Average };
+
+struct CommOptions {
+  double timeout_s = 0.0;             // <= 0: env SWIFT_DIST_TIMEOUT (seconds) or 600
+  int64_t slot_bytes = 4 << 20;       // CPU shared-memory staging per rank (collectives run in chunks of it)
+};
+
+// The timeout: options.timeout_s when > 0, else SWIFT_DIST_TIMEOUT when set (throws on a bad value), else 600.
+double resolve_timeout(const CommOptions& options);
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+  virtual int local_rank() const = 0;
+  virtual Device device() const = 0;       // where the tensors must live
+  virtual std::string backend() const = 0;  // "cpu-threads", "cpu-shm", "solo", "nccl"
+  virtual double timeout_s() const = 0;
+
+  // In place: t = sum (or average) of t over all ranks. F32 or BF16 (BF16 reduced in fp32).
+  virtual void all_reduce(Tensor& t, ReduceOp op = ReduceOp::Sum) = 0;
+  // input: N elements on every rank (N divisible by world_size, else an error); output: N / world_size
+  // elements = shard `rank` of the reduction, i.e. elements [rank*N/W, (rank+1)*N/W). F32 or BF16.
+  virtual void reduce_scatter(const Tensor& input, Tensor& output, ReduceOp op = ReduceOp::Sum) = 0;
+  // input: M elements (any M); output: W*M elements, rank r's input at [r*M, (r+1)*M). Any dtype.
+  virtual void all_gather(const Tensor& input, Tensor& output) = 0;
+  // In place: t = root's t. Any dtype.
+  virtual void broadcast(Tensor& t, int root) = 0;
+  // input and output: N elements (N divisible by world_size), chunk c = elements [c*N/W, (c+1)*N/W):
+  // output chunk s of rank r = input chunk r of rank s (the exchange of Ulysses sequence parallelism).
+  virtual void all_to_all(const Tensor& input, Tensor& output) = 0;
+  virtual void barrier() = 0;
+  // Waits until every collective issued so far has completed on the device (no-op on the CPU); the timeout
+  // applies, so a hung NCCL collective becomes an error here at the latest.
+  virtual void synchronize() = 0;
+  // This rank gives up (after an error outside the collectives, e.g. bad data): the other ranks' pending and
+  // later collectives fail at once, naming this rank and `reason`, instead of waiting for the timeout.
+  // NCCL: ncclCommAbort (other ranks then fail at their timeout, or sooner through NCCL's own error).
+  virtual void abort(const std::string& reason) = 0;
+};
+
+// ---- CPU implementations (dist/shm_communicator.cpp) -------------------------------------------------------
+// In-process group: `world_size` communicators sharing one memory arena, one per thread (rank i = element i).
+// Each must be used by exactly one thread. For tests of parallel math in CI.
+std::vector<std::unique_ptr<Communicator>> make_thread_group(int world_size, const CommOptions& options = {});
+
+// Runs fn(comm) on `world_size` threads, one rank each, and waits. When ranks throw, rethrows the error of the
+// lowest failing rank, prefixed "rank R: " (later ranks usually fail because an earlier one aborted).
+void run_ranks(int world_size, const std::function<void(Communicator&)>& fn, const CommOptions& options = {});
+
+// Single rank: every collective is the identity (all_gather / all_to_all copy).
+std::unique_ptr<Communicator> make_solo_communicator(Device device = Device::cpu());
+
+}  // namespace swift::dist

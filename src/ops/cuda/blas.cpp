@@ -1,0 +1,218 @@
+// ops/cuda/blas.cpp — cuBLASLt matrix products in row-major terms (see blas.h).
+//
+// Row-major D (n, m) = op(A) op(B) is, read column-major, D^T (m, n) = op(B)^T op(A)^T: cuBLASLt's "A" is our B
+// and its "B" is our A, with the same transposition flags, and D^T's rows are our columns (so the bias, one value
+// per column of our D, is cuBLASLt's per-row bias vector).
+//
+// Invariants:
+//  - One handle + 32 MiB workspace per device (accounted as workspace), never freed (process lifetime: freeing at
+//    exit would race the CUDA runtime's own teardown).
+//  - A plan (descriptors, layouts, algorithm) is cached per key: shape, strides, dtypes, transposes, epilogue and
+//    the alignment in bytes that the pointers and strides guarantee (cuBLASLt kernels may assume up to 256-byte
+//    alignment; we declare what really holds, so views and odd strides are safe).
+//  - The bias goes into the epilogue when the pointer is 16-byte aligned, its dtype is D's (or F32) and the
+//    heuristic finds an algorithm; else the product runs plain and launch_scale_add_bias adds it.
+//  - Where the heuristic has no algorithm (it may refuse odd alignments), cublasGemmEx runs the same product
+//    (fp32 compute, default math: no TF32).
+//  - Calls are serialised per device by a mutex (descriptors carry the bias pointer, set per call).
+#include "ops/cuda/blas.h"
+
+#include <cublas_v2.h>
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <array>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "core/error.h"
+#include "core/memory.h"
+#include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/kernels_matmul.cuh"
+
+namespace swift::ops::cuda {
+
+namespace {
+
+constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+
+cudaDataType_t cuda_type(int dtype) {
+  switch (dtype) {
+    case 1: return CUDA_R_16BF;
+    case 2: return CUDA_R_16F;
+    default: return CUDA_R_32F;
+  }
+}
+
+int elem_bytes(int dtype) { return dtype == 0 ? 4 : 2; }
+
+// Largest power of two <= 256 dividing both the address and the row stride in bytes.
+int alignment_of(const void* p, int64_t ld_bytes) {
+  uint64_t v = reinterpret_cast<uint64_t>(p) | static_cast<uint64_t>(ld_bytes) | 256u;
+  return static_cast<int>(v & (~v + 1));
+}
+
+struct Key {
+  bool ta, tb;
+  int64_t n, m, k, lda, ldb, ldd;
+  int ab, d, bias_dtype;  // bias_dtype -1: no bias epilogue
+  int align_a, align_b, align_d;
+  auto tie() const { return std::tie(ta, tb, n, m, k, lda, ldb, ldd, ab, d, bias_dtype, align_a, align_b, align_d); }
+  bool operator<(const Key& o) const { return tie() < o.tie(); }
+};
+
+struct Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  bool ok = false;  // false: the heuristic found nothing (with a bias epilogue: fall back to the plain product)
+};
+
+struct DeviceBlas {
+  cublasLtHandle_t handle = nullptr;
+  cublasHandle_t fallback = nullptr;  // cublasGemmEx, for what cuBLASLt's heuristic has no algorithm for
+  void* workspace = nullptr;
+  std::map<Key, Plan> plans;
+  std::mutex mutex;
+};
+
+void check_lt(const char* op, cublasStatus_t status, const char* call) {
+  if (status != CUBLAS_STATUS_SUCCESS) {
+    fail("op {}: cuBLASLt {} failed: {} ({})", op, call, cublasLtGetStatusName(status), cublasLtGetStatusString(status));
+  }
+}
+
+DeviceBlas& device_blas(const char* op, int device) {
+  static std::array<DeviceBlas*, 64> all{};
+  static std::mutex mutex;
+  if (device < 0 || device >= static_cast<int>(all.size())) fail("op {}: CUDA device index {} out of range", op, device);
+  std::lock_guard<std::mutex> lock(mutex);
+  if (all[device] == nullptr) {
+    auto* b = new DeviceBlas();  // process lifetime (see the head comment)
+    check_lt(op, cublasLtCreate(&b->handle), "cublasLtCreate");
+    check_lt(op, cublasCreate(&b->fallback), "cublasCreate");
+    cudaError_t status = cudaMalloc(&b->workspace, kWorkspaceBytes);
+    if (status != cudaSuccess) {
+      cudaGetLastError();
+      fail("op {}: cannot allocate the {} MiB cuBLASLt workspace on cuda:{}: {}", op, kWorkspaceBytes >> 20, device,
+           cudaGetErrorString(status));
+    }
+    memory_record_alloc(1, MemoryCategory::Workspace, kWorkspaceBytes);
+    all[device] = b;
+  }
+  return *all[device];
+}
+
+// Builds the plan of `key`; with bias_dtype >= 0 the descriptor carries the bias epilogue.
+Plan make_plan(const char* op, DeviceBlas& blas, const Key& key) {
+  Plan plan;
+  const cudaDataType_t ab = cuda_type(key.ab), dt = cuda_type(key.d);
+  const cublasComputeType_t compute = CUBLAS_COMPUTE_32F;  // fp32 accumulation; pure fp32 for F32 (no TF32)
+  check_lt(op, cublasLtMatmulDescCreate(&plan.desc, compute, CUDA_R_32F), "cublasLtMatmulDescCreate");
+  const cublasOperation_t opa = key.tb ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLASLt's A is our B
+  const cublasOperation_t opb = key.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+  check_lt(op, cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa)), "set TRANSA");
+  check_lt(op, cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb)), "set TRANSB");
+  if (key.bias_dtype >= 0) {
+    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    check_lt(op, cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)),
+             "set EPILOGUE");
+    const cudaDataType_t bt = cuda_type(key.bias_dtype);
+    check_lt(op, cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof(bt)),
+             "set BIAS_DATA_TYPE");
+  }
+  // Stored shapes, column-major: our B is (k, m) row-major = (m x k) column-major, or (k x m) when trans_b.
+  const uint64_t a_rows = key.tb ? key.k : key.m, a_cols = key.tb ? key.m : key.k;
+  const uint64_t b_rows = key.ta ? key.n : key.k, b_cols = key.ta ? key.k : key.n;
+  check_lt(op, cublasLtMatrixLayoutCreate(&plan.la, ab, a_rows, a_cols, key.ldb), "layout A");
+  check_lt(op, cublasLtMatrixLayoutCreate(&plan.lb, ab, b_rows, b_cols, key.lda), "layout B");
+  check_lt(op, cublasLtMatrixLayoutCreate(&plan.ld, dt, key.m, key.n, key.ldd), "layout D");
+  cublasLtMatmulPreference_t pref = nullptr;
+  check_lt(op, cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
+  const uint64_t ws = kWorkspaceBytes;
+  const uint32_t al_a = static_cast<uint32_t>(key.align_b), al_b = static_cast<uint32_t>(key.align_a),
+                 al_d = static_cast<uint32_t>(key.align_d);
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof(al_a));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof(al_b));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_d, sizeof(al_d));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof(al_d));
+  cublasLtMatmulHeuristicResult_t result{};
+  int returned = 0;
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(blas.handle, plan.desc, plan.la, plan.lb, plan.ld,
+                                                               plan.ld, pref, 1, &result, &returned);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (status == CUBLAS_STATUS_SUCCESS && returned > 0 && result.state == CUBLAS_STATUS_SUCCESS) {
+    plan.algo = result.algo;
+    plan.ok = true;
+  }
+  return plan;
+}
+
+}  // namespace
+
+void matmul(const char* op, int device, const MatmulArgs& args) {
+  if (args.n <= 0 || args.m <= 0) return;
+  cudaStream_t s = stream(device);
+  if (args.k <= 0) {  // empty inner dimension: D = beta * D (+ bias)
+    const cudaError_t st = launch_scale_add_bias(args.d, args.d_dtype, args.n, args.m, args.ldd, args.beta, args.bias,
+                                                 args.bias_dtype, s);
+    if (st != cudaSuccess) fail("op {}: CUDA kernel launch failed: {}", op, cudaGetErrorString(st));
+    return;
+  }
+  const bool d16 = args.d_dtype != 0;
+  if (args.ab_dtype == 0 && d16) fail("op {}: cuBLASLt has no F32 x F32 -> 16-bit product", op);
+  if (d16 && args.d_dtype != args.ab_dtype) fail("op {}: a 16-bit D must have A's dtype", op);
+  DeviceBlas& blas = device_blas(op, device);
+  const int eb = elem_bytes(args.ab_dtype), ed = elem_bytes(args.d_dtype);
+  Key key{args.trans_a, args.trans_b, args.n, args.m, args.k, args.lda, args.ldb, args.ldd, args.ab_dtype,
+          args.d_dtype, -1, alignment_of(args.a, args.lda * eb), alignment_of(args.b, args.ldb * eb),
+          alignment_of(args.d, args.ldd * ed)};
+  const bool bias_epilogue = args.bias != nullptr && (reinterpret_cast<uint64_t>(args.bias) % 16 == 0) &&
+                             (args.bias_dtype == args.d_dtype || args.bias_dtype == 0);
+  std::lock_guard<std::mutex> lock(blas.mutex);
+  const Plan* plan = nullptr;
+  bool bias_done = false;
+  if (bias_epilogue) {
+    Key bias_key = key;
+    bias_key.bias_dtype = args.bias_dtype;
+    auto it = blas.plans.find(bias_key);
+    if (it == blas.plans.end()) it = blas.plans.emplace(bias_key, make_plan(op, blas, bias_key)).first;
+    if (it->second.ok) {
+      plan = &it->second;
+      check_lt(op, cublasLtMatmulDescSetAttribute(it->second.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &args.bias,
+                                                  sizeof(args.bias)),
+               "set BIAS_POINTER");
+      bias_done = true;
+    }
+  }
+  if (plan == nullptr) {
+    auto it = blas.plans.find(key);
+    if (it == blas.plans.end()) it = blas.plans.emplace(key, make_plan(op, blas, key)).first;
+    plan = &it->second;
+  }
+  const float alpha = args.alpha, beta = args.beta;
+  if (!plan->ok) {  // no cuBLASLt algorithm (odd alignment): cublasGemmEx, same column-major mapping, fp32 compute
+    check_lt(op, cublasSetStream(blas.fallback, s), "cublasSetStream");
+    check_lt(op,
+             cublasGemmEx(blas.fallback, args.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                          args.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(args.m), static_cast<int>(args.n),
+                          static_cast<int>(args.k), &alpha, args.b, cuda_type(args.ab_dtype), static_cast<int>(args.ldb),
+                          args.a, cuda_type(args.ab_dtype), static_cast<int>(args.lda), &beta, args.d,
+                          cuda_type(args.d_dtype), static_cast<int>(args.ldd), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+             "cublasGemmEx");
+  } else {
+    check_lt(op,
+             cublasLtMatmul(blas.handle, plan->desc, &alpha, args.b, plan->la, args.a, plan->lb, &beta, args.d,
+                            plan->ld, args.d, plan->ld, &plan->algo, blas.workspace, kWorkspaceBytes, s),
+             "cublasLtMatmul");
+  }
+  if (args.bias != nullptr && !bias_done) {
+    const cudaError_t st = launch_scale_add_bias(args.d, args.d_dtype, args.n, args.m, args.ldd, 1.0f, args.bias,
+                                                 args.bias_dtype, s);
+    if (st != cudaSuccess) fail("op {}: CUDA kernel launch failed: {}", op, cudaGetErrorString(st));
+  }
+}
+
+}  // namespace swift::ops::cuda

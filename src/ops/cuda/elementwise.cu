@@ -1,0 +1,204 @@
+// ops/cuda/elementwise.cu — add, swiglu, swiglu_backward and dropout on CUDA (F32 or BF16 activations).
+//
+// Invariants:
+//  - One thread handles a group of 4 consecutive elements (grid-stride over groups): with every pointer aligned
+//    to 4 elements the group is one 16-byte (F32) or 8-byte (BF16) load/store per tensor, else (and for the
+//    tail) element by element. All inputs of a group are loaded before any output is stored, by the same
+//    thread: outputs may be their inputs (ops.h's in-place rules).
+//  - Arithmetic is fp32 with explicit __f*_rn intrinsics where the CPU kernels (and torch) round each operation,
+//    so nvcc's multiply-add contraction cannot change results. exp is expf (not the fast-math __expf).
+//  - Dropout: group g is exactly philox block g (counter = i / 4, word = i % 4) of ops/philox.h, so the mask equals
+//    the CPU's bit for bit; kept values are x * keep_scale, dropped x * 0 (NaN stays NaN, as the CPU kernel).
+#include <cuda_bf16.h>
+
+#include <type_traits>
+
+#include "ops/cuda/kernels_elementwise.cuh"
+#include "ops/philox.h"
+
+namespace swift::ops::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int64_t kMaxBlocks = 8192;
+
+// 4 consecutive elements starting at i (16-byte / 8-byte aligned) as fp32.
+template <typename T>
+__device__ __forceinline__ void load4(const T* p, int64_t i, float (&v)[4]) {
+  if constexpr (std::is_same_v<T, float>) {
+    const float4 q = *reinterpret_cast<const float4*>(p + i);
+    v[0] = q.x;
+    v[1] = q.y;
+    v[2] = q.z;
+    v[3] = q.w;
+  } else {  // bf16 is the high half of an fp32: widening is a shift (exact)
+    const uint2 q = *reinterpret_cast<const uint2*>(p + i);
+    v[0] = __uint_as_float(q.x << 16);
+    v[1] = __uint_as_float(q.x & 0xffff0000u);
+    v[2] = __uint_as_float(q.y << 16);
+    v[3] = __uint_as_float(q.y & 0xffff0000u);
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ void store4(T* p, int64_t i, const float (&v)[4]) {
+  if constexpr (std::is_same_v<T, float>) {
+    *reinterpret_cast<float4*>(p + i) = make_float4(v[0], v[1], v[2], v[3]);
+  } else {
+    auto bits = [](float f) { return static_cast<uint32_t>(__bfloat16_as_ushort(__float2bfloat16_rn(f))); };
+    uint2 q;
+    q.x = bits(v[0]) | (bits(v[1]) << 16);
+    q.y = bits(v[2]) | (bits(v[3]) << 16);
+    *reinterpret_cast<uint2*>(p + i) = q;
+  }
+}
+
+template <int kIn, int kOut>
+struct MapArgs {
+  const void* in[kIn];
+  void* out[kOut];
+};
+
+// out[k][i] = fn(in[0][i], ..., in[kIn-1][i]) for every i; Fn: void(const float (&)[kIn], float (&)[kOut]).
+template <typename T, int kIn, int kOut, typename Fn>
+__global__ void map_kernel(MapArgs<kIn, kOut> args, int64_t n, bool vectorized, Fn fn) {
+  const int64_t groups = (n + 3) / 4;
+  for (int64_t g = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; g < groups; g += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t base = g * 4;
+    if (vectorized && base + 4 <= n) {
+      float x[kIn][4], y[kOut][4];
+#pragma unroll
+      for (int k = 0; k < kIn; ++k) load4(static_cast<const T*>(args.in[k]), base, x[k]);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float xe[kIn], ye[kOut];
+#pragma unroll
+        for (int k = 0; k < kIn; ++k) xe[k] = x[k][e];
+        fn(xe, ye);
+#pragma unroll
+        for (int k = 0; k < kOut; ++k) y[k][e] = ye[k];
+      }
+#pragma unroll
+      for (int k = 0; k < kOut; ++k) store4(static_cast<T*>(args.out[k]), base, y[k]);
+    } else {
+      for (int64_t i = base; i < n && i < base + 4; ++i) {
+        float xe[kIn], ye[kOut];
+#pragma unroll
+        for (int k = 0; k < kIn; ++k) xe[k] = load_f32(static_cast<const T*>(args.in[k]), i);
+        fn(xe, ye);
+#pragma unroll
+        for (int k = 0; k < kOut; ++k) store_f32(static_cast<T*>(args.out[k]), i, ye[k]);
+      }
+    }
+  }
+}
+
+bool aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
+unsigned blocks_for(int64_t n) {
+  const int64_t groups = (n + 3) / 4;
+  const int64_t blocks = (groups + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
+}
+
+template <int kIn, int kOut, typename Fn>
+cudaError_t launch_map(const MapArgs<kIn, kOut>& args, int dtype, int64_t n, Fn fn, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  if (dtype != 0 && dtype != 1) return cudaErrorInvalidValue;
+  const size_t group_bytes = dtype == 0 ? 16 : 8;
+  bool vectorized = true;
+  for (int k = 0; k < kIn; ++k) vectorized = vectorized && aligned(args.in[k], group_bytes);
+  for (int k = 0; k < kOut; ++k) vectorized = vectorized && aligned(args.out[k], group_bytes);
+  if (dtype == 0) {
+    map_kernel<float><<<blocks_for(n), kThreads, 0, stream>>>(args, n, vectorized, fn);
+  } else {
+    map_kernel<__nv_bfloat16><<<blocks_for(n), kThreads, 0, stream>>>(args, n, vectorized, fn);
+  }
+  return cudaGetLastError();
+}
+
+struct AddFn {
+  __device__ void operator()(const float (&x)[2], float (&y)[1]) const { y[0] = __fadd_rn(x[0], x[1]); }
+};
+
+// silu(g) * u = g / (1 + exp(-g)) * u, as the CPU kernel (torch's silu then mul).
+struct SwigluFn {
+  __device__ void operator()(const float (&x)[2], float (&y)[1]) const {
+    const float g = x[0];
+    y[0] = __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), x[1]);
+  }
+};
+
+// in: dout, gate, up; out: dgate, dup. torch's silu_backward order (ops/cpu/backward.cpp).
+struct SwigluBackwardFn {
+  __device__ void operator()(const float (&x)[3], float (&y)[2]) const {
+    const float d = x[0], g = x[1], u = x[2];
+    const float denom = __fadd_rn(1.0f, expf(-g));
+    const float sig = __fdiv_rn(1.0f, denom);
+    const float silu = __fdiv_rn(g, denom);
+    const float a = __fmul_rn(d, u);
+    y[1] = __fmul_rn(d, silu);
+    y[0] = __fmul_rn(__fmul_rn(a, sig), __fadd_rn(1.0f, __fmul_rn(g, __fsub_rn(1.0f, sig))));
+  }
+};
+
+// Group g = philox block g: element 4g + e uses word e.
+template <typename T>
+__global__ void dropout_kernel(const T* x, T* out, int64_t n, uint64_t seed, uint32_t threshold, float keep_scale,
+                               bool vectorized) {
+  const int64_t groups = (n + 3) / 4;
+  for (int64_t g = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; g < groups; g += int64_t{gridDim.x} * blockDim.x) {
+    const PhiloxBlock block = philox_block(seed, static_cast<uint64_t>(g));
+    const int64_t base = g * 4;
+    if (vectorized && base + 4 <= n) {
+      float v[4];
+      load4(x, base, v);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) v[e] = __fmul_rn(v[e], block.w[e] >= threshold ? keep_scale : 0.0f);
+      store4(out, base, v);
+    } else {
+      for (int e = 0; e < 4 && base + e < n; ++e) {
+        store_f32(out, base + e, __fmul_rn(load_f32(x, base + e), block.w[e] >= threshold ? keep_scale : 0.0f));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_add(const void* a, const void* b, void* out, int dtype, int64_t n, cudaStream_t stream) {
+  return launch_map(MapArgs<2, 1>{{a, b}, {out}}, dtype, n, AddFn{}, stream);
+}
+
+cudaError_t launch_swiglu(const void* gate, const void* up, void* out, int dtype, int64_t n, cudaStream_t stream) {
+  return launch_map(MapArgs<2, 1>{{gate, up}, {out}}, dtype, n, SwigluFn{}, stream);
+}
+
+cudaError_t launch_swiglu_backward(const void* dout, const void* gate, const void* up, void* dgate, void* dup,
+                                   int dtype, int64_t n, cudaStream_t stream) {
+  return launch_map(MapArgs<3, 2>{{dout, gate, up}, {dgate, dup}}, dtype, n, SwigluBackwardFn{}, stream);
+}
+
+cudaError_t launch_dropout(const void* x, void* out, int dtype, int64_t n, uint64_t seed, uint32_t threshold,
+                           float keep_scale, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  if (dtype != 0 && dtype != 1) return cudaErrorInvalidValue;
+  const size_t elem = dtype == 0 ? 4 : 2;
+  if (threshold == 0 && keep_scale == 1.0f) {  // p = 0: identity, no RNG (as the CPU kernel)
+    if (x == out) return cudaSuccess;
+    return cudaMemcpyAsync(out, x, static_cast<size_t>(n) * elem, cudaMemcpyDeviceToDevice, stream);
+  }
+  const bool vectorized = aligned(x, 4 * elem) && aligned(out, 4 * elem);
+  if (dtype == 0) {
+    dropout_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const float*>(x), static_cast<float*>(out), n,
+                                                           seed, threshold, keep_scale, vectorized);
+  } else {
+    dropout_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(x),
+                                                           static_cast<__nv_bfloat16*>(out), n, seed, threshold,
+                                                           keep_scale, vectorized);
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace swift::ops::cuda

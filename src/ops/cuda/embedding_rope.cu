@@ -1,0 +1,241 @@
+// ops/cuda/embedding_rope.cu — embedding lookup and its backward, rotary position embedding, and the per-device
+// record of data-dependent errors those kernels find (ids outside the vocabulary, negative positions).
+//
+// Invariants:
+//  - Token ids and positions live on the device; the kernels never read out of bounds: a bad id writes a zero
+//    row (forward) or is skipped (backward), and the first bad value is recorded in g_error (a __device__
+//    global: one per device context) with an atomic compare-and-swap; the host reads and clears it with
+//    device_error_read_and_clear at its synchronising ops.
+//  - embedding_backward is deterministic: ids are sorted with their token index (cub's stable radix sort, so
+//    equal ids keep token order), then one block per distinct id adds its dout rows to the F32 dtable row in
+//    token order, each column by one thread: dtable[id][j] += dout[t][j] in the same fp32 order as the CPU.
+//  - rope: one block per token computes cos/sin of its D/2 angles once in shared memory (angle = float(position)
+//    * inv_freq[i] in fp32, c = cos * scaling, s = direction * (sin * scaling)), then rotates every head's pairs
+//    (i, i + D/2): x1' = x1 c - x2 s, x2' = x2 c + x1 s, each product and sum rounded (no contraction).
+//    sincosf is CUDA's (<= 2 ulp), not glibc's: results match the CPU to a few ulp, not bit for bit.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cub/device/device_radix_sort.cuh>
+
+#include "ops/cuda/kernels_elementwise.cuh"
+
+namespace swift::ops::cuda {
+
+namespace {
+
+__device__ DeviceErrorRecord g_error;
+
+__device__ void record_error(int32_t op, int64_t position, int64_t value, int64_t limit) {
+  if (atomicCAS(&g_error.op, 0, op) == 0) {
+    g_error.position = position;
+    g_error.value = value;
+    g_error.limit = limit;
+  }
+}
+
+// ---- embedding -----------------------------------------------------------------------------------------------
+template <typename W, typename T>
+__global__ void embedding_kernel(const W* table, const int32_t* ids, T* out, int64_t vocab, int64_t c) {
+  const int64_t t = blockIdx.x;
+  const int32_t id = ids[t];
+  T* row = out + t * c;
+  if (id < 0 || id >= vocab) {
+    if (threadIdx.x == 0) record_error(kDeviceErrorEmbedding, t, id, vocab);
+    for (int64_t j = threadIdx.x; j < c; j += blockDim.x) store_f32(row, j, 0.0f);
+    return;
+  }
+  const W* src = table + static_cast<int64_t>(id) * c;
+  for (int64_t j = threadIdx.x; j < c; j += blockDim.x) store_f32(row, j, load_f32(src, j));
+}
+
+template <typename W, typename T>
+cudaError_t embedding_typed(const void* table, const int32_t* ids, void* out, int64_t tokens, int64_t vocab,
+                            int64_t c, cudaStream_t stream) {
+  const int threads = c >= 256 ? 256 : 128;
+  embedding_kernel<<<static_cast<unsigned>(tokens), threads, 0, stream>>>(static_cast<const W*>(table), ids,
+                                                                          static_cast<T*>(out), vocab, c);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t embedding_out(int table_dtype, const void* table, const int32_t* ids, void* out, int64_t tokens,
+                          int64_t vocab, int64_t c, cudaStream_t stream) {
+  switch (table_dtype) {
+    case 0: return embedding_typed<float, T>(table, ids, out, tokens, vocab, c, stream);
+    case 1: return embedding_typed<__nv_bfloat16, T>(table, ids, out, tokens, vocab, c, stream);
+    case 2: return embedding_typed<__half, T>(table, ids, out, tokens, vocab, c, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+// ---- embedding backward ------------------------------------------------------------------------------------------
+__global__ void iota_kernel(int32_t* v, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    v[i] = static_cast<int32_t>(i);
+  }
+}
+
+// Block i owns sorted position i when it starts a run of equal ids; it adds the run's rows in token order.
+template <typename T>
+__global__ void embedding_backward_kernel(const T* dout, const int32_t* sorted_ids, const int32_t* sorted_tokens,
+                                          float* dtable, int64_t tokens, int64_t vocab, int64_t c,
+                                          int64_t padding_id) {
+  const int64_t i = blockIdx.x;
+  const int32_t id = sorted_ids[i];
+  if (i > 0 && sorted_ids[i - 1] == id) return;
+  if (id == padding_id) return;
+  if (id < 0 || id >= vocab) {
+    if (threadIdx.x == 0) record_error(kDeviceErrorEmbeddingBackward, sorted_tokens[i], id, vocab);
+    return;
+  }
+  int64_t end = i + 1;
+  while (end < tokens && sorted_ids[end] == id) ++end;
+  float* row = dtable + static_cast<int64_t>(id) * c;
+  for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
+    float acc = row[j];
+    for (int64_t r = i; r < end; ++r) {
+      acc = __fadd_rn(acc, load_f32(dout, static_cast<int64_t>(sorted_tokens[r]) * c + j));
+    }
+    row[j] = acc;
+  }
+}
+
+size_t align_up(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+struct BackwardScratch {
+  int32_t* keys_out;
+  int32_t* values_in;
+  int32_t* values_out;
+  void* cub_temp;
+  size_t cub_bytes;
+};
+
+// Lays out the scratch; with base == nullptr only computes the total size.
+cudaError_t layout_backward_scratch(void* base, int64_t tokens, BackwardScratch& s, size_t& total) {
+  size_t cub_bytes = 0;
+  cudaError_t status = cub::DeviceRadixSort::SortPairs(nullptr, cub_bytes, static_cast<const int32_t*>(nullptr),
+                                                       static_cast<int32_t*>(nullptr),
+                                                       static_cast<const int32_t*>(nullptr),
+                                                       static_cast<int32_t*>(nullptr), static_cast<int>(tokens));
+  if (status != cudaSuccess) return status;
+  const size_t ints = align_up(static_cast<size_t>(tokens) * sizeof(int32_t));
+  total = 3 * ints + align_up(cub_bytes);
+  char* p = static_cast<char*>(base);
+  s.keys_out = reinterpret_cast<int32_t*>(p);
+  s.values_in = reinterpret_cast<int32_t*>(p + ints);
+  s.values_out = reinterpret_cast<int32_t*>(p + 2 * ints);
+  s.cub_temp = p + 3 * ints;
+  s.cub_bytes = cub_bytes;
+  return cudaSuccess;
+}
+
+// ---- rope --------------------------------------------------------------------------------------------------------
+template <typename T>
+__global__ void rope_kernel(T* x, const int32_t* positions, int64_t heads, int64_t half, RopeParams params) {
+  __shared__ float cs[kRopeMaxHalf];
+  __shared__ float sn[kRopeMaxHalf];
+  const int64_t t = blockIdx.x;
+  const int32_t pos = positions[t];
+  if (pos < 0 && threadIdx.x == 0) record_error(params.error_op, t, pos, 0);
+  const float p = static_cast<float>(pos);
+  for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
+    const float angle = __fmul_rn(p, params.inv_freq[i]);
+    float s, c;
+    sincosf(angle, &s, &c);
+    cs[i] = __fmul_rn(c, params.attention_scaling);
+    sn[i] = __fmul_rn(params.direction, __fmul_rn(s, params.attention_scaling));
+  }
+  __syncthreads();
+  T* base = x + t * heads * 2 * half;
+  const int64_t pairs = heads * half;
+  for (int64_t q = threadIdx.x; q < pairs; q += blockDim.x) {
+    const int64_t h = q / half, i = q - h * half;
+    T* x1 = base + h * 2 * half + i;
+    T* x2 = x1 + half;
+    const float a = load_f32(x1, 0), b = load_f32(x2, 0);
+    store_f32(x1, 0, __fsub_rn(__fmul_rn(a, cs[i]), __fmul_rn(b, sn[i])));
+    store_f32(x2, 0, __fadd_rn(__fmul_rn(b, cs[i]), __fmul_rn(a, sn[i])));
+  }
+}
+
+}  // namespace
+
+cudaError_t device_error_read_and_clear(DeviceErrorRecord* out, cudaStream_t stream) {
+  cudaError_t status = cudaMemcpyFromSymbolAsync(out, g_error, sizeof(DeviceErrorRecord), 0, cudaMemcpyDeviceToHost,
+                                                 stream);
+  if (status == cudaSuccess) status = cudaStreamSynchronize(stream);
+  if (status != cudaSuccess || out->op == kDeviceErrorNone) return status;
+  const DeviceErrorRecord cleared{};
+  status = cudaMemcpyToSymbolAsync(g_error, &cleared, sizeof(DeviceErrorRecord), 0, cudaMemcpyHostToDevice, stream);
+  if (status == cudaSuccess) status = cudaStreamSynchronize(stream);  // `cleared` lives on this stack frame
+  return status;
+}
+
+cudaError_t launch_embedding(const void* table, int table_dtype, const int32_t* ids, void* out, int out_dtype,
+                             int64_t tokens, int64_t vocab, int64_t c, cudaStream_t stream) {
+  if (tokens == 0) return cudaSuccess;
+  if (tokens > 0x7fffffff) return cudaErrorInvalidValue;
+  switch (out_dtype) {
+    case 0: return embedding_out<float>(table_dtype, table, ids, out, tokens, vocab, c, stream);
+    case 1: return embedding_out<__nv_bfloat16>(table_dtype, table, ids, out, tokens, vocab, c, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+size_t embedding_backward_scratch_bytes(int64_t tokens) {
+  if (tokens == 0 || tokens > 0x7fffffff) return 0;
+  BackwardScratch s;
+  size_t total = 0;
+  if (layout_backward_scratch(nullptr, tokens, s, total) != cudaSuccess) return 0;
+  return total;
+}
+
+cudaError_t launch_embedding_backward(const void* dout, int dtype, const int32_t* ids, float* dtable, int64_t tokens,
+                                      int64_t vocab, int64_t c, int64_t padding_id, void* scratch,
+                                      size_t scratch_bytes, cudaStream_t stream) {
+  if (tokens == 0 || c == 0) return cudaSuccess;
+  if (tokens > 0x7fffffff || (dtype != 0 && dtype != 1)) return cudaErrorInvalidValue;
+  BackwardScratch s;
+  size_t total = 0;
+  cudaError_t status = layout_backward_scratch(scratch, tokens, s, total);
+  if (status != cudaSuccess) return status;
+  if (scratch == nullptr || scratch_bytes < total) return cudaErrorInvalidValue;
+  const int64_t iota_blocks = (tokens + 255) / 256;
+  iota_kernel<<<static_cast<unsigned>(iota_blocks < 4096 ? iota_blocks : 4096), 256, 0, stream>>>(s.values_in, tokens);
+  status = cudaGetLastError();
+  if (status != cudaSuccess) return status;
+  size_t cub_bytes = s.cub_bytes;
+  status = cub::DeviceRadixSort::SortPairs(s.cub_temp, cub_bytes, ids, s.keys_out, s.values_in, s.values_out,
+                                           static_cast<int>(tokens), 0, 32, stream);
+  if (status != cudaSuccess) return status;
+  const int threads = c >= 256 ? 256 : 128;
+  if (dtype == 0) {
+    embedding_backward_kernel<<<static_cast<unsigned>(tokens), threads, 0, stream>>>(
+        static_cast<const float*>(dout), s.keys_out, s.values_out, dtable, tokens, vocab, c, padding_id);
+  } else {
+    embedding_backward_kernel<<<static_cast<unsigned>(tokens), threads, 0, stream>>>(
+        static_cast<const __nv_bfloat16*>(dout), s.keys_out, s.values_out, dtable, tokens, vocab, c, padding_id);
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t launch_rope(void* x, int dtype, const int32_t* positions, int64_t tokens, int64_t heads, int64_t half,
+                        const RopeParams& params, cudaStream_t stream) {
+  if (tokens == 0 || heads == 0 || half == 0) return cudaSuccess;
+  if (half > kRopeMaxHalf || tokens > 0x7fffffff) return cudaErrorInvalidValue;
+  const int64_t pairs = heads * half;
+  const int threads = pairs >= 256 ? 256 : 128;
+  if (dtype == 0) {
+    rope_kernel<<<static_cast<unsigned>(tokens), threads, 0, stream>>>(static_cast<float*>(x), positions, heads, half,
+                                                                       params);
+  } else if (dtype == 1) {
+    rope_kernel<<<static_cast<unsigned>(tokens), threads, 0, stream>>>(static_cast<__nv_bfloat16*>(x), positions,
+                                                                       heads, half, params);
+  } else {
+    return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace swift::ops::cuda

@@ -1,0 +1,137 @@
+// ops/cuda/kernels_elementwise.cuh — launchers of the element-wise, norm, rope, dropout, embedding and optimizer
+// kernels (elementwise.cu, embedding_rope.cu, rmsnorm.cu,
+// optimizer.cu), callable from C++ (g++) translation units, plus the device-side load/store helpers those .cu
+// files share (compiled only under nvcc).
+//
+// Invariants:
+//  - dtype codes are core/dtype.h's values: 0 = F32, 1 = BF16, 2 = F16. Activations are F32 or BF16 (one code per
+//    call); weights (embedding table, norm weight) F32/BF16/F16; everything else named `float*` is F32.
+//  - Math is fp32 (fp64 where a sum is named so); 16-bit values are widened exactly and rounded once on store
+//    (__float2bfloat16_rn / __float2half_rn, round to nearest even).
+//  - Launchers take raw device pointers and the stream, enqueue only (never synchronise) and return the launch
+//    status; n == 0 launches nothing. Aliasing rules are those of ops.h: element-wise outputs may be their
+//    inputs (each element is read before it is written, by the same thread).
+//  - Scratch: launchers that need temporary device memory take it from the caller (`scratch`, at least the bytes
+//    the matching *_scratch_bytes function returns, aligned to 256 bytes); the caller keeps it untouched until
+//    the stream has run the enqueued work (the .cpp side serialises users of its per-device scratch).
+//  - Data-dependent errors (token ids outside the vocabulary, negative rope positions) cannot be seen by the host
+//    when the op runs: the kernel records the first one in a per-device error record (device_error_*), which the
+//    C++ side reads back at its synchronising ops (grad_norm, clip_grad_norm) and via check_device_errors().
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#if defined(__CUDACC__)
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#endif
+
+namespace swift::ops::cuda {
+
+// ---- device error record -------------------------------------------------------------------------------------
+enum DeviceErrorOp : int32_t {
+  kDeviceErrorNone = 0,
+  kDeviceErrorEmbedding = 1,          // value = token id, limit = vocabulary size
+  kDeviceErrorEmbeddingBackward = 2,  // value = token id, limit = vocabulary size (padding id excluded)
+  kDeviceErrorRope = 3,               // value = negative position
+  kDeviceErrorRopeBackward = 4,
+};
+struct DeviceErrorRecord {
+  int32_t op;         // DeviceErrorOp of the first error since the last read, or 0
+  int32_t pad;
+  int64_t position;   // token index
+  int64_t value;      // the offending id / position
+  int64_t limit;      // vocabulary size (embedding ops)
+};
+// Copies the current device's record into *out, clears it when it held an error, and synchronises `stream`.
+cudaError_t device_error_read_and_clear(DeviceErrorRecord* out, cudaStream_t stream);
+// C++ side (ops_elementwise.cpp): synchronises the device's stream, reads and clears its record, and throws
+// swift::Error naming the op that recorded an error (called by grad_norm and clip_grad_norm; callable anywhere).
+void check_device_errors(int device_index);
+
+// ---- element-wise (elementwise.cu) -----------------------------------------------------------------------------
+// out = a + b.                                              a, b, out: (n) activation dtype
+cudaError_t launch_add(const void* a, const void* b, void* out, int dtype, int64_t n, cudaStream_t stream);
+// out = gate / (1 + exp(-gate)) * up.                       gate, up, out: (n)
+cudaError_t launch_swiglu(const void* gate, const void* up, void* out, int dtype, int64_t n, cudaStream_t stream);
+// dup = dout * silu(gate); dgate = ((dout * up) * sig) * (1 + gate * (1 - sig)), every op rounded as torch.
+cudaError_t launch_swiglu_backward(const void* dout, const void* gate, const void* up, void* dgate, void* dup,
+                                   int dtype, int64_t n, cudaStream_t stream);
+// out[i] = x[i] * (philox_word(seed, i) >= threshold ? keep_scale : 0). threshold 0 and keep_scale 1: a copy.
+cudaError_t launch_dropout(const void* x, void* out, int dtype, int64_t n, uint64_t seed, uint32_t threshold,
+                           float keep_scale, cudaStream_t stream);
+
+// ---- embedding (embedding_rope.cu, which also owns the device error record) ------------------------------------
+// out[t] = table[ids[t]]: table (vocab, c) table_dtype; ids (tokens) I32; out (tokens, c) out_dtype. An id outside
+// [0, vocab) writes a zero row and records kDeviceErrorEmbedding.
+cudaError_t launch_embedding(const void* table, int table_dtype, const int32_t* ids, void* out, int out_dtype,
+                             int64_t tokens, int64_t vocab, int64_t c, cudaStream_t stream);
+// dtable[ids[t]] += dout[t] for every t with ids[t] != padding_id, in token order per row (deterministic: a
+// stable radix sort of (id, t), then one block per distinct id adds its rows in token order). An id outside
+// [0, vocab) other than padding_id is skipped and recorded (kDeviceErrorEmbeddingBackward).
+//   dout (tokens, c) dtype; dtable (vocab, c) F32.
+size_t embedding_backward_scratch_bytes(int64_t tokens);
+cudaError_t launch_embedding_backward(const void* dout, int dtype, const int32_t* ids, float* dtable, int64_t tokens,
+                                      int64_t vocab, int64_t c, int64_t padding_id, void* scratch,
+                                      size_t scratch_bytes, cudaStream_t stream);
+
+// ---- rmsnorm (rmsnorm.cu) and rope (embedding_rope.cu) ---------------------------------------------------------
+// y = weight * (x * rstd), rstd = 1 / sqrt(float(sum(double(x^2)) / c) + eps).   x, y: (n, c); rstd: (n) or null.
+cudaError_t launch_rmsnorm(const void* x, const void* weight, int weight_dtype, void* y, float* rstd, int dtype,
+                           int64_t n, int64_t c, float eps, cudaStream_t stream);
+// dx = (dy * w) * rstd + x * coef (+= with accumulate_dx; dx may be dy without accumulate_dx), coef =
+// float(-rstd^3 * sum(double(dy * w) * x) / c); dweight (c) += sum over rows of dy * (x * rstd) in fp64,
+// per-row-chunk partials in scratch then a fixed-order reduction. dx or dweight may be null.
+size_t rmsnorm_backward_scratch_bytes(int64_t n, int64_t c);
+cudaError_t launch_rmsnorm_backward(const void* dy, const void* x, const void* weight, int weight_dtype,
+                                    const float* rstd, void* dx, float* dweight, int dtype, int64_t n, int64_t c,
+                                    bool accumulate_dx, void* scratch, size_t scratch_bytes, cudaStream_t stream);
+
+constexpr int kRopeMaxHalf = 256;  // D / 2 at most (head dims up to 512)
+struct RopeParams {
+  float inv_freq[kRopeMaxHalf];
+  float attention_scaling;
+  float direction;  // +1 forward, -1 backward (sin negated)
+  int32_t error_op; // kDeviceErrorRope or kDeviceErrorRopeBackward
+};
+// x (tokens, heads, 2 * half) rotated in place; positions (tokens) I32.
+cudaError_t launch_rope(void* x, int dtype, const int32_t* positions, int64_t tokens, int64_t heads, int64_t half,
+                        const RopeParams& params, cudaStream_t stream);
+
+// ---- optimizer and gradient norms (optimizer.cu) ------------------------------------------------------------------
+// Work over many F32 tensors in one launch: chunks of kMultiTensorChunk elements, one block each, described by a
+// device array of MultiTensorChunk (the tensors' pointers repeated per chunk: no second table to index).
+constexpr int64_t kMultiTensorChunk = 16384;
+struct MultiTensorChunk {
+  float* p[4];      // adamw: param, grad, exp_avg, exp_avg_sq; norms and scaling: p[0] = grad
+  int64_t begin, end;
+};
+struct AdamWKernelScalars {
+  float decay, w1, w1_m1, beta2, w2, bc2_sqrt, eps, step_size_neg;
+  int32_t small_weight;  // |w1| < 0.5: torch's lerp branch
+  int32_t apply_decay;   // weight_decay != 0
+};
+cudaError_t launch_adamw(const MultiTensorChunk* chunks, int64_t count, const AdamWKernelScalars& scalars,
+                         cudaStream_t stream);
+// partials (count) fp64 sums of squares per chunk (fixed order), then *total = sum of partials in a fixed tree.
+// partials and total are device memory.
+cudaError_t launch_sum_squares(const MultiTensorChunk* chunks, int64_t count, double* partials, double* total,
+                               cudaStream_t stream);
+// p[0][i] *= coef over every chunk.
+cudaError_t launch_scale(const MultiTensorChunk* chunks, int64_t count, float coef, cudaStream_t stream);
+
+#if defined(__CUDACC__)
+// ---- device helpers shared by the .cu files ----------------------------------------------------------------------
+__device__ __forceinline__ float load_f32(const float* p, int64_t i) { return p[i]; }
+__device__ __forceinline__ float load_f32(const __nv_bfloat16* p, int64_t i) { return __bfloat162float(p[i]); }
+__device__ __forceinline__ float load_f32(const __half* p, int64_t i) { return __half2float(p[i]); }
+__device__ __forceinline__ void store_f32(float* p, int64_t i, float v) { p[i] = v; }
+__device__ __forceinline__ void store_f32(__nv_bfloat16* p, int64_t i, float v) { p[i] = __float2bfloat16_rn(v); }
+__device__ __forceinline__ void store_f32(__half* p, int64_t i, float v) { p[i] = __float2half_rn(v); }
+
+#endif
+
+}  // namespace swift::ops::cuda

@@ -1,0 +1,244 @@
+// ops/cuda/rmsnorm.cu — RMSNorm forward and backward on CUDA (F32 or BF16 activations; F32/BF16/F16 weight).
+//
+// Invariants:
+//  - One row per group of kRowThreads threads: a warp per row when C <= 1024 (8 rows per 256-thread block: the
+//    per-head q/k norm, C = D), else a 256-thread block per row (hidden states). A row's sums are fp64 (as the CPU
+//    kernel) reduced in a fixed tree (warp shuffles, then warp partials in order): the result does not depend on
+//    timing. Every element is read for the row sum before any element of the row is written, and later read and
+//    written by the same thread: y may be x, and dx may be dy (without accumulate_dx).
+//  - Forward: rstd = 1 / sqrt(float(sum(x^2) / C) + eps); y = weight * (x * rstd), each product rounded as torch.
+//  - Backward: coef = float(-rstd^3 * sum(double(dy * w) * x) / C) in double; dx = (dy * w) * rstd + x * coef.
+//    dweight (F32, +=) is deterministic without atomics: pass 1 writes fp64 partial column sums of dy * (x * rstd)
+//    per chunk of rows_per_chunk(N) rows (in order), pass 2 adds the chunks in order and rounds once into dweight.
+//    Pass 1 runs before dx is written (dx may be dy).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "ops/cuda/kernels_elementwise.cuh"
+
+namespace swift::ops::cuda {
+
+namespace {
+
+constexpr int kBlock = 256;
+constexpr int64_t kMinRowsPerChunk = 64;
+constexpr int64_t kMaxChunks = 32768;  // grid.y (<= 65535)
+
+// Rows per dweight chunk: a function of n only (never of the device), so the summation order is fixed.
+__host__ __device__ int64_t rows_per_chunk(int64_t n) {
+  const int64_t spread = (n + kMaxChunks - 1) / kMaxChunks;
+  return spread > kMinRowsPerChunk ? spread : kMinRowsPerChunk;
+}
+constexpr int kColumnsPerBlock = 128;
+
+__device__ __forceinline__ double warp_sum(double v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+// Sum of v over the kRowThreads threads of a row; every thread of the row gets the same value.
+template <int kRowThreads>
+__device__ __forceinline__ double row_sum(double v) {
+  v = warp_sum(v);
+  if constexpr (kRowThreads > 32) {
+    __shared__ double partial[kRowThreads / 32];
+    const int warp = threadIdx.x / 32;
+    if (threadIdx.x % 32 == 0) partial[warp] = v;
+    __syncthreads();
+    v = 0.0;
+#pragma unroll
+    for (int w = 0; w < kRowThreads / 32; ++w) v += partial[w];
+  }
+  return v;
+}
+
+template <typename T, typename W, int kRowThreads>
+__global__ void rmsnorm_kernel(const T* x, const W* weight, T* y, float* rstd, int64_t n, int64_t c, float eps) {
+  constexpr int kRowsPerBlock = kBlock / kRowThreads;
+  const int64_t row = blockIdx.x * int64_t{kRowsPerBlock} + threadIdx.x / kRowThreads;
+  const int lane = threadIdx.x % kRowThreads;
+  if (kRowsPerBlock > 1 && row >= n) return;  // a whole warp: no block barrier in this variant
+  const T* xr = x + row * c;
+  double sum = 0.0;
+  for (int64_t j = lane; j < c; j += kRowThreads) {
+    const double v = load_f32(xr, j);
+    sum += v * v;
+  }
+  sum = row_sum<kRowThreads>(sum);
+  const float variance = c > 0 ? static_cast<float>(sum / static_cast<double>(c)) : 0.0f;
+  const float inv = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(variance, eps)));
+  T* yr = y + row * c;
+  for (int64_t j = lane; j < c; j += kRowThreads) {
+    store_f32(yr, j, __fmul_rn(load_f32(weight, j), __fmul_rn(load_f32(xr, j), inv)));
+  }
+  if (rstd != nullptr && lane == 0) rstd[row] = inv;
+}
+
+template <typename T, typename W, int kRowThreads>
+__global__ void rmsnorm_dx_kernel(const T* dy, const T* x, const W* weight, const float* rstd, T* dx, int64_t n,
+                                  int64_t c, bool accumulate) {
+  constexpr int kRowsPerBlock = kBlock / kRowThreads;
+  const int64_t row = blockIdx.x * int64_t{kRowsPerBlock} + threadIdx.x / kRowThreads;
+  const int lane = threadIdx.x % kRowThreads;
+  if (kRowsPerBlock > 1 && row >= n) return;
+  const T* xr = x + row * c;
+  const T* gr = dy + row * c;
+  double sum = 0.0;
+  for (int64_t j = lane; j < c; j += kRowThreads) {
+    sum += static_cast<double>(__fmul_rn(load_f32(gr, j), load_f32(weight, j))) * load_f32(xr, j);
+  }
+  sum = row_sum<kRowThreads>(sum);
+  const float inv = rstd[row];
+  const double inv_d = inv;
+  const float coef = static_cast<float>(__dmul_rn(__dmul_rn(__dmul_rn(__dmul_rn(-inv_d, inv_d), inv_d), sum),
+                                                  1.0 / static_cast<double>(c)));
+  T* out = dx + row * c;
+  for (int64_t j = lane; j < c; j += kRowThreads) {
+    const float g = __fmul_rn(load_f32(gr, j), load_f32(weight, j));
+    float v = __fadd_rn(__fmul_rn(g, inv), __fmul_rn(load_f32(xr, j), coef));
+    if (accumulate) v = __fadd_rn(load_f32(out, j), v);
+    store_f32(out, j, v);
+  }
+}
+
+// partials[chunk * c + j] = sum over the chunk's rows (in order) of dy[r, j] * (x[r, j] * rstd[r]), fp64.
+template <typename T>
+__global__ void rmsnorm_dweight_partial_kernel(const T* dy, const T* x, const float* rstd, double* partials, int64_t n,
+                                               int64_t c, int64_t rows) {
+  const int64_t j = blockIdx.x * int64_t{kColumnsPerBlock} + threadIdx.x;
+  const int64_t chunk = blockIdx.y;
+  if (j >= c) return;
+  const int64_t r0 = chunk * rows;
+  const int64_t r1 = r0 + rows < n ? r0 + rows : n;
+  double acc = 0.0;
+  for (int64_t r = r0; r < r1; ++r) {
+    acc += static_cast<double>(__fmul_rn(load_f32(dy, r * c + j), __fmul_rn(load_f32(x, r * c + j), rstd[r])));
+  }
+  partials[chunk * c + j] = acc;
+}
+
+__global__ void rmsnorm_dweight_reduce_kernel(const double* partials, float* dweight, int64_t chunks, int64_t c) {
+  for (int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; j < c; j += int64_t{gridDim.x} * blockDim.x) {
+    double total = 0.0;
+    for (int64_t k = 0; k < chunks; ++k) total += partials[k * c + j];
+    dweight[j] = static_cast<float>(static_cast<double>(dweight[j]) + total);
+  }
+}
+
+bool grid_ok(int64_t blocks) { return blocks <= 0x7fffffff; }
+
+template <typename T, typename W>
+cudaError_t rmsnorm_typed(const void* x, const void* weight, void* y, float* rstd, int64_t n, int64_t c, float eps,
+                          cudaStream_t stream) {
+  const T* px = static_cast<const T*>(x);
+  const W* pw = static_cast<const W*>(weight);
+  T* py = static_cast<T*>(y);
+  if (c <= 1024) {
+    const int64_t blocks = (n + kBlock / 32 - 1) / (kBlock / 32);
+    if (!grid_ok(blocks)) return cudaErrorInvalidValue;
+    rmsnorm_kernel<T, W, 32><<<static_cast<unsigned>(blocks), kBlock, 0, stream>>>(px, pw, py, rstd, n, c, eps);
+  } else {
+    if (!grid_ok(n)) return cudaErrorInvalidValue;
+    rmsnorm_kernel<T, W, kBlock><<<static_cast<unsigned>(n), kBlock, 0, stream>>>(px, pw, py, rstd, n, c, eps);
+  }
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t rmsnorm_act(int weight_dtype, const void* x, const void* weight, void* y, float* rstd, int64_t n,
+                        int64_t c, float eps, cudaStream_t stream) {
+  switch (weight_dtype) {
+    case 0: return rmsnorm_typed<T, float>(x, weight, y, rstd, n, c, eps, stream);
+    case 1: return rmsnorm_typed<T, __nv_bfloat16>(x, weight, y, rstd, n, c, eps, stream);
+    case 2: return rmsnorm_typed<T, __half>(x, weight, y, rstd, n, c, eps, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+template <typename T, typename W>
+cudaError_t rmsnorm_dx_typed(const void* dy, const void* x, const void* weight, const float* rstd, void* dx, int64_t n,
+                             int64_t c, bool accumulate, cudaStream_t stream) {
+  const T* pdy = static_cast<const T*>(dy);
+  const T* px = static_cast<const T*>(x);
+  const W* pw = static_cast<const W*>(weight);
+  T* pdx = static_cast<T*>(dx);
+  if (c <= 1024) {
+    const int64_t blocks = (n + kBlock / 32 - 1) / (kBlock / 32);
+    if (!grid_ok(blocks)) return cudaErrorInvalidValue;
+    rmsnorm_dx_kernel<T, W, 32><<<static_cast<unsigned>(blocks), kBlock, 0, stream>>>(pdy, px, pw, rstd, pdx, n, c,
+                                                                                      accumulate);
+  } else {
+    if (!grid_ok(n)) return cudaErrorInvalidValue;
+    rmsnorm_dx_kernel<T, W, kBlock><<<static_cast<unsigned>(n), kBlock, 0, stream>>>(pdy, px, pw, rstd, pdx, n, c,
+                                                                                     accumulate);
+  }
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t rmsnorm_backward_act(const void* dy, const void* x, const void* weight, int weight_dtype,
+                                 const float* rstd, void* dx, float* dweight, int64_t n, int64_t c, bool accumulate,
+                                 void* scratch, size_t scratch_bytes, cudaStream_t stream) {
+  if (dweight != nullptr) {
+    const int64_t rows = rows_per_chunk(n);
+    const int64_t chunks = (n + rows - 1) / rows;
+    if (scratch == nullptr || scratch_bytes < static_cast<size_t>(chunks * c) * sizeof(double)) {
+      return cudaErrorInvalidValue;
+    }
+    double* partials = static_cast<double*>(scratch);
+    const dim3 grid(static_cast<unsigned>((c + kColumnsPerBlock - 1) / kColumnsPerBlock),
+                    static_cast<unsigned>(chunks));
+    rmsnorm_dweight_partial_kernel<<<grid, kColumnsPerBlock, 0, stream>>>(
+        static_cast<const T*>(dy), static_cast<const T*>(x), rstd, partials, n, c, rows);
+    cudaError_t status = cudaGetLastError();
+    if (status != cudaSuccess) return status;
+    const int64_t blocks = (c + kBlock - 1) / kBlock;
+    rmsnorm_dweight_reduce_kernel<<<static_cast<unsigned>(blocks < 4096 ? blocks : 4096), kBlock, 0, stream>>>(
+        partials, dweight, chunks, c);
+    status = cudaGetLastError();
+    if (status != cudaSuccess) return status;
+  }
+  if (dx == nullptr) return cudaSuccess;
+  switch (weight_dtype) {
+    case 0: return rmsnorm_dx_typed<T, float>(dy, x, weight, rstd, dx, n, c, accumulate, stream);
+    case 1: return rmsnorm_dx_typed<T, __nv_bfloat16>(dy, x, weight, rstd, dx, n, c, accumulate, stream);
+    case 2: return rmsnorm_dx_typed<T, __half>(dy, x, weight, rstd, dx, n, c, accumulate, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_rmsnorm(const void* x, const void* weight, int weight_dtype, void* y, float* rstd, int dtype,
+                           int64_t n, int64_t c, float eps, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  switch (dtype) {
+    case 0: return rmsnorm_act<float>(weight_dtype, x, weight, y, rstd, n, c, eps, stream);
+    case 1: return rmsnorm_act<__nv_bfloat16>(weight_dtype, x, weight, y, rstd, n, c, eps, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+size_t rmsnorm_backward_scratch_bytes(int64_t n, int64_t c) {
+  const int64_t rows = rows_per_chunk(n);
+  const int64_t chunks = (n + rows - 1) / rows;
+  return static_cast<size_t>(chunks * c) * sizeof(double);
+}
+
+cudaError_t launch_rmsnorm_backward(const void* dy, const void* x, const void* weight, int weight_dtype,
+                                    const float* rstd, void* dx, float* dweight, int dtype, int64_t n, int64_t c,
+                                    bool accumulate_dx, void* scratch, size_t scratch_bytes, cudaStream_t stream) {
+  if (n == 0 || c == 0) return cudaSuccess;
+  switch (dtype) {
+    case 0:
+      return rmsnorm_backward_act<float>(dy, x, weight, weight_dtype, rstd, dx, dweight, n, c, accumulate_dx, scratch,
+                                         scratch_bytes, stream);
+    case 1:
+      return rmsnorm_backward_act<__nv_bfloat16>(dy, x, weight, weight_dtype, rstd, dx, dweight, n, c, accumulate_dx,
+                                                 scratch, scratch_bytes, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace swift::ops::cuda

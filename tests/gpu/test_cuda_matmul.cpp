@@ -1,0 +1,564 @@
+// tests/gpu/test_cuda_matmul.cpp — CUDA linear, gemm, linear_backward, LoRA linear (+ backward), chunked LM-head
+// cross-entropy and token log-probabilities against the CPU references (ops::ref), and the caching allocator.
+// Label gpu: needs a CUDA device.
+//
+// Invariants:
+//  - Fresh random inputs per case (seeded), odd shapes. BF16 activations are compared with the reference fed the
+//    same bf16-rounded values as F32 (the reference computes in double).
+//  - Outputs start as NaN inside guarded device storage (sentinel bytes around them): every element must be
+//    written, nothing outside it. Accumulating outputs start from random values instead.
+//  - Tolerances (relative norm ||out - ref|| / ||ref||, and an element-wise max-abs bound):
+//      F32 products (pure fp32 in cuBLASLt, no TF32): 1e-5 relative norm (K up to ~4000: fp32 rounding ~1e-6).
+//      BF16 activations: 1e-2 relative norm (one bf16 rounding of each output, 2^-9 relative, plus rounded LoRA
+//      factors / head rows where the op converts them); per-element |err| <= 2e-2 * max|ref| + 1e-2 * |ref|.
+//      F32 cross-entropy loss_sum: 1e-5 relative; token and correct counts: exact.
+#include <gtest/gtest.h>
+
+#ifdef SWIFT_WITH_CUDA
+#include <cmath>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <random>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "ops/backends.h"
+#include "ops/cuda/cuda_backend.h"
+#include "ops/op_test_util.h"
+#include "ops/ops.h"
+#include "ops/reference.h"
+
+namespace swift::test {
+namespace {
+
+bool have_device() {
+  ops::init_backends();
+  return ops::cuda_device_count() > 0;
+}
+
+// A host tensor's values as they look after rounding to `dtype` (F32 tensor).
+Tensor rounded(const Tensor& f32, DType dtype) {
+  if (dtype == DType::F32) return f32.clone();
+  return f32.to_dtype(dtype).to_dtype(DType::F32);
+}
+
+// An input: the reference's F32 CPU copy (rounded to dtype) and the device tensor of dtype.
+struct Input {
+  Tensor ref, dev;
+};
+Input make_input(const Shape& shape, DType dtype, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  Tensor base = random_tensor(shape, DType::F32, seed, lo, hi);
+  Input in;
+  in.ref = rounded(base, dtype);
+  in.dev = (dtype == DType::F32 ? base : base.to_dtype(dtype)).to(Device::cuda());
+  return in;
+}
+// A weight (F32/BF16/F16) for the reference (same dtype, CPU) and the device.
+Input make_weight(const Shape& shape, DType dtype, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  Input in;
+  in.ref = random_tensor(shape, dtype, seed, lo, hi);
+  in.dev = in.ref.to(Device::cuda());
+  return in;
+}
+
+// An output on the device inside guard bytes; starts NaN (or `initial`, converted to dtype).
+class DeviceOut {
+ public:
+  static constexpr size_t kGuard = 256;
+  DeviceOut(const Shape& shape, DType dtype) : host_(shape, dtype) {
+    const size_t total = host_.tensor.nbytes() + 2 * kGuard;
+    storage_ = Storage::allocate(total, Device::cuda(), MemoryCategory::Other);
+    tensor = Tensor(storage_, kGuard, shape, dtype);
+    upload();
+  }
+  void set(const Tensor& f32) {
+    host_.set(host_.tensor.dtype() == DType::F32 ? f32 : f32.to_dtype(host_.tensor.dtype()));
+    upload();
+  }
+  // The output as F32 on the CPU; also checks the guard bytes.
+  Tensor fetch() {
+    const size_t total = host_.tensor.nbytes() + 2 * kGuard;
+    device_backend(DeviceType::CUDA)->copy(host_bytes(), Device::cpu(), storage_->data(), Device::cuda(), total);
+    EXPECT_TRUE(host_.guards_intact());
+    return host_.tensor.dtype() == DType::F32 ? host_.tensor.clone() : host_.tensor.to_dtype(DType::F32);
+  }
+  Tensor tensor;
+
+ private:
+  void* host_bytes() { return static_cast<char*>(host_.tensor.raw()) - kGuard; }
+  void upload() {
+    const size_t total = host_.tensor.nbytes() + 2 * kGuard;
+    device_backend(DeviceType::CUDA)->copy(storage_->data(), Device::cuda(), host_bytes(), Device::cpu(), total);
+  }
+  Guarded host_;
+  std::shared_ptr<Storage> storage_;
+};
+
+// Worst relative-norm error per (op, dtype, output), printed by the Summary test at the end.
+std::map<std::string, double>& worst_errors() {
+  static std::map<std::string, double> m;
+  return m;
+}
+std::string g_tag;  // "op activation-dtype" of the case being checked
+
+double rel_norm(const Tensor& out, const Tensor& ref) {
+  double num = 0.0, den = 0.0;
+  for (int64_t i = 0; i < ref.numel(); ++i) {
+    const double d = out.item(i) - ref.item(i);
+    num += d * d;
+    den += ref.item(i) * ref.item(i);
+  }
+  return den == 0.0 ? std::sqrt(num) : std::sqrt(num / den);
+}
+
+// Finite, relative norm within tol, and element-wise within tol-scaled bounds.
+void expect_close(const Tensor& out, const Tensor& ref, double tol, const std::string& what) {
+  SCOPED_TRACE(what);
+  ASSERT_EQ(out.numel(), ref.numel());
+  EXPECT_TRUE(all_finite(out));
+  const double rn = rel_norm(out, ref);
+  double& worst = worst_errors()[g_tag + " " + what];
+  worst = std::max(worst, rn);
+  EXPECT_LE(rn, tol) << what << ": relative norm error " << rn;
+  double max_ref = 0.0;
+  for (int64_t i = 0; i < ref.numel(); ++i) max_ref = std::max(max_ref, std::fabs(ref.item(i)));
+  EXPECT_TRUE(all_close(out, ref, 2.0 * tol * max_ref + 1e-30, tol));
+}
+
+double tol_for(DType act) { return act == DType::F32 ? 1e-5 : 1e-2; }
+const char* name(DType d) { return dtype_name(d); }
+
+// ---- linear / gemm ----------------------------------------------------------------------------------------------
+TEST(OpsCudaMatmul, LinearMatchesReference) {
+  ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
+  struct Case { int64_t n, k, m; };
+  const Case cases[] = {{1, 1, 1}, {7, 13, 5}, {37, 45, 29}, {129, 300, 67}, {257, 1029, 515}, {3, 4096, 4500}};
+  uint32_t seed = 100;
+  int variant = 0;
+  for (const Case& cs : cases) {
+    for (DType act : {DType::F32, DType::BF16}) {
+      for (DType wd : {DType::F32, DType::BF16, DType::F16}) {
+        if (cs.k == 4096 && wd == DType::F32 && act == DType::F32) continue;  // the chunked-conversion case only
+        ++variant;
+        const bool accumulate = variant % 2 == 0;
+        const int bias_kind = variant % 3;  // 0 none, 1 F32, 2 w's dtype
+        g_tag = std::string("linear ") + name(act);
+        SCOPED_TRACE(fmt::format("N={} K={} M={} act={} w={} bias={} acc={}", cs.n, cs.k, cs.m, name(act), name(wd),
+                                 bias_kind, accumulate));
+        Input x = make_input({cs.n, cs.k}, act, ++seed);
+        Input w = make_weight({cs.m, cs.k}, wd, ++seed);
+        Input bias;
+        if (bias_kind) bias = make_weight({cs.m}, bias_kind == 1 ? DType::F32 : wd, ++seed);
+        DeviceOut y({cs.n, cs.m}, act);
+        Tensor y_ref = Tensor::empty({cs.n, cs.m}, DType::F32);
+        if (accumulate) {
+          Tensor y0 = rounded(random_tensor({cs.n, cs.m}, DType::F32, ++seed), act);
+          y.set(y0);
+          y_ref.copy_from(y0);
+        }
+        ops::linear(x.dev, w.dev, bias.dev, y.tensor, accumulate);
+        ops::ref::linear(x.ref, w.ref, bias.ref, y_ref, accumulate);
+        // BF16 activations with F32/F16 weights: the weight is rounded to bf16 (documented), one more 2^-9.
+        expect_close(y.fetch(), y_ref, tol_for(act), "y");
+      }
+    }
+  }
+}
+
+TEST(OpsCudaMatmul, GemmAllTransposes) {
+  ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
+  struct Case { int64_t n, k, m; };
+  const Case cases[] = {{1, 1, 1}, {5, 3, 7}, {33, 65, 17}, {130, 257, 95}};
+  uint32_t seed = 500;
+  for (const Case& cs : cases) {
+    for (DType act : {DType::F32, DType::BF16}) {
+      const std::vector<DType> c_dtypes = act == DType::F32 ? std::vector<DType>{DType::F32}
+                                                            : std::vector<DType>{DType::F32, DType::BF16};
+      for (DType cd : c_dtypes) {
+        for (int t = 0; t < 4; ++t) {
+          const bool ta = t & 1, tb = t & 2;
+          for (float beta : {0.0f, 1.3f}) {
+            g_tag = std::string("gemm ") + name(act);
+            SCOPED_TRACE(fmt::format("N={} K={} M={} act={} c={} ta={} tb={} beta={}", cs.n, cs.k, cs.m, name(act),
+                                     name(cd), ta, tb, beta));
+            Input a = make_input(ta ? Shape{cs.k, cs.n} : Shape{cs.n, cs.k}, act, ++seed);
+            Input b = make_input(tb ? Shape{cs.m, cs.k} : Shape{cs.k, cs.m}, act, ++seed);
+            DeviceOut c({cs.n, cs.m}, cd);
+            Tensor c_ref = Tensor::empty({cs.n, cs.m}, DType::F32);
+            if (beta != 0.0f) {
+              Tensor c0 = rounded(random_tensor({cs.n, cs.m}, DType::F32, ++seed), cd);
+              c.set(c0);
+              c_ref.copy_from(c0);
+            }
+            ops::gemm(ta, tb, 0.7f, a.dev, b.dev, beta, c.tensor);
+            ops::ref::gemm(ta, tb, 0.7f, a.ref, b.ref, beta, c_ref);
+            // F32 c: bf16 inputs are exact in fp32, so fp32 accuracy; BF16 c: one bf16 rounding.
+            expect_close(c.fetch(), c_ref, cd == DType::F32 ? 1e-5 : 1e-2, "c");
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(OpsCudaMatmul, LinearBackwardMatchesReference) {
+  ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
+  struct Case { int64_t n, k, m; };
+  const Case cases[] = {{1, 1, 1}, {9, 17, 11}, {67, 129, 45}, {300, 257, 513}, {5, 4096, 4500}};
+  uint32_t seed = 900;
+  int variant = 0;
+  for (const Case& cs : cases) {
+    for (DType act : {DType::F32, DType::BF16}) {
+      for (DType wd : {DType::F32, DType::BF16}) {
+        ++variant;
+        const bool accumulate_dx = variant % 2 == 1;
+        const bool want_dx = variant % 4 != 3, want_dw = variant % 4 != 2, want_db = variant % 3 != 0;
+        if (cs.k == 4096 && !(act == DType::F32 && wd == DType::BF16)) continue;  // chunked conversion only
+        g_tag = std::string("linear_backward ") + name(act);
+        SCOPED_TRACE(fmt::format("N={} K={} M={} act={} w={} dx={} acc={} dw={} db={}", cs.n, cs.k, cs.m, name(act),
+                                 name(wd), want_dx, accumulate_dx, want_dw, want_db));
+        Input dy = make_input({cs.n, cs.m}, act, ++seed);
+        Input x = make_input({cs.n, cs.k}, act, ++seed);
+        Input w = make_weight({cs.m, cs.k}, wd, ++seed);
+        DeviceOut dx({cs.n, cs.k}, act), dw({cs.m, cs.k}, DType::F32), db({cs.m}, DType::F32);
+        Tensor dx_ref = Tensor::empty({cs.n, cs.k}, DType::F32);
+        Tensor dw_ref = random_tensor({cs.m, cs.k}, DType::F32, ++seed);
+        Tensor db_ref = random_tensor({cs.m}, DType::F32, ++seed);
+        dw.set(dw_ref);
+        db.set(db_ref);
+        if (accumulate_dx) {
+          Tensor dx0 = rounded(random_tensor({cs.n, cs.k}, DType::F32, ++seed), act);
+          dx.set(dx0);
+          dx_ref.copy_from(dx0);
+        }
+        Tensor none;
+        ops::linear_backward(dy.dev, x.dev, w.dev, want_dx ? dx.tensor : none, want_dw ? dw.tensor : none,
+                             want_db ? db.tensor : none, accumulate_dx);
+        Tensor n1, n2, n3;
+        ops::ref::linear_backward(dy.ref, x.ref, w.ref, want_dx ? dx_ref : n1, want_dw ? dw_ref : n2,
+                                  want_db ? db_ref : n3, accumulate_dx);
+        if (want_dx) {
+          expect_close(dx.fetch(), dx_ref, tol_for(act), "dx");
+        } else {
+          Tensor untouched = dx.fetch();  // undefined output: still NaN / its initial values
+          if (!accumulate_dx) {
+            EXPECT_TRUE(std::isnan(untouched.item(0)));
+          }
+        }
+        // dw, db accumulate into F32; bf16 inputs are exact in fp32, so the products are fp32-accurate.
+        expect_close(dw.fetch(), dw_ref, 1e-5, "dw");
+        expect_close(db.fetch(), db_ref, 1e-5, "dbias");
+      }
+    }
+  }
+}
+
+// ---- LoRA ---------------------------------------------------------------------------------------------------------
+TEST(OpsCudaMatmul, LoraLinearForwardAndBackward) {
+  ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
+  struct Case { int64_t n, k, m, r; };
+  const Case cases[] = {{1, 3, 2, 1}, {13, 37, 29, 8}, {131, 259, 193, 16}, {515, 300, 130, 64}};
+  uint32_t seed = 1500;
+  int variant = 0;
+  for (const Case& cs : cases) {
+    for (DType act : {DType::F32, DType::BF16}) {
+      for (float p : {0.0f, 0.25f}) {
+        ++variant;
+        const DType wd = variant % 2 ? DType::BF16 : DType::F32;
+        const bool accumulate = variant % 3 == 1, with_bias = variant % 2 == 0;
+        const ops::Dropout drop{p, 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(variant)};
+        const float scale = 2.0f / static_cast<float>(cs.r);
+        g_tag = std::string("lora ") + name(act);
+        SCOPED_TRACE(fmt::format("N={} K={} M={} r={} act={} w={} p={} acc={} bias={}", cs.n, cs.k, cs.m, cs.r,
+                                 name(act), name(wd), p, accumulate, with_bias));
+        Input x = make_input({cs.n, cs.k}, act, ++seed);
+        Input w = make_weight({cs.m, cs.k}, wd, ++seed);
+        Input a = make_weight({cs.r, cs.k}, DType::F32, ++seed, -0.5f, 0.5f);
+        Input b = make_weight({cs.m, cs.r}, DType::F32, ++seed, -0.5f, 0.5f);
+        Input bias;
+        if (with_bias) bias = make_weight({cs.m}, DType::F32, ++seed);
+        // Forward.
+        DeviceOut y({cs.n, cs.m}, act), xa({cs.n, cs.r}, DType::F32);
+        Tensor y_ref = Tensor::empty({cs.n, cs.m}, DType::F32), xa_ref = Tensor::empty({cs.n, cs.r}, DType::F32);
+        if (accumulate) {
+          Tensor y0 = rounded(random_tensor({cs.n, cs.m}, DType::F32, ++seed), act);
+          y.set(y0);
+          y_ref.copy_from(y0);
+        }
+        ops::lora_linear(x.dev, w.dev, bias.dev, a.dev, b.dev, scale, drop, y.tensor, xa.tensor, accumulate);
+        ops::ref::lora_linear(x.ref, w.ref, bias.ref, a.ref, b.ref, scale, drop, y_ref, xa_ref, accumulate);
+        expect_close(y.fetch(), y_ref, tol_for(act), "y");
+        expect_close(xa.fetch(), xa_ref, 1e-5, "xa");  // fp32 dropout(x) a^T from exact inputs
+        // Backward, from the reference's xa.
+        Input dy = make_input({cs.n, cs.m}, act, ++seed);
+        const bool accumulate_dx = variant % 2 == 1;
+        DeviceOut dx({cs.n, cs.k}, act), da({cs.r, cs.k}, DType::F32), db({cs.m, cs.r}, DType::F32);
+        Tensor dx_ref = Tensor::empty({cs.n, cs.k}, DType::F32);
+        Tensor da_ref = random_tensor({cs.r, cs.k}, DType::F32, ++seed);
+        Tensor db_ref = random_tensor({cs.m, cs.r}, DType::F32, ++seed);
+        da.set(da_ref);
+        db.set(db_ref);
+        if (accumulate_dx) {
+          Tensor dx0 = rounded(random_tensor({cs.n, cs.k}, DType::F32, ++seed), act);
+          dx.set(dx0);
+          dx_ref.copy_from(dx0);
+        }
+        const Tensor xa_dev = xa_ref.to(Device::cuda());
+        ops::lora_linear_backward(dy.dev, x.dev, w.dev, a.dev, b.dev, xa_dev, scale, drop, dx.tensor, da.tensor,
+                                  db.tensor, accumulate_dx);
+        ops::ref::lora_linear_backward(dy.ref, x.ref, w.ref, a.ref, b.ref, xa_ref, scale, drop, dx_ref, da_ref, db_ref,
+                                       accumulate_dx);
+        expect_close(dx.fetch(), dx_ref, tol_for(act), "dx");
+        // da, db are F32, but with BF16 activations b / xa are rounded to bf16 before meeting dy (documented).
+        expect_close(da.fetch(), da_ref, act == DType::F32 ? 1e-5 : 1e-2, "da");
+        expect_close(db.fetch(), db_ref, act == DType::F32 ? 1e-5 : 1e-2, "db");
+        // Undefined dx and da: db alone.
+        Tensor none1, none2;
+        DeviceOut db2({cs.m, cs.r}, DType::F32);
+        Tensor db2_ref = random_tensor({cs.m, cs.r}, DType::F32, ++seed);
+        db2.set(db2_ref);
+        ops::lora_linear_backward(dy.dev, x.dev, w.dev, a.dev, b.dev, xa_dev, scale, drop, none1, none2, db2.tensor);
+        Tensor n1, n2;
+        ops::ref::lora_linear_backward(dy.ref, x.ref, w.ref, a.ref, b.ref, xa_ref, scale, drop, n1, n2, db2_ref);
+        expect_close(db2.fetch(), db2_ref, act == DType::F32 ? 1e-5 : 1e-2, "db alone");
+      }
+    }
+  }
+}
+
+// ---- LM head + cross-entropy ----------------------------------------------------------------------------------------
+Tensor make_labels(int64_t t, int64_t vocab, uint32_t seed, int every_ignored) {
+  std::vector<int32_t> v(static_cast<size_t>(t));
+  std::mt19937 gen(seed);
+  for (int64_t i = 0; i < t; ++i) {
+    v[static_cast<size_t>(i)] = (every_ignored > 0 && i % every_ignored == 1) ? -100 : static_cast<int32_t>(gen() % vocab);
+  }
+  return Tensor::from_i32({t}, v);
+}
+
+TEST(OpsCudaMatmul, CrossEntropyMatchesReference) {
+  ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
+  struct Case { int64_t t, c, v; int ignored; };
+  // V = 40000 spans three vocabulary chunks of the GPU kernel (16384 rows at most).
+  const Case cases[] = {{1, 1, 1, 0}, {13, 7, 301, 3}, {67, 45, 40000, 4}, {300, 96, 5003, 0}};
+  uint32_t seed = 3000;
+  int variant = 0;
+  for (const Case& cs : cases) {
+    for (DType act : {DType::F32, DType::BF16}) {
+      for (DType hd : {DType::F32, DType::BF16, DType::F16}) {
+        ++variant;
+        const bool want_dh = variant % 3 != 2, want_dw = variant % 3 != 1;
+        g_tag = std::string("cross_entropy ") + name(act);
+        SCOPED_TRACE(fmt::format("T={} C={} V={} act={} head={} dhidden={} dhead={}", cs.t, cs.c, cs.v, name(act),
+                                 name(hd), want_dh, want_dw));
+        Input hidden = make_input({cs.t, cs.c}, act, ++seed, -2.0f, 2.0f);
+        Input head = make_weight({cs.v, cs.c}, hd, ++seed, -1.0f, 1.0f);
+        const Tensor labels = make_labels(cs.t, cs.v, ++seed, cs.ignored);
+        const Tensor labels_dev = labels.to(Device::cuda());
+        const float grad_scale = 1.0f / 37.0f;
+        DeviceOut dh({cs.t, cs.c}, act), dw({cs.v, cs.c}, DType::F32);
+        Tensor dh_ref = Tensor::empty({cs.t, cs.c}, DType::F32);
+        Tensor dw_ref = random_tensor({cs.v, cs.c}, DType::F32, ++seed);
+        dw.set(dw_ref);
+        Tensor none, n1, n2;
+        const ops::CrossEntropyStats got = ops::cross_entropy(hidden.dev, head.dev, labels_dev, grad_scale,
+                                                              want_dh ? dh.tensor : none, want_dw ? dw.tensor : none);
+        const ops::CrossEntropyStats want = ops::ref::cross_entropy(hidden.ref, head.ref, labels, grad_scale,
+                                                                    want_dh ? dh_ref : n1, want_dw ? dw_ref : n2);
+        EXPECT_EQ(got.tokens, want.tokens);
+        // BF16 activations with a F32/F16 head: the head is rounded to bf16 (documented).
+        const bool head_rounded = act == DType::BF16 && hd != DType::BF16;
+        const double loss_tol = head_rounded ? 1e-2 : 1e-5;
+        EXPECT_NEAR(got.loss_sum, want.loss_sum, loss_tol * std::max(1.0, std::fabs(want.loss_sum)));
+        if (!head_rounded) {
+          EXPECT_EQ(got.correct, want.correct);
+        }
+        // dhidden sums V terms: 1e-4 in F32; with BF16 activations dz is rounded to bf16 before the product.
+        if (want_dh) expect_close(dh.fetch(), dh_ref, act == DType::F32 ? 1e-4 : 2e-2, "dhidden");
+        expect_close(dw.fetch(), dw_ref, act == DType::F32 ? 1e-4 : 1e-2, "dhead");
+      }
+    }
+  }
+}
+
+TEST(OpsCudaMatmul, CrossEntropyArgmaxTiesAndEdgeCases) {
+  ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
+  // Rows 3, 10, 17000 and 33000 of the head are equal and give the largest logit: argmax is 3 (first maximal
+  // index, across and within vocabulary chunks). Labels 3 count as correct, labels 10 / 17000 do not.
+  const int64_t t = 5, c = 8, vocab = 40000;
+  Tensor head = random_tensor({vocab, c}, DType::F32, 77, -0.1f, 0.1f);
+  for (int64_t row : {3, 10, 17000, 33000}) {
+    for (int64_t e = 0; e < c; ++e) static_cast<float*>(head.raw())[row * c + e] = 1.0f;
+  }
+  Tensor hidden = Tensor::from_f32({t, c}, std::vector<float>(static_cast<size_t>(t * c), 0.5f));
+  const Tensor labels = Tensor::from_i32({t}, {3, 10, 17000, 3, 33000});
+  Tensor none;
+  const ops::CrossEntropyStats got =
+      ops::cross_entropy(hidden.to(Device::cuda()), head.to(Device::cuda()), labels.to(Device::cuda()), 1.0f, none, none);
+  const ops::CrossEntropyStats want = ops::ref::cross_entropy(hidden, head, labels, 1.0f, none, none);
+  EXPECT_EQ(want.correct, 2);
+  EXPECT_EQ(got.correct, 2);
+  EXPECT_EQ(got.tokens, 5);
+  EXPECT_NEAR(got.loss_sum, want.loss_sum, 1e-5 * std::fabs(want.loss_sum));
+
+  // Every token ignored: stats zero, dhidden all zero, dhead unchanged.
+  const Tensor ignored = Tensor::from_i32({t}, {-100, -100, -100, -100, -100});
+  DeviceOut dh({t, c}, DType::F32), dw({vocab, c}, DType::F32);
+  Tensor dw0 = random_tensor({vocab, c}, DType::F32, 78);
+  dw.set(dw0);
+  const ops::CrossEntropyStats empty = ops::cross_entropy(hidden.to(Device::cuda()), head.to(Device::cuda()),
+                                                          ignored.to(Device::cuda()), 1.0f, dh.tensor, dw.tensor);
+  EXPECT_EQ(empty.tokens, 0);
+  EXPECT_EQ(empty.correct, 0);
+  EXPECT_EQ(empty.loss_sum, 0.0);
+  Tensor dh_got = dh.fetch();
+  for (int64_t i = 0; i < dh_got.numel(); ++i) ASSERT_EQ(dh_got.item(i), 0.0) << i;
+  EXPECT_TRUE(bit_equal(dw.fetch(), dw0));
+
+  // A label outside the vocabulary is refused by name and position.
+  const Tensor bad = Tensor::from_i32({t}, {1, 2, 40000, 3, 4});
+  EXPECT_TRUE(throws_error(
+      [&] {
+        ops::cross_entropy(hidden.to(Device::cuda()), head.to(Device::cuda()), bad.to(Device::cuda()), 1.0f, none, none);
+      },
+      {"cross_entropy", "label 40000 at position 2"}));
+}
+
+TEST(OpsCudaMatmul, TokenLogprobsForwardAndBackward) {
+  ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
+  struct Case { int64_t t, c, v; int ignored; };
+  const Case cases[] = {{1, 3, 2, 0}, {29, 33, 20001, 3}, {130, 64, 3001, 5}};
+  uint32_t seed = 5000;
+  for (const Case& cs : cases) {
+    for (DType act : {DType::F32, DType::BF16}) {
+      const DType hd = act;  // the model's case: head in the activation dtype
+      g_tag = std::string("token_logprobs ") + name(act);
+      SCOPED_TRACE(fmt::format("T={} C={} V={} act={}", cs.t, cs.c, cs.v, name(act)));
+      Input hidden = make_input({cs.t, cs.c}, act, ++seed, -2.0f, 2.0f);
+      Input head = make_weight({cs.v, cs.c}, hd, ++seed);
+      const Tensor labels = make_labels(cs.t, cs.v, ++seed, cs.ignored);
+      const Tensor labels_dev = labels.to(Device::cuda());
+      DeviceOut logp({cs.t}, DType::F32);
+      Tensor logp_ref = Tensor::empty({cs.t}, DType::F32);
+      ops::token_logprobs(hidden.dev, head.dev, labels_dev, logp.tensor);
+      ops::ref::token_logprobs(hidden.ref, head.ref, labels, logp_ref);
+      Tensor logp_got = logp.fetch();
+      expect_close(logp_got, logp_ref, 1e-5, "logp");
+      for (int64_t i = 0; i < cs.t; ++i) {
+        if (labels.data<int32_t>()[i] == -100) {
+          EXPECT_EQ(logp_got.item(i), 0.0) << "ignored token " << i;
+        }
+      }
+      // Backward; dlogp entries of ignored tokens are NaN (must not be read).
+      Tensor dlogp = random_tensor({cs.t}, DType::F32, ++seed);
+      for (int64_t i = 0; i < cs.t; ++i) {
+        if (labels.data<int32_t>()[i] == -100) static_cast<float*>(dlogp.raw())[i] = std::nanf("");
+      }
+      DeviceOut dh({cs.t, cs.c}, act), dw({cs.v, cs.c}, DType::F32);
+      Tensor dh_ref = Tensor::empty({cs.t, cs.c}, DType::F32);
+      Tensor dw_ref = random_tensor({cs.v, cs.c}, DType::F32, ++seed);
+      dw.set(dw_ref);
+      ops::token_logprobs_backward(hidden.dev, head.dev, labels_dev, dlogp.to(Device::cuda()), dh.tensor, dw.tensor);
+      ops::ref::token_logprobs_backward(hidden.ref, head.ref, labels, dlogp, dh_ref, dw_ref);
+      expect_close(dh.fetch(), dh_ref, act == DType::F32 ? 1e-4 : 2e-2, "dhidden");
+      expect_close(dw.fetch(), dw_ref, act == DType::F32 ? 1e-4 : 1e-2, "dhead");
+    }
+  }
+}
+
+// Worst relative-norm errors seen above (runs after them: tests run in definition order).
+TEST(OpsCudaMatmul, Summary) {
+  std::printf("%-44s %s\n", "op activation-dtype output", "worst ||out-ref||/||ref||");
+  for (const auto& [key, err] : worst_errors()) std::printf("%-44s %.3e\n", key.c_str(), err);
+}
+
+// Timings of model-sized calls (Qwen2.5-7B shapes, 8192 tokens, BF16); runs only with SWIFT_GPU_BENCH=1.
+TEST(OpsCudaMatmul, BenchModelShapes) {
+  if (std::getenv("SWIFT_GPU_BENCH") == nullptr) GTEST_SKIP() << "set SWIFT_GPU_BENCH=1 to time model-sized calls";
+  ASSERT_TRUE(have_device());
+  const Device d = Device::cuda();
+  auto sync = [] { Tensor::zeros({1}, DType::F32, Device::cuda()).to(Device::cpu()); };
+  auto time_ms = [&](auto&& fn) {
+    fn();
+    sync();
+    const int reps = 5;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < reps; ++i) fn();
+    sync();
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / reps;
+  };
+  const int64_t n = 8192, c = 3584, f = 18944, vocab = 152064, r = 8;
+  auto rnd = [&](const Shape& s, DType t, uint32_t seed) { return random_tensor(s, t, seed, -0.05f, 0.05f).to(d); };
+  Tensor x = rnd({n, c}, DType::BF16, 1), w = rnd({f, c}, DType::BF16, 2), y = Tensor::empty({n, f}, DType::BF16, d);
+  Tensor dy = rnd({n, f}, DType::BF16, 3), dx = Tensor::empty({n, c}, DType::BF16, d);
+  Tensor dw = Tensor::zeros({f, c}, DType::F32, d), none;
+  const double gemm_flop = 2.0 * n * c * f;
+  double ms = time_ms([&] { ops::linear(x, w, none, y); });
+  std::printf("linear bf16 (%ld x %ld) x (%ld x %ld)^T: %.3f ms, %.0f TFLOP/s\n", n, c, f, c, ms, gemm_flop / ms / 1e9);
+  ms = time_ms([&] { ops::linear_backward(dy, x, w, dx, none, none); });
+  std::printf("linear_backward dx only: %.3f ms, %.0f TFLOP/s\n", ms, gemm_flop / ms / 1e9);
+  ms = time_ms([&] { ops::linear_backward(dy, x, w, none, dw, none); });
+  std::printf("linear_backward dw (F32 +=): %.3f ms, %.0f TFLOP/s\n", ms, gemm_flop / ms / 1e9);
+  Tensor a = rnd({r, c}, DType::F32, 4), b = rnd({f, r}, DType::F32, 5), xa = Tensor::empty({n, r}, DType::F32, d);
+  Tensor da = Tensor::zeros({r, c}, DType::F32, d), db = Tensor::zeros({f, r}, DType::F32, d);
+  const ops::Dropout drop{0.05f, 42};
+  ms = time_ms([&] { ops::lora_linear(x, w, none, a, b, 4.0f, drop, y, xa); });
+  std::printf("lora_linear r=8 p=0.05 (base + adapter): %.3f ms\n", ms);
+  ms = time_ms([&] { ops::lora_linear_backward(dy, x, w, a, b, xa, 4.0f, drop, dx, da, db); });
+  std::printf("lora_linear_backward (dx, da, db): %.3f ms\n", ms);
+  Tensor head = rnd({vocab, c}, DType::BF16, 6), dhead = Tensor::zeros({vocab, c}, DType::F32, d);
+  Tensor dhidden = Tensor::empty({n, c}, DType::BF16, d);
+  std::vector<int32_t> lab(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) lab[static_cast<size_t>(i)] = i % 4 == 0 ? -100 : static_cast<int32_t>((i * 7919) % vocab);
+  const Tensor labels = Tensor::from_i32({n}, lab).to(d);
+  const double head_flop = 2.0 * 0.75 * n * c * vocab;
+  ms = time_ms([&] { ops::cross_entropy(x, head, labels, 1.0f / n, none, none); });
+  std::printf("cross_entropy loss only (6144 valid tokens, V=152064): %.3f ms, %.0f TFLOP/s\n", ms, head_flop / ms / 1e9);
+  ms = time_ms([&] { ops::cross_entropy(x, head, labels, 1.0f / n, dhidden, dhead); });
+  std::printf("cross_entropy + dhidden + dhead: %.3f ms, %.0f TFLOP/s\n", ms, 4 * head_flop / ms / 1e9);
+}
+
+// ---- caching allocator -------------------------------------------------------------------------------------------
+TEST(CudaAllocator, ReusesFreedBlocksAndExplainsOutOfMemory) {
+  ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
+  const ops::cuda::AllocatorStats before = ops::cuda::allocator_stats(0);
+  void* first = nullptr;
+  {
+    Tensor t = Tensor::empty({3 * 1000 * 1000 + 7}, DType::F32, Device::cuda(), MemoryCategory::Activations);
+    first = t.raw();
+  }
+  Tensor again = Tensor::empty({3 * 1000 * 1000 + 7}, DType::F32, Device::cuda(), MemoryCategory::Activations);
+  const ops::cuda::AllocatorStats after = ops::cuda::allocator_stats(0);
+  if (after.caching) {
+    EXPECT_EQ(again.raw(), first) << "a freed block of the same size class is reused";
+    EXPECT_GT(after.cache_hits, before.cache_hits);
+    EXPECT_GE(after.reserved_bytes, static_cast<int64_t>(again.nbytes()));
+  }
+  // The data path still works on a reused block.
+  Tensor host = random_tensor({3 * 1000 * 1000 + 7}, DType::F32, 9);
+  again.copy_from(host);
+  EXPECT_TRUE(bit_equal(again.to(Device::cpu()), host));
+  // Accounting is by the bytes asked for, not the size class.
+  const int64_t acts = memory_stats(1).current[static_cast<int>(MemoryCategory::Activations)];
+  {
+    Tensor extra = Tensor::empty({1001}, DType::F32, Device::cuda(), MemoryCategory::Activations);
+    EXPECT_EQ(memory_stats(1).current[static_cast<int>(MemoryCategory::Activations)] - acts, 4004);
+  }
+  EXPECT_EQ(memory_stats(1).current[static_cast<int>(MemoryCategory::Activations)], acts);
+  // An absurd request fails with the explanatory message, and the allocator keeps working.
+  EXPECT_TRUE(throws_error(
+      [&] { Tensor::empty({int64_t{1} << 48}, DType::F32, Device::cuda(), MemoryCategory::Activations); },
+      {"CUDA out of memory allocating", "MiB free of", "activations", "weights", "--max_length",
+       "--gradient_checkpointing"}));
+  Tensor small = Tensor::zeros({17}, DType::F32, Device::cuda());
+  EXPECT_EQ(small.to(Device::cpu()).item(16), 0.0);
+  ops::cuda::empty_cache(0);
+  EXPECT_EQ(ops::cuda::allocator_stats(0).cached_bytes, 0);
+}
+
+}  // namespace
+}  // namespace swift::test
+#endif  // SWIFT_WITH_CUDA
