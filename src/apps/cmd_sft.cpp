@@ -55,25 +55,24 @@ int run_training(Command command, const Args& raw) {
               "batches is unknown in advance (pass e.g. --max_steps 1000)");
 
   const dist::LaunchEnv env = dist::detect_launch_env();
+  // --deepspeed: zero1 shards the AdamW state over the ranks (train/zero.h); zero0 is plain data parallel; the
+  // other stages are not implemented yet. One process: nothing to shard, ignored as before.
+  int zero_stage = 0;
   if (env.distributed() && args.has("deepspeed") && !args.is_none("deepspeed")) {
     const nlohmann::json& ds = args.get_json("deepspeed");
     const std::string name = ds.is_string() ? ds.get<std::string>() : ds.dump();
-    SWIFT_CHECK(name == "zero0" || name.empty(),
-                "--deepspeed {}: sharded optimizer states / gradients (ZeRO-1/2/3) are not supported yet in "
-                "multi-rank runs; drop --deepspeed (plain data parallel: every rank keeps the full AdamW state)",
-                name);
+    if (name == "zero1") {
+      zero_stage = 1;
+    } else {
+      SWIFT_CHECK(name == "zero0" || name.empty(),
+                  "--deepspeed {}: only zero0 and zero1 (sharded optimizer states) are supported in multi-rank runs "
+                  "yet; ZeRO-2/3 (sharded gradients / parameters) are not; use --deepspeed zero1 or drop --deepspeed",
+                  name);
+    }
   }
 
   LoadedModel loaded = load_model_for(m, d);
   const io::ModelConfig& config = loaded.model->config();
-  // Data parallel: the communicator of the launch (solo for one process). A CUDA model reduces through NCCL on
-  // its device; a CPU model through the shared-memory process group.
-  std::unique_ptr<dist::Communicator> comm;
-  if (env.distributed()) {
-    const Device device = loaded.model->device();
-    comm = dist::init_communicator(env, device.is_cuda() ? device : Device::cpu());
-    std::fprintf(stderr, "data parallel: %s, backend %s\n", env.str().c_str(), comm->backend().c_str());
-  }
   std::fprintf(stderr, "model: %s\ntemplate: %s\n", config.summary().c_str(), loaded.chat_template->name().c_str());
 
   // Data: read, normalise, tokenize (through the cache), pack.
@@ -163,7 +162,17 @@ int run_training(Command command, const Args& raw) {
       lora = model::create_lora(config, s, &loaded.model->weights());
     }
   }
+  const Placement placement = place_model_for_training(*loaded.model, m, env.local_rank);
+  // Data parallel: the communicator of the launch. A model placed on CUDA (device LOCAL_RANK) reduces through
+  // NCCL on that device; a CPU model through the shared-memory process group.
+  std::unique_ptr<dist::Communicator> comm;
+  if (env.distributed()) {
+    const Device device = loaded.model->device();
+    comm = dist::init_communicator(env, device.is_cuda() ? device : Device::cpu());
+    std::fprintf(stderr, "data parallel: %s, backend %s\n", env.str().c_str(), comm->backend().c_str());
+  }
   model::TrainableModel trainable(*loaded.model, tuner, std::move(lora));
+  trainable.set_activation_dtype(placement.activations);
   const int64_t total = config.parameter_count();
   std::fprintf(stderr, "trainable parameters: %lld of %lld (%.4f%%)\n", static_cast<long long>(trainable.trainable_count()),
                static_cast<long long>(total), 100.0 * static_cast<double>(trainable.trainable_count()) / total);
@@ -208,13 +217,15 @@ int run_training(Command command, const Args& raw) {
   tc.extra_files = loaded.tokenizer_files;
   tc.base_model_name_or_path = *m.model;
   tc.comm = comm.get();
+  tc.zero_stage = zero_stage;
   train::Trainer trainer(tc, trainable, *loader, prepared.val);
   if (comm) {
-    std::fprintf(stderr, "data parallel: %d ranks, global batch %lld = %lld per device x %lld accumulation x %d\n",
-                 env.world_size, static_cast<long long>(tr.per_device_train_batch_size * tc.gradient_accumulation_steps *
-                                                        env.world_size),
+    std::fprintf(stderr, "data parallel: %d ranks, global batch %lld = %lld per device x %lld accumulation x %d%s\n",
+                 env.world_size,
+                 static_cast<long long>(tr.per_device_train_batch_size * tc.gradient_accumulation_steps * env.world_size),
                  static_cast<long long>(tr.per_device_train_batch_size),
-                 static_cast<long long>(tc.gradient_accumulation_steps), env.world_size);
+                 static_cast<long long>(tc.gradient_accumulation_steps), env.world_size,
+                 zero_stage == 1 ? ", ZeRO-1 (AdamW state sharded)" : "");
   }
   if (loader->steps_per_epoch() > 0) {
     std::fprintf(stderr, "training: %lld optimizer steps (%lld micro-batches per epoch, gradient accumulation %lld)\n",

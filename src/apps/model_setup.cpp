@@ -1,6 +1,9 @@
 // apps/model_setup.cpp — loading --model with its tokenizer, template and encoder.
 #include "apps/model_setup.h"
 
+#include "ops/backends.h"
+#include "ops/ops.h"
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -71,6 +74,28 @@ LoadedModel load_model_for(const ModelArguments& m, const DataArguments& d) {
     out.config_json = hf_config_json(out.model->config());
   }
   return out;
+}
+
+Placement place_model_for_training(model::CausalLM& model, const ModelArguments& model_args, int local_rank) {
+  const std::string dtype = model_args.torch_dtype.value_or("bfloat16");
+  if (ops::cuda_device_count() == 0) {
+    std::fprintf(stderr, "device: cpu (%s)\n", ops::cpu_backend_info().c_str());
+    return {Device::cpu(), DType::F32};
+  }
+  SWIFT_CHECK(local_rank < ops::cuda_device_count(), "LOCAL_RANK {} needs {} CUDA devices, {} visible", local_rank,
+              local_rank + 1, ops::cuda_device_count());
+  DType matrices = DType::BF16;
+  if (dtype == "float32") {
+    matrices = DType::F32;
+  } else if (dtype != "bfloat16") {
+    fail("--torch_dtype {}: training on CUDA supports bfloat16 (default) and float32; float16 needs dynamic loss "
+         "scaling, which is not built yet",
+         dtype);
+  }
+  const Device device = Device::cuda(local_rank);
+  model.place(device, matrices);
+  std::fprintf(stderr, "device: %s, weights and activations %s\n", device.str().c_str(), dtype_name(matrices));
+  return {device, matrices};
 }
 
 }  // namespace swift::apps

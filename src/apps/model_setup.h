@@ -32,6 +32,16 @@ struct LoadedModel {
 
 LoadedModel load_model_for(const ModelArguments& model_args, const DataArguments& data_args);
 
+// Where training runs, as ms-swift picks it: CUDA device `local_rank` when this build has CUDA and a device is
+// visible (CUDA_VISIBLE_DEVICES="" keeps the CPU), else the CPU. On CUDA the matrices are stored as --torch_dtype
+// (bfloat16 by default; float32 for exactness checks; float16 is refused: fp16 training needs loss scaling) and
+// the activations take the same dtype; on the CPU everything computes in F32 (stored weights keep their dtype).
+struct Placement {
+  Device device;
+  DType activations = DType::F32;
+};
+Placement place_model_for_training(model::CausalLM& model, const ModelArguments& model_args, int local_rank);
+
 // A Hugging Face config.json for `config` (used when the model came from a GGUF file).
 nlohmann::json hf_config_json(const io::ModelConfig& config);
 

@@ -213,7 +213,9 @@ std::optional<Batch> DataLoader::next() {
 
 StridedSource::StridedSource(BatchSource& inner, int world_size, int rank)
     : inner_(inner), world_(world_size), rank_(rank) {
-  if (world_size <= 0 || rank < 0 || rank >= world_size) fail("strided source: rank {} of world size {} is invalid", rank, world_size);
+  if (world_size <= 0 || rank < 0 || rank >= world_size) {
+    fail("strided source: rank {} of world size {} is invalid", rank, world_size);
+  }
 }
 
 int64_t StridedSource::steps_per_epoch() const {

@@ -18,6 +18,7 @@
 #include "train/data_parallel.h"
 #include "train/optimizer.h"
 #include "train/run_dir.h"
+#include "train/zero.h"
 
 namespace swift::train {
 
@@ -139,20 +140,31 @@ TrainResult Trainer::train_loop() {
   const bool main = is_main();
   std::vector<model::Parameter>& params = model_.parameters();
   ops::AdamWConfig adam = c.adam;
-  AdamW optimizer(params, adam);
+  // ZeRO-1: each rank keeps the AdamW state of its shard only; otherwise every rank keeps all of it.
+  const bool zero1 = dp && c.zero_stage == 1;
+  std::unique_ptr<AdamW> optimizer = zero1 ? nullptr : std::make_unique<AdamW>(params, adam);
+  std::unique_ptr<ShardedAdamW> sharded = zero1 ? std::make_unique<ShardedAdamW>(*c.comm, params, adam) : nullptr;
   const LrSchedule schedule(c.schedule, c.learning_rate, max_steps_,
                             warmup_steps_for(max_steps_, c.warmup_steps, c.warmup_ratio), c.min_lr_rate);
   TrainerState state;
   if (!c.resume_from_checkpoint.empty()) {  // every rank loads the same checkpoint
-    state = load_checkpoint(c.resume_from_checkpoint, model_, optimizer);
-    if (main) std::fprintf(stderr, "resumed from %s at step %lld (epoch %lld, batch %lld)\n", c.resume_from_checkpoint.c_str(),
-                 static_cast<long long>(state.global_step), static_cast<long long>(state.epoch),
-                 static_cast<long long>(state.batch_in_epoch));
+    if (zero1) {  // the checkpoint holds the full moments (one-process format): keep this rank's shard
+      AdamW full(params, adam);
+      state = load_checkpoint(c.resume_from_checkpoint, model_, full);
+      sharded->load_full(full);
+    } else {
+      state = load_checkpoint(c.resume_from_checkpoint, model_, *optimizer);
+    }
+    if (main) {
+      std::fprintf(stderr, "resumed from %s at step %lld (epoch %lld, batch %lld)\n", c.resume_from_checkpoint.c_str(),
+                   static_cast<long long>(state.global_step), static_cast<long long>(state.epoch),
+                   static_cast<long long>(state.batch_in_epoch));
+    }
   }
   // Only rank 0 writes the run directory.
   std::unique_ptr<TrainingLog> log = main ? std::make_unique<TrainingLog>(c.run_dir) : nullptr;
   std::unique_ptr<GradientReducer> reducer = dp ? std::make_unique<GradientReducer>(*c.comm, params) : nullptr;
-  CheckpointContents contents{&model_, &optimizer, {}, c.args_json, c.model_config_json, c.extra_files,
+  CheckpointContents contents{&model_, optimizer.get(), {}, c.args_json, c.model_config_json, c.extra_files,
                               c.base_model_name_or_path};
   TrainResult result;
   result.max_steps = max_steps_;
@@ -161,6 +173,12 @@ TrainResult Trainer::train_loop() {
     contents.state.epoch = loader_.epoch();
     contents.state.batch_in_epoch = loader_.step();
     std::string dir = c.run_dir + "/checkpoint-" + std::to_string(state.global_step);
+    std::unique_ptr<AdamW> full;  // ZeRO-1: the moments gathered on rank 0 for the one-process format
+    if (zero1) {
+      if (main) full = std::make_unique<AdamW>(params, adam);
+      sharded->gather_full(full.get());
+      contents.optimizer = full.get();
+    }
     if (main) {
       dir = save_checkpoint(c.run_dir, contents);
       prune_checkpoints(c.run_dir, c.save_total_limit, state.best_checkpoint);
@@ -204,9 +222,10 @@ TrainResult Trainer::train_loop() {
     model::StepStats step_stats;
     for (size_t k = 0; k < micro.size(); ++k) {
       if (n == 0) break;  // no target token in the whole step: nothing to learn from
+      // Dropout masks: micro-batch k of rank r is micro-batch k * W + r of the step.
+      const int64_t micro_index = static_cast<int64_t>(k) * world_size() + rank();
       const model::StepStats s = model_.forward_backward(to_micro_batch(micro[k]), 1.0f / static_cast<float>(n),
-                                                         step_seed(c.seed, step, static_cast<int64_t>(k) * world_size() + rank()),
-                                                         c.gradient_checkpointing);
+                                                         step_seed(c.seed, step, micro_index), c.gradient_checkpointing);
       step_stats.loss_sum += s.loss_sum;
       step_stats.tokens += s.tokens;
       step_stats.correct += s.correct;
@@ -220,8 +239,8 @@ TrainResult Trainer::train_loop() {
       int64_t local_tokens = 0;
       for (size_t k = 0; k < micro.size() && n > 0; ++k) local_tokens += micro[k].num_tokens;
       const std::vector<double> sum = sum_across_ranks(
-          *c.comm, {step_stats.loss_sum, static_cast<double>(step_stats.tokens), static_cast<double>(step_stats.correct),
-                    static_cast<double>(local_tokens), interrupted ? 1.0 : 0.0});
+          *c.comm, {step_stats.loss_sum, static_cast<double>(step_stats.tokens),
+                    static_cast<double>(step_stats.correct), static_cast<double>(local_tokens), interrupted ? 1.0 : 0.0});
       step_stats.loss_sum = sum[0];
       step_stats.tokens = static_cast<int64_t>(sum[1]);
       step_stats.correct = static_cast<int64_t>(sum[2]);
@@ -232,8 +251,10 @@ TrainResult Trainer::train_loop() {
     const float grad_norm = clip_gradients(params, c.max_grad_norm);
     if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
       if (c.skip_nonfinite) {
-        if (main) std::fprintf(stderr, "warning: step %lld: non-finite loss (%g) or gradient norm (%g); update skipped\n",
-                     static_cast<long long>(step + 1), loss, grad_norm);
+        if (main) {
+          std::fprintf(stderr, "warning: step %lld: non-finite loss (%g) or gradient norm (%g); update skipped\n",
+                       static_cast<long long>(step + 1), loss, grad_norm);
+        }
         ++state.global_step;
         continue;
       }
@@ -243,7 +264,11 @@ TrainResult Trainer::train_loop() {
            "steps", step + 1, loss, grad_norm, dir);
     }
     const double lr = schedule.lr(step);
-    optimizer.step(lr);
+    if (zero1) {
+      sharded->step(lr);
+    } else {
+      optimizer->step(lr);
+    }
     ++state.global_step;
     state.consumed_tokens += n;
     interval_loss += loss;
@@ -270,7 +295,10 @@ TrainResult Trainer::train_loop() {
           {"token_acc", interval_tokens > 0 ? static_cast<double>(interval_correct) / static_cast<double>(interval_tokens) : 0.0},
           {"grad_norm", grad_norm},
           {"learning_rate", lr},
-          {"memory(GiB)", std::round(peak_rss_gib() * 100) / 100},
+          // ms-swift logs the accelerator's peak memory; on the CPU it is the process's peak resident set.
+          {"memory(GiB)", std::round((model_.device().is_cuda()
+                                          ? static_cast<double>(memory_stats(1).total_peak) / 1073741824.0
+                                          : peak_rss_gib()) * 100) / 100},
           {"train_speed(iter/s)", std::round(speed * 10000) / 10000},
           {"tokens_per_second", std::round(static_cast<double>(run_tokens) / std::max(elapsed, 1e-9))},
           {"epoch", std::round(epoch_progress() * 10000) / 10000},

@@ -10,7 +10,7 @@
 // its passes end the same way, when the source runs dry.
 //
 // Invariants:
-//  - Every random choice is a pure function of (seed, global step, micro-batch index (x W + rank)): the data order comes
+//  - Every random choice is a pure function of (seed, global step, micro-batch index): the data order comes
 //    from the loader's (epoch, step) and dropout masks from the step, so resuming from checkpoint-N continues
 //    with bit-identical losses on the CPU.
 //  - A non-finite loss or gradient norm stops the run after saving checkpoint-<step> with the parameters of
@@ -22,7 +22,8 @@
 // Data parallel (TrainerConfig::comm with world size W > 1; ms-swift / transformers DDP semantics):
 //  - The train loader is this rank's share: a DataLoader with LoaderOptions{world_size = W, rank = r} (torch's
 //    DistributedSampler: rank r takes every W-th unit of the epoch's seeded order, the same on every rank) or a
-//    StridedSource over a stream. The global batch of a step is per_device_train_batch_size x G x W.
+//    StridedSource over a stream. The global batch of a step is per_device_train_batch_size x G x W. Dropout
+//    masks: micro-batch k of rank r draws those of micro-batch k * W + r of the step.
 //  - The loss normaliser is the global target-token count of the step (summed over ranks before the backward,
 //    which scales by 1 / global tokens); after the step's backward the F32 gradients are summed over ranks in
 //    flat ~25 MB buckets (train/data_parallel.h), so every rank clips the same gradients and takes the same AdamW
@@ -30,7 +31,8 @@
 //  - Only rank 0 writes logging.jsonl, curves, the progress line and checkpoints; the others take part in the
 //    same collectives and wait at a barrier after each save. Evaluation splits the validation batches over the
 //    ranks and sums. Ctrl-C on any rank stops all of them at the same step. Resume: every rank loads the same
-//    checkpoint. An exception on one rank aborts the communicator with its message, so the others fail at once.
+//    checkpoint. zero_stage 1 shards the AdamW state (train/zero.h). An exception on one rank aborts the
+//    communicator with its message, so the others fail at once.
 #pragma once
 
 #include <cstdint>
@@ -73,13 +75,17 @@ struct TrainerConfig {
   std::string resume_from_checkpoint;
   // Data parallel: the communicator of the ranks (not owned); null or world size 1: a single process.
   dist::Communicator* comm = nullptr;
+  // 1: ZeRO-1 (--deepspeed zero1) with comm: AdamW state sharded over the ranks (train/zero.h); checkpoints keep
+  // the one-process format. 0: every rank keeps the whole state. Ignored for one process.
+  int zero_stage = 0;
   // Written into checkpoints.
   nlohmann::json args_json;
   nlohmann::json model_config_json;
   std::vector<std::string> extra_files;
   std::string base_model_name_or_path;
   // Called after every optimizer step with the micro-batches it used, their target tokens (the loss
-  // normaliser) and the step's loss (tests; tools that audit the data order).
+  // normaliser) and the step's loss (tests; tools that audit the data order). Data parallel: this rank's
+  // micro-batches, the global token count and loss.
   std::function<void(int64_t step, const std::vector<data::Batch>& micro, int64_t target_tokens, double loss)> on_step;
 };
 

@@ -2,11 +2,16 @@
 // in-process communicator (dist::run_ranks), each with its own copy of a tiny golden model and its share of the
 // data, against one process with the same global batch (per_device_train_batch_size x accumulation x W).
 //
-// Tolerance: F32 on the CPU, per-step losses and final parameters equal within 1e-6 relative (parameters:
-// |a - b| <= 1e-6 max(|a|, |b|) + 1e-8). They cannot be bit-identical: one process computes a micro-batch of
-// W x b sequences in one matmul and accumulates its gradient over the rows in one order, W ranks each sum b
-// sequences and the gradient all-reduce adds the W partial sums afterwards — the same terms, summed in a different
-// order (fp32 rounding ~1e-7 relative per sum), then carried through 4 AdamW steps.
+// Tolerances (F32, CPU): per-step losses and the final eval_loss within 1e-6 relative (seen: <= 5e-8); the
+// reduced gradients of step 1 within 5e-6 of each tensor's largest element (seen: <= 1.6e-6); the parameters
+// after 4 steps within 5e-5 relative in L2 per tensor (seen: <= 5.3e-6). They cannot be bit-identical: one
+// process computes a micro-batch of W x b sequences in one matmul and sums its gradient over the rows in one
+// order, W ranks each sum b sequences and the all-reduce adds the W partial sums afterwards: the same terms in a
+// different order (fp32 rounding). AdamW then divides each element by its own running RMS, so an element whose
+// gradient is tiny (its rounding error large relative to itself) moves by up to ~1e-3 x lr differently: parameter
+// elements are not within 1e-6 relative (seen up to 4e-5 of the tensor's largest element), hence the L2 bound.
+// Where the summation order is the same (W ranks x 1 micro-batch against 1 process accumulating the same W
+// micro-batches), the runs are bit-identical, dropout included; ZeRO-1 is bit-identical to plain data parallel.
 // Also: an exception on one rank stops the others with a message naming it; resume in a 2-rank run continues
 // bit-identically; `NPROC_PER_NODE=2 swift sft` on tests/fixtures/tiny_chat logs the losses of the 1-process run.
 #include <gtest/gtest.h>
@@ -58,6 +63,7 @@ struct RunSpec {
   std::string run_dir;
   std::string resume;
   double dropout = 0;
+  int zero_stage = 0;
   int fail_rank = -1;       // this rank's data source throws at fail_step
   int64_t fail_step = -1;
 };
@@ -124,6 +130,7 @@ RunOutput run_rank(const RunSpec& spec, dist::Communicator* comm) {
   c.model_config_json = {{"model_type", "llama"}};
   c.base_model_name_or_path = "tiny";
   c.comm = comm;
+  c.zero_stage = spec.zero_stage;
   RunOutput out;
   c.on_step = [&](int64_t step, const std::vector<data::Batch>&, int64_t, double loss) {
     out.losses.push_back(loss);
@@ -149,7 +156,9 @@ RunOutput run_single(RunSpec spec) { return run_rank(spec, nullptr); }
 // Runs W thread-ranks; returns rank 0's output and checks every rank ended with the same parameters (bitwise).
 RunOutput run_parallel(int world, const RunSpec& spec) {
   std::vector<RunOutput> outs(static_cast<size_t>(world));
-  dist::run_ranks(world, [&](dist::Communicator& comm) { outs[static_cast<size_t>(comm.rank())] = run_rank(spec, &comm); });
+  dist::run_ranks(world, [&](dist::Communicator& comm) {
+    outs[static_cast<size_t>(comm.rank())] = run_rank(spec, &comm);
+  });
   for (int r = 1; r < world; ++r) {
     EXPECT_EQ(outs[static_cast<size_t>(r)].losses, outs[0].losses) << "rank " << r;
     EXPECT_TRUE(outs[static_cast<size_t>(r)].params == outs[0].params) << "rank " << r << " parameters differ";
@@ -277,6 +286,53 @@ TEST(DataParallel, ResumeContinuesBitIdentically) {
   EXPECT_TRUE(resumed.params == full.params);
 }
 
+std::string file_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// ZeRO-1 (AdamW state sharded over the ranks, parameters all-gathered) is bit-identical to plain data parallel:
+// AdamW is element-wise. Its checkpoints hold the full moments in the one-process format (byte-identical files),
+// and a plain run resumes from them bit-identically.
+TEST(DataParallel, Zero1EqualsPlainDataParallelAndSavesTheSameCheckpoints) {
+  for (const auto& [world, tuner] : {std::pair{2, model::TunerType::Lora}, std::pair{3, model::TunerType::Full}}) {
+    const std::string name = std::to_string(world);
+    RunSpec plain;
+    plain.tuner = tuner;
+    plain.accumulation = 2;
+    plain.save_steps = 2;
+    plain.run_dir = train::create_run_dir(fresh_dir("zero_plain_" + name).string());
+    const RunOutput a = run_parallel(world, plain);
+    RunSpec zero = plain;
+    zero.zero_stage = 1;
+    zero.run_dir = train::create_run_dir(fresh_dir("zero_z1_" + name).string());
+    const RunOutput b = run_parallel(world, zero);
+    EXPECT_EQ(b.losses, a.losses) << name;
+    EXPECT_TRUE(b.params == a.params) << name << " ranks: parameters differ";
+    for (const char* step : {"checkpoint-2", "checkpoint-4"}) {
+      const fs::path pa = fs::path(plain.run_dir) / step / "optimizer.safetensors";
+      const fs::path pb = fs::path(zero.run_dir) / step / "optimizer.safetensors";
+      ASSERT_TRUE(fs::exists(pb)) << pb;
+      EXPECT_TRUE(file_bytes(pa) == file_bytes(pb)) << name << " ranks: " << step << " optimizer state differs";
+    }
+    // A plain run resumes from the ZeRO checkpoint, and a ZeRO run from the plain one.
+    RunSpec resume_plain = plain;
+    resume_plain.resume = (fs::path(zero.run_dir) / "checkpoint-2").string();
+    resume_plain.run_dir = zero.run_dir;
+    const RunOutput c = run_parallel(world, resume_plain);
+    ASSERT_EQ(c.losses.size(), 2u);
+    EXPECT_EQ(c.losses[1], a.losses[3]);
+    EXPECT_TRUE(c.params == a.params);
+    RunSpec resume_zero = zero;
+    resume_zero.resume = (fs::path(plain.run_dir) / "checkpoint-2").string();
+    resume_zero.run_dir = plain.run_dir;
+    const RunOutput d = run_parallel(world, resume_zero);
+    ASSERT_EQ(d.losses.size(), 2u);
+    EXPECT_EQ(d.losses[1], a.losses[3]);
+    EXPECT_TRUE(d.params == a.params);
+  }
+}
+
 TEST(DataParallel, AFailingRankStopsTheOthersNamingIt) {
   RunSpec spec;
   spec.run_dir = train::create_run_dir(fresh_dir("fail").string());
@@ -363,8 +419,8 @@ TEST(DataParallel, CliTwoRanksLogTheLossesOfOneProcess) {
   const std::string one = common + " --per_device_train_batch_size 2 --output_dir " + (root / "one").string() +
                           " > " + (root / "one.log").string() + " 2>&1";
   ASSERT_EQ(std::system(one.c_str()), 0) << one;
-  const std::string two = "NPROC_PER_NODE=2 SWIFT_DIST_LOG_DIR=" + (root / "ranks").string() + " SWIFT_DIST_TIMEOUT=60 " +
-                          common + " --per_device_train_batch_size 1 --output_dir " + (root / "two").string() + " > " +
+  const std::string two = "NPROC_PER_NODE=2 SWIFT_DIST_LOG_DIR=" + (root / "ranks").string() +
+                          " SWIFT_DIST_TIMEOUT=60 " + common + " --per_device_train_batch_size 1 --output_dir " + (root / "two").string() + " > " +
                           (root / "two.log").string() + " 2>&1";
   ASSERT_EQ(std::system(two.c_str()), 0) << two;
   const std::vector<double> a = logged_losses(only_run_dir(root / "one"));
@@ -378,8 +434,19 @@ TEST(DataParallel, CliTwoRanksLogTheLossesOfOneProcess) {
   EXPECT_TRUE(fs::exists(run_dir / "args.json"));
   std::ifstream log(root / "two.log");
   const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
-  EXPECT_NE(text.find("data parallel: 2 ranks, global batch 4 = 1 per device x 2 accumulation x 2"), std::string::npos) << text;
+  EXPECT_NE(text.find("data parallel: 2 ranks, global batch 4 = 1 per device x 2 accumulation x 2"), std::string::npos)
+      << text;
   EXPECT_NE(text.find("last_model_checkpoint: " + (run_dir / "checkpoint-3").string()), std::string::npos) << text;
+  // --deepspeed zero1: the AdamW state sharded over the 2 ranks; the same losses bit for bit.
+  const std::string zero = "NPROC_PER_NODE=2 SWIFT_DIST_LOG_DIR=" + (root / "ranks_zero").string() +
+                           " SWIFT_DIST_TIMEOUT=60 " + common + " --per_device_train_batch_size 1 --deepspeed zero1 "
+                           "--output_dir " + (root / "zero").string() + " > " + (root / "zero.log").string() + " 2>&1";
+  ASSERT_EQ(std::system(zero.c_str()), 0) << zero;
+  const fs::path zero_dir = only_run_dir(root / "zero");
+  EXPECT_EQ(logged_losses(zero_dir), b);
+  EXPECT_TRUE(file_bytes(zero_dir / "checkpoint-3" / "optimizer.safetensors") ==
+              file_bytes(run_dir / "checkpoint-3" / "optimizer.safetensors"));
+  EXPECT_NE(file_bytes(root / "zero.log").find("ZeRO-1 (AdamW state sharded)"), std::string::npos);
 }
 
 TEST(DataParallel, CliRejectsZeroInMultiRankRuns) {
@@ -391,7 +458,7 @@ TEST(DataParallel, CliRejectsZeroInMultiRankRuns) {
   EXPECT_NE(std::system(cmd.c_str()), 0);
   std::ifstream log(root / "log");
   const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
-  EXPECT_NE(text.find("--deepspeed zero2: sharded optimizer states"), std::string::npos) << text;
+  EXPECT_NE(text.find("--deepspeed zero2: only zero0 and zero1"), std::string::npos) << text;
 }
 #endif
 
