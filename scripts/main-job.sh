@@ -2,7 +2,7 @@
 # The README's first command, on a fresh machine with no GPU: install packages, build, fetch the real
 # SmolLM2-135M-Instruct model, answer a few GSM8K test questions with the base model, fine-tune it with LoRA on
 # GSM8K train rows, then answer the same questions with the fine-tuned adapter.
-# Knobs (environment): SWIFT_DEMO_TRAIN_ROWS (default 64), SWIFT_DEMO_TEST_ROWS (3), SWIFT_DEMO_MAX_LENGTH (320).
+# Knobs (environment): SWIFT_DEMO_TRAIN_ROWS (default 200), SWIFT_DEMO_TEST_ROWS (3), SWIFT_DEMO_MAX_LENGTH (320).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/setup.sh"
@@ -10,7 +10,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 swift=build/swift
 model=models/SmolLM2-135M-Instruct.Q4_1.gguf
-train_rows=${SWIFT_DEMO_TRAIN_ROWS:-64}
+train_rows=${SWIFT_DEMO_TRAIN_ROWS:-200}
 test_rows=${SWIFT_DEMO_TEST_ROWS:-3}
 max_length=${SWIFT_DEMO_MAX_LENGTH:-320}
 out=output/main-job
