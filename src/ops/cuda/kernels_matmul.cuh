@@ -23,6 +23,11 @@ cudaError_t launch_column_sums_add(const void* x, int x_dtype, int64_t n, int64_
 // Dropout multipliers of ops.h: flat element e keeps when philox_word(seed, e) >= threshold; kept elements are
 // scaled by keep_scale (threshold 0, keep_scale 1: identity, no RNG).
 // out[e - row0 * k] = x[e] * multiplier(e) for flat e in [row0 * k, (row0 + rows) * k).   x: (N, k); out: (rows, k) F32.
+// xa (n, r) F32 = dropout(x) a^T in one pass over x (the multiplier as launch_dropout_rows_to_f32's), for
+// r in {8, 16}, x F32 or BF16 (dtype 0 / 1) 16-byte aligned with k % 4 == 0; a: (r, k) F32. Other cases:
+// cudaErrorInvalidValue (the caller uses the chunked GEMM path).
+cudaError_t launch_lora_xa(const void* x, int x_dtype, const float* a, int64_t n, int64_t k, int r, uint64_t seed,
+                           uint32_t threshold, float keep_scale, float* xa, cudaStream_t stream);
 cudaError_t launch_dropout_rows_to_f32(const void* x, int x_dtype, int64_t row0, int64_t rows, int64_t k,
                                        uint64_t seed, uint32_t threshold, float keep_scale, float* out,
                                        cudaStream_t stream);

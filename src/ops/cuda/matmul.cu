@@ -94,6 +94,75 @@ __global__ void dropout_rows_to_f32_kernel(const void* x, int x_dtype, int64_t b
   }
 }
 
+// xa (n, R) F32 = dropout(x) a^T for small ranks, in one read of x: a block is 8 warps x 4 rows; each lane owns 4
+// consecutive columns (exactly one philox block, since k % 4 == 0) of every 128-column step, a's step is staged in
+// shared memory and read as float4 (conflict-free); each (row, rank) sum is a lane-order sum of products, then a
+// fixed butterfly over the warp: deterministic, independent of the launch.
+template <int R, bool kBf16>
+__global__ void __launch_bounds__(256) lora_xa_kernel(const void* x, const float* a, int64_t n, int64_t k,
+                                                      uint64_t seed, uint32_t threshold, float keep_scale, float* xa) {
+  constexpr int kRows = 4, kWarps = 8, kCols = 128;
+  __shared__ __align__(16) float sa[R][kCols];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * kRows;
+  float acc[kRows][R];
+#pragma unroll
+  for (int j = 0; j < kRows; ++j)
+#pragma unroll
+    for (int rr = 0; rr < R; ++rr) acc[j][rr] = 0.0f;
+  for (int64_t k0 = 0; k0 < k; k0 += kCols) {
+    __syncthreads();
+    for (int i = threadIdx.x; i < R * kCols; i += blockDim.x) {
+      const int rr = i / kCols, cc = i % kCols;
+      sa[rr][cc] = k0 + cc < k ? a[rr * k + k0 + cc] : 0.0f;
+    }
+    __syncthreads();
+    const int64_t c = k0 + 4 * lane;
+    if (c >= k) continue;  // k % 4 == 0: the lane's 4 columns are all inside
+#pragma unroll
+    for (int j = 0; j < kRows; ++j) {
+      const int64_t row = row0 + j;
+      if (row >= n) continue;
+      const int64_t e = row * k + c;
+      float v[4];
+      if constexpr (kBf16) {
+        const uint2 raw = *reinterpret_cast<const uint2*>(static_cast<const __nv_bfloat16*>(x) + e);
+        const __nv_bfloat162 lo = *reinterpret_cast<const __nv_bfloat162*>(&raw.x);
+        const __nv_bfloat162 hi = *reinterpret_cast<const __nv_bfloat162*>(&raw.y);
+        v[0] = __low2float(lo); v[1] = __high2float(lo); v[2] = __low2float(hi); v[3] = __high2float(hi);
+      } else {
+        const float4 f = *reinterpret_cast<const float4*>(static_cast<const float*>(x) + e);
+        v[0] = f.x; v[1] = f.y; v[2] = f.z; v[3] = f.w;
+      }
+      if (threshold != 0) {
+        const PhiloxBlock blk = philox_block(seed, static_cast<uint64_t>(e >> 2));
+#pragma unroll
+        for (int w = 0; w < 4; ++w) v[w] = v[w] * (blk.w[w] >= threshold ? keep_scale : 0.0f);
+      }
+#pragma unroll
+      for (int rr = 0; rr < R; ++rr) {
+        const float4 av = *reinterpret_cast<const float4*>(&sa[rr][4 * lane]);
+        acc[j][rr] += v[0] * av.x + v[1] * av.y + v[2] * av.z + v[3] * av.w;
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kRows; ++j) {
+#pragma unroll
+    for (int rr = 0; rr < R; ++rr) {
+      float t = acc[j][rr];
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) t += __shfl_xor_sync(0xFFFFFFFFu, t, off);
+      acc[j][rr] = t;
+    }
+    const int64_t row = row0 + j;
+    if (lane == 0 && row < n) {
+#pragma unroll
+      for (int rr = 0; rr < R; ++rr) xa[row * R + rr] = acc[j][rr];
+    }
+  }
+}
+
 __global__ void lora_dx_add_kernel(void* dx, int dx_dtype, const float* ga, int64_t begin, int64_t end, float scale,
                                    uint64_t seed, uint32_t threshold, float keep_scale) {
   const int64_t q0 = begin >> 2, q1 = (end + 3) >> 2;
@@ -266,6 +335,23 @@ cudaError_t launch_dropout_rows_to_f32(const void* x, int x_dtype, int64_t row0,
   const int64_t quads = ((end + 3) >> 2) - (begin >> 2);
   dropout_rows_to_f32_kernel<<<grid_for(quads, 256), 256, 0, stream>>>(x, x_dtype, begin, end, seed, threshold,
                                                                       keep_scale, out);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_lora_xa(const void* x, int x_dtype, const float* a, int64_t n, int64_t k, int r, uint64_t seed,
+                           uint32_t threshold, float keep_scale, float* xa, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  const unsigned blocks = static_cast<unsigned>((n + 31) / 32);
+  const bool bf16 = x_dtype == 1;
+  if (r == 8) {
+    bf16 ? lora_xa_kernel<8, true><<<blocks, 256, 0, stream>>>(x, a, n, k, seed, threshold, keep_scale, xa)
+         : lora_xa_kernel<8, false><<<blocks, 256, 0, stream>>>(x, a, n, k, seed, threshold, keep_scale, xa);
+  } else if (r == 16) {
+    bf16 ? lora_xa_kernel<16, true><<<blocks, 256, 0, stream>>>(x, a, n, k, seed, threshold, keep_scale, xa)
+         : lora_xa_kernel<16, false><<<blocks, 256, 0, stream>>>(x, a, n, k, seed, threshold, keep_scale, xa);
+  } else {
+    return cudaErrorInvalidValue;
+  }
   return cudaGetLastError();
 }
 

@@ -252,7 +252,13 @@ void lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Ten
   xa_args.b = a.raw();
   xa_args.ldb = k;
   xa_args.ldd = r;
-  if (act == DType::F32 && dropout.p == 0.0f) {
+  const bool fused_xa = (r == 8 || r == 16) && k % 4 == 0 && (act == DType::BF16 || act == DType::F32) &&
+                        reinterpret_cast<uintptr_t>(x.raw()) % 16 == 0;
+  if (fused_xa) {  // one pass over x: dropout and the rank-r products together (memory-bound, ~x's bytes once)
+    const DropoutParams d = params_of(dropout);
+    check_launch(op, launch_lora_xa(x.raw(), code(act), a.data<float>(), n, k, static_cast<int>(r), d.seed, d.threshold,
+                                    d.keep_scale, xa.data<float>(), stream(device)));
+  } else if (act == DType::F32 && dropout.p == 0.0f) {
     xa_args.n = n;
     xa_args.a = x.raw();
     xa_args.d = xa.raw();
