@@ -260,10 +260,11 @@ TEST(OpsCudaMatmul, LinearBackwardMatchesReference) {
 TEST(OpsCudaMatmul, LoraLinearForwardAndBackward) {
   ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
   struct Case { int64_t n, k, m, r; };
-  // r 8 / 16 with K % 4 == 0 take the fused one-pass xa kernel (N not a multiple of its 32-row blocks, K not a
-  // multiple of its 128-column steps); the others the chunked dropout + GEMM path.
+  // r 8 / 16 with K % 4 == 0 take the fused one-pass kernels (xa forward; dx and da backward; N not a multiple of
+  // their 32-row blocks, K not a multiple of their 128-column steps, N >= 1024 splitting da into row slices); the
+  // others the chunked dropout + GEMM path.
   const Case cases[] = {{1, 3, 2, 1}, {13, 37, 29, 8}, {131, 259, 193, 16}, {515, 300, 130, 64},
-                        {67, 1028, 45, 8}, {33, 516, 20, 16}, {1, 4, 3, 8}};
+                        {67, 1028, 45, 8}, {33, 516, 20, 16}, {1, 4, 3, 8}, {1100, 260, 30, 8}};
   uint32_t seed = 1500;
   int variant = 0;
   for (const Case& cs : cases) {

@@ -28,6 +28,17 @@ cudaError_t launch_column_sums_add(const void* x, int x_dtype, int64_t n, int64_
 // cudaErrorInvalidValue (the caller uses the chunked GEMM path).
 cudaError_t launch_lora_xa(const void* x, int x_dtype, const float* a, int64_t n, int64_t k, int r, uint64_t seed,
                            uint32_t threshold, float keep_scale, float* xa, cudaStream_t stream);
+// dx (n, k) += scale * multiplier * (g a) in one read and write of dx; g: (n, r) F32, a: (r, k) F32; same
+// conditions as launch_lora_xa (dx 16-byte aligned, k % 4 == 0, r in {8, 16}).
+cudaError_t launch_lora_dx_fused(void* dx, int dx_dtype, const float* g, const float* a, int64_t n, int64_t k, int r,
+                                 float scale, uint64_t seed, uint32_t threshold, float keep_scale, cudaStream_t stream);
+// Row slices of the fused da pass for n rows (part needs lora_da_slices(n) * r * k floats).
+int64_t lora_da_slices(int64_t n);
+// da (r, k) += scale * g^T dropout(x) in one read of x: partial sums per row slice into `part`, then added in slice
+// order (deterministic). Same conditions as launch_lora_xa.
+cudaError_t launch_lora_da_fused(const void* x, int x_dtype, const float* g, int64_t n, int64_t k, int r, float scale,
+                                 uint64_t seed, uint32_t threshold, float keep_scale, float* part, float* da,
+                                 cudaStream_t stream);
 cudaError_t launch_dropout_rows_to_f32(const void* x, int x_dtype, int64_t row0, int64_t rows, int64_t k,
                                        uint64_t seed, uint32_t threshold, float keep_scale, float* out,
                                        cudaStream_t stream);

@@ -163,6 +163,135 @@ __global__ void __launch_bounds__(256) lora_xa_kernel(const void* x, const float
   }
 }
 
+// Loads 4 consecutive elements (16-byte aligned F32 or 8-byte aligned BF16) as floats.
+template <bool kBf16>
+__device__ __forceinline__ void load4(const void* x, int64_t e, float v[4]) {
+  if constexpr (kBf16) {
+    const uint2 raw = *reinterpret_cast<const uint2*>(static_cast<const __nv_bfloat16*>(x) + e);
+    const __nv_bfloat162 lo = *reinterpret_cast<const __nv_bfloat162*>(&raw.x);
+    const __nv_bfloat162 hi = *reinterpret_cast<const __nv_bfloat162*>(&raw.y);
+    v[0] = __low2float(lo); v[1] = __high2float(lo); v[2] = __low2float(hi); v[3] = __high2float(hi);
+  } else {
+    const float4 f = *reinterpret_cast<const float4*>(static_cast<const float*>(x) + e);
+    v[0] = f.x; v[1] = f.y; v[2] = f.z; v[3] = f.w;
+  }
+}
+
+// Multiplies v (flat elements e..e+3, e % 4 == 0) by their dropout multipliers.
+__device__ __forceinline__ void apply_dropout4(float v[4], uint64_t seed, int64_t e, uint32_t threshold, float keep_scale) {
+  if (threshold == 0) return;
+  const PhiloxBlock blk = philox_block(seed, static_cast<uint64_t>(e >> 2));
+#pragma unroll
+  for (int w = 0; w < 4; ++w) v[w] = v[w] * (blk.w[w] >= threshold ? keep_scale : 0.0f);
+}
+
+// dx (n, k) += scale * multiplier * (g a) for small ranks, in one read and one write of dx: a block is 8 warps x 4
+// rows, lanes own 4 consecutive columns of each 128-column step (a staged in shared memory), g's row in registers.
+template <int R, bool kBf16>
+__global__ void __launch_bounds__(256) lora_dx_fused_kernel(void* dx, const float* g, const float* a, int64_t n,
+                                                            int64_t k, float scale, uint64_t seed, uint32_t threshold,
+                                                            float keep_scale) {
+  constexpr int kRows = 4, kWarps = 8, kCols = 128;
+  __shared__ __align__(16) float sa[R][kCols];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * kRows;
+  for (int64_t k0 = 0; k0 < k; k0 += kCols) {
+    __syncthreads();
+    for (int i = threadIdx.x; i < R * kCols; i += blockDim.x) {
+      const int rr = i / kCols, cc = i % kCols;
+      sa[rr][cc] = k0 + cc < k ? a[rr * k + k0 + cc] : 0.0f;
+    }
+    __syncthreads();
+    const int64_t c = k0 + 4 * lane;
+    if (c >= k) continue;
+#pragma unroll
+    for (int j = 0; j < kRows; ++j) {
+      const int64_t row = row0 + j;
+      if (row >= n) continue;
+      float ga[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+      for (int rr = 0; rr < R; ++rr) {
+        const float gv = g[row * R + rr];
+        const float4 av = *reinterpret_cast<const float4*>(&sa[rr][4 * lane]);
+        ga[0] += gv * av.x; ga[1] += gv * av.y; ga[2] += gv * av.z; ga[3] += gv * av.w;
+      }
+      const int64_t e = row * k + c;
+      apply_dropout4(ga, seed, e, threshold, keep_scale);
+      float v[4];
+      load4<kBf16>(dx, e, v);
+#pragma unroll
+      for (int w = 0; w < 4; ++w) v[w] = v[w] + scale * ga[w];
+      if constexpr (kBf16) {
+        __nv_bfloat162 lo = __floats2bfloat162_rn(v[0], v[1]), hi = __floats2bfloat162_rn(v[2], v[3]);
+        uint2 raw;
+        raw.x = *reinterpret_cast<uint32_t*>(&lo);
+        raw.y = *reinterpret_cast<uint32_t*>(&hi);
+        *reinterpret_cast<uint2*>(static_cast<__nv_bfloat16*>(dx) + e) = raw;
+      } else {
+        *reinterpret_cast<float4*>(static_cast<float*>(dx) + e) = make_float4(v[0], v[1], v[2], v[3]);
+      }
+    }
+  }
+}
+
+// Partial da over a slice of rows: part[slice][rr][k] = sum over the slice's rows of g[row][rr] * dropout(x)[row][k].
+// Block (column tile of 128, row slice); warps take rows warp, warp + 8, ...; the 8 warps' sums are added in warp
+// order through shared memory. Deterministic for a fixed slice count.
+template <int R, bool kBf16>
+__global__ void __launch_bounds__(256) lora_da_partial_kernel(const void* x, const float* g, int64_t n, int64_t k,
+                                                              int64_t rows_per_slice, uint64_t seed, uint32_t threshold,
+                                                              float keep_scale, float* part) {
+  constexpr int kWarps = 8, kCols = 128;
+  __shared__ __align__(16) float tile[R][kCols];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * kCols + 4 * lane;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * rows_per_slice;
+  const int64_t r1 = r0 + rows_per_slice < n ? r0 + rows_per_slice : n;
+  float acc[R][4];
+#pragma unroll
+  for (int rr = 0; rr < R; ++rr) acc[rr][0] = acc[rr][1] = acc[rr][2] = acc[rr][3] = 0.0f;
+  if (c < k) {
+    for (int64_t row = r0 + warp; row < r1; row += kWarps) {
+      const int64_t e = row * k + c;
+      float v[4];
+      load4<kBf16>(x, e, v);
+      apply_dropout4(v, seed, e, threshold, keep_scale);
+#pragma unroll
+      for (int rr = 0; rr < R; ++rr) {
+        const float gv = g[row * R + rr];
+        acc[rr][0] += gv * v[0]; acc[rr][1] += gv * v[1]; acc[rr][2] += gv * v[2]; acc[rr][3] += gv * v[3];
+      }
+    }
+  }
+  for (int i = threadIdx.x; i < R * kCols; i += blockDim.x) (&tile[0][0])[i] = 0.0f;
+  for (int w = 0; w < kWarps; ++w) {
+    __syncthreads();
+    if (warp == w) {
+#pragma unroll
+      for (int rr = 0; rr < R; ++rr) {
+        float4& t = *reinterpret_cast<float4*>(&tile[rr][4 * lane]);
+        t.x += acc[rr][0]; t.y += acc[rr][1]; t.z += acc[rr][2]; t.w += acc[rr][3];
+      }
+    }
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < R * kCols; i += blockDim.x) {
+    const int rr = i / kCols, cc = i % kCols;
+    const int64_t col = static_cast<int64_t>(blockIdx.x) * kCols + cc;
+    if (col < k) part[(static_cast<int64_t>(blockIdx.y) * R + rr) * k + col] = tile[rr][cc];
+  }
+}
+
+// da[rr][k] += scale * sum over slices (in order) of part[slice][rr][k].
+__global__ void lora_da_reduce_kernel(const float* part, int64_t slices, int64_t rk, float scale, float* da) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < rk;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    float s = 0.0f;
+    for (int64_t sl = 0; sl < slices; ++sl) s += part[sl * rk + i];
+    da[i] += scale * s;
+  }
+}
+
 __global__ void lora_dx_add_kernel(void* dx, int dx_dtype, const float* ga, int64_t begin, int64_t end, float scale,
                                    uint64_t seed, uint32_t threshold, float keep_scale) {
   const int64_t q0 = begin >> 2, q1 = (end + 3) >> 2;
@@ -352,6 +481,51 @@ cudaError_t launch_lora_xa(const void* x, int x_dtype, const float* a, int64_t n
   } else {
     return cudaErrorInvalidValue;
   }
+  return cudaGetLastError();
+}
+
+cudaError_t launch_lora_dx_fused(void* dx, int dx_dtype, const float* g, const float* a, int64_t n, int64_t k, int r,
+                                 float scale, uint64_t seed, uint32_t threshold, float keep_scale, cudaStream_t stream) {
+  if (n <= 0 || k <= 0) return cudaSuccess;
+  const unsigned blocks = static_cast<unsigned>((n + 31) / 32);
+  const bool bf16 = dx_dtype == 1;
+#define SWIFT_LORA_DX(R, B) \
+  lora_dx_fused_kernel<R, B><<<blocks, 256, 0, stream>>>(dx, g, a, n, k, scale, seed, threshold, keep_scale)
+  if (r == 8) {
+    bf16 ? SWIFT_LORA_DX(8, true) : SWIFT_LORA_DX(8, false);
+  } else if (r == 16) {
+    bf16 ? SWIFT_LORA_DX(16, true) : SWIFT_LORA_DX(16, false);
+  } else {
+    return cudaErrorInvalidValue;
+  }
+#undef SWIFT_LORA_DX
+  return cudaGetLastError();
+}
+
+int64_t lora_da_slices(int64_t n) { return n < 1024 ? 1 : (n < 8192 ? 4 : 8); }
+
+cudaError_t launch_lora_da_fused(const void* x, int x_dtype, const float* g, int64_t n, int64_t k, int r, float scale,
+                                 uint64_t seed, uint32_t threshold, float keep_scale, float* part, float* da,
+                                 cudaStream_t stream) {
+  if (n <= 0 || k <= 0) return cudaSuccess;
+  const int64_t slices = lora_da_slices(n);
+  const int64_t rows_per_slice = (n + slices - 1) / slices;
+  const dim3 grid(static_cast<unsigned>((k + 127) / 128), static_cast<unsigned>(slices));
+  const bool bf16 = x_dtype == 1;
+#define SWIFT_LORA_DA(R, B)                                                                                          \
+  lora_da_partial_kernel<R, B><<<grid, 256, 0, stream>>>(x, g, n, k, rows_per_slice, seed, threshold, keep_scale, \
+                                                         part)
+  if (r == 8) {
+    bf16 ? SWIFT_LORA_DA(8, true) : SWIFT_LORA_DA(8, false);
+  } else if (r == 16) {
+    bf16 ? SWIFT_LORA_DA(16, true) : SWIFT_LORA_DA(16, false);
+  } else {
+    return cudaErrorInvalidValue;
+  }
+#undef SWIFT_LORA_DA
+  const cudaError_t status = cudaGetLastError();
+  if (status != cudaSuccess) return status;
+  lora_da_reduce_kernel<<<grid_for(r * k, 256), 256, 0, stream>>>(part, slices, r * k, scale, da);
   return cudaGetLastError();
 }
 

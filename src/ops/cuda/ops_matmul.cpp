@@ -347,6 +347,23 @@ void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, co
   }
   if (k == 0) return;
   const DropoutParams d = params_of(dropout);
+  const bool fused = (r == 8 || r == 16) && k % 4 == 0 && (act == DType::BF16 || act == DType::F32) &&
+                     reinterpret_cast<uintptr_t>(x.raw()) % 16 == 0 &&
+                     (!dx.defined() || reinterpret_cast<uintptr_t>(dx.raw()) % 16 == 0);
+  if (fused) {  // one pass over dx and one over x, no (rows, k) F32 buffers
+    if (dx.defined()) {
+      check_launch(op, launch_lora_dx_fused(dx.raw(), code(act), g.data<float>(), a.data<float>(), n, k,
+                                            static_cast<int>(r), scale, d.seed, d.threshold, d.keep_scale,
+                                            stream(device)));
+    }
+    if (da.defined()) {
+      Tensor part = workspace(lora_da_slices(n) * r * k, DType::F32, device);
+      check_launch(op, launch_lora_da_fused(x.raw(), code(act), g.data<float>(), n, k, static_cast<int>(r), scale,
+                                            d.seed, d.threshold, d.keep_scale, part.data<float>(), da.data<float>(),
+                                            stream(device)));
+    }
+    return;
+  }
   const int64_t rows = lora_rows(n, k);
   Tensor buf = workspace(rows * k, DType::F32, device);
   if (dx.defined()) {  // dx += scale * multiplier * (g a), F32 (rows, k) chunks
