@@ -148,11 +148,13 @@ int main(int argc, char** argv) {
   app.add_option("--lora_rank", rank);
   app.add_option("--lora_alpha", alpha);
   app.add_option("--lora_dropout", dropout);
-  app.add_option("--device", device_name, "cuda | cpu");
+  app.add_option("--device", device_name, "cuda | cpu")->check(CLI::IsMember({"cuda", "cpu"}));
   app.add_flag("--gradient_checkpointing", checkpointing);
   CLI11_PARSE(app, argc, argv);
   try {
     const Device device = device_name == "cpu" ? Device::cpu() : Device::cuda(0);
+    SWIFT_CHECK(device.is_cpu() || ops::cuda_device_count() > 0,
+                "--device cuda: no CUDA device visible (or this build has no CUDA backend); use --device cpu");
     const DType matrix_dtype = device.is_cuda() ? DType::BF16 : DType::F32;
     io::ModelConfig config = io::load_model_config(config_path);
     auto lm = model::CausalLM::from_weights(config, random_weights(config, device, matrix_dtype));

@@ -29,102 +29,13 @@
 #include <fmt/format.h>
 
 #include "ops/backends.h"
+#include "gpu/gpu_test_util.h"
 #include "ops/op_test_util.h"
 #include "ops/ops.h"
 #include "ops/reference.h"
 
 namespace swift::test {
 namespace {
-
-bool have_device() {
-  ops::init_backends();
-  return ops::cuda_device_count() > 0;
-}
-
-Tensor rounded(const Tensor& f32, DType dtype) {
-  if (dtype == DType::F32) return f32.clone();
-  return f32.to_dtype(dtype).to_dtype(DType::F32);
-}
-
-// An input: the reference's CPU copy and the device tensor.
-struct Input {
-  Tensor ref, dev;
-};
-// An activation of `dtype`: the reference gets its values as F32.
-Input make_input(const Shape& shape, DType dtype, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
-  Tensor base = random_tensor(shape, DType::F32, seed, lo, hi);
-  Input in;
-  in.ref = rounded(base, dtype);
-  in.dev = (dtype == DType::F32 ? base : base.to_dtype(dtype)).to(Device::cuda());
-  return in;
-}
-// A weight / parameter of `dtype`, the same tensor on both sides.
-Input make_weight(const Shape& shape, DType dtype, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
-  Input in;
-  in.ref = random_tensor(shape, dtype, seed, lo, hi);
-  in.dev = in.ref.to(Device::cuda());
-  return in;
-}
-
-// An output on the device inside guard bytes; starts NaN (or the values given to set()).
-class DeviceOut {
- public:
-  static constexpr size_t kGuard = 256;
-  DeviceOut(const Shape& shape, DType dtype) : host_(shape, dtype) {
-    storage_ = Storage::allocate(host_.tensor.nbytes() + 2 * kGuard, Device::cuda(), MemoryCategory::Other);
-    tensor = Tensor(storage_, kGuard, shape, dtype);
-    upload();
-  }
-  void set(const Tensor& f32) {
-    host_.set(host_.tensor.dtype() == DType::F32 ? f32 : f32.to_dtype(host_.tensor.dtype()));
-    upload();
-  }
-  // The output as F32 on the CPU; also checks the guard bytes.
-  Tensor fetch() {
-    device_backend(DeviceType::CUDA)->copy(host_bytes(), Device::cpu(), storage_->data(), Device::cuda(), total());
-    EXPECT_TRUE(host_.guards_intact());
-    return host_.tensor.dtype() == DType::F32 ? host_.tensor.clone() : host_.tensor.to_dtype(DType::F32);
-  }
-  Tensor tensor;
-
- private:
-  size_t total() const { return host_.tensor.nbytes() + 2 * kGuard; }
-  void* host_bytes() { return static_cast<char*>(host_.tensor.raw()) - kGuard; }
-  void upload() {
-    device_backend(DeviceType::CUDA)->copy(storage_->data(), Device::cuda(), host_bytes(), Device::cpu(), total());
-  }
-  Guarded host_;
-  std::shared_ptr<Storage> storage_;
-};
-
-std::map<std::string, double>& worst_errors() {
-  static std::map<std::string, double> m;
-  return m;
-}
-std::string g_tag;  // "op activation-dtype" of the case being checked
-
-double rel_norm(const Tensor& out, const Tensor& ref) {
-  double num = 0.0, den = 0.0;
-  for (int64_t i = 0; i < ref.numel(); ++i) {
-    const double d = out.item(i) - ref.item(i);
-    num += d * d;
-    den += ref.item(i) * ref.item(i);
-  }
-  return den == 0.0 ? std::sqrt(num) : std::sqrt(num / den);
-}
-
-void expect_close(const Tensor& out, const Tensor& ref, double tol, const std::string& what) {
-  SCOPED_TRACE(what);
-  ASSERT_EQ(out.numel(), ref.numel());
-  EXPECT_TRUE(all_finite(out));
-  const double rn = rel_norm(out, ref);
-  double& worst = worst_errors()[g_tag + " " + what];
-  worst = std::max(worst, rn);
-  EXPECT_LE(rn, tol) << what << ": relative norm error " << rn;
-  double max_ref = 0.0;
-  for (int64_t i = 0; i < ref.numel(); ++i) max_ref = std::max(max_ref, std::fabs(ref.item(i)));
-  EXPECT_TRUE(all_close(out, ref, 2.0 * tol * max_ref + 1e-30, tol));
-}
 
 // Every element still NaN: an undefined output was not written.
 void expect_untouched(DeviceOut& out, const std::string& what) {

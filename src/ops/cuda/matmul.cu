@@ -94,6 +94,28 @@ __global__ void dropout_rows_to_f32_kernel(const void* x, int x_dtype, int64_t b
   }
 }
 
+// Loads 4 consecutive elements (16-byte aligned F32 or 8-byte aligned BF16) as floats.
+template <bool kBf16>
+__device__ __forceinline__ void load4(const void* x, int64_t e, float v[4]) {
+  if constexpr (kBf16) {
+    const uint2 raw = *reinterpret_cast<const uint2*>(static_cast<const __nv_bfloat16*>(x) + e);
+    const __nv_bfloat162 lo = *reinterpret_cast<const __nv_bfloat162*>(&raw.x);
+    const __nv_bfloat162 hi = *reinterpret_cast<const __nv_bfloat162*>(&raw.y);
+    v[0] = __low2float(lo); v[1] = __high2float(lo); v[2] = __low2float(hi); v[3] = __high2float(hi);
+  } else {
+    const float4 f = *reinterpret_cast<const float4*>(static_cast<const float*>(x) + e);
+    v[0] = f.x; v[1] = f.y; v[2] = f.z; v[3] = f.w;
+  }
+}
+
+// Multiplies v (flat elements e..e+3, e % 4 == 0) by their dropout multipliers.
+__device__ __forceinline__ void apply_dropout4(float v[4], uint64_t seed, int64_t e, uint32_t threshold, float keep_scale) {
+  if (threshold == 0) return;
+  const PhiloxBlock blk = philox_block(seed, static_cast<uint64_t>(e >> 2));
+#pragma unroll
+  for (int w = 0; w < 4; ++w) v[w] = v[w] * (blk.w[w] >= threshold ? keep_scale : 0.0f);
+}
+
 // xa (n, R) F32 = dropout(x) a^T for small ranks, in one read of x: a block is 8 warps x 4 rows; each lane owns 4
 // consecutive columns (exactly one philox block, since k % 4 == 0) of every 128-column step, a's step is staged in
 // shared memory and read as float4 (conflict-free); each (row, rank) sum is a lane-order sum of products, then a
@@ -125,20 +147,8 @@ __global__ void __launch_bounds__(256) lora_xa_kernel(const void* x, const float
       if (row >= n) continue;
       const int64_t e = row * k + c;
       float v[4];
-      if constexpr (kBf16) {
-        const uint2 raw = *reinterpret_cast<const uint2*>(static_cast<const __nv_bfloat16*>(x) + e);
-        const __nv_bfloat162 lo = *reinterpret_cast<const __nv_bfloat162*>(&raw.x);
-        const __nv_bfloat162 hi = *reinterpret_cast<const __nv_bfloat162*>(&raw.y);
-        v[0] = __low2float(lo); v[1] = __high2float(lo); v[2] = __low2float(hi); v[3] = __high2float(hi);
-      } else {
-        const float4 f = *reinterpret_cast<const float4*>(static_cast<const float*>(x) + e);
-        v[0] = f.x; v[1] = f.y; v[2] = f.z; v[3] = f.w;
-      }
-      if (threshold != 0) {
-        const PhiloxBlock blk = philox_block(seed, static_cast<uint64_t>(e >> 2));
-#pragma unroll
-        for (int w = 0; w < 4; ++w) v[w] = v[w] * (blk.w[w] >= threshold ? keep_scale : 0.0f);
-      }
+      load4<kBf16>(x, e, v);
+      apply_dropout4(v, seed, e, threshold, keep_scale);
 #pragma unroll
       for (int rr = 0; rr < R; ++rr) {
         const float4 av = *reinterpret_cast<const float4*>(&sa[rr][4 * lane]);
@@ -161,28 +171,6 @@ __global__ void __launch_bounds__(256) lora_xa_kernel(const void* x, const float
       for (int rr = 0; rr < R; ++rr) xa[row * R + rr] = acc[j][rr];
     }
   }
-}
-
-// Loads 4 consecutive elements (16-byte aligned F32 or 8-byte aligned BF16) as floats.
-template <bool kBf16>
-__device__ __forceinline__ void load4(const void* x, int64_t e, float v[4]) {
-  if constexpr (kBf16) {
-    const uint2 raw = *reinterpret_cast<const uint2*>(static_cast<const __nv_bfloat16*>(x) + e);
-    const __nv_bfloat162 lo = *reinterpret_cast<const __nv_bfloat162*>(&raw.x);
-    const __nv_bfloat162 hi = *reinterpret_cast<const __nv_bfloat162*>(&raw.y);
-    v[0] = __low2float(lo); v[1] = __high2float(lo); v[2] = __low2float(hi); v[3] = __high2float(hi);
-  } else {
-    const float4 f = *reinterpret_cast<const float4*>(static_cast<const float*>(x) + e);
-    v[0] = f.x; v[1] = f.y; v[2] = f.z; v[3] = f.w;
-  }
-}
-
-// Multiplies v (flat elements e..e+3, e % 4 == 0) by their dropout multipliers.
-__device__ __forceinline__ void apply_dropout4(float v[4], uint64_t seed, int64_t e, uint32_t threshold, float keep_scale) {
-  if (threshold == 0) return;
-  const PhiloxBlock blk = philox_block(seed, static_cast<uint64_t>(e >> 2));
-#pragma unroll
-  for (int w = 0; w < 4; ++w) v[w] = v[w] * (blk.w[w] >= threshold ? keep_scale : 0.0f);
 }
 
 // dx (n, k) += scale * multiplier * (g a) for small ranks, in one read and one write of dx: a block is 8 warps x 4
