@@ -3,8 +3,8 @@
 // of random tokens, forward + backward + clip + AdamW per step. The peer is scripts/bench/peer_train_step.py
 // (transformers + PEFT on the same shapes); scripts/device/bench-train.sh runs both in one call.
 //
-//   bench_train_step --config bench/configs/qwen2.5-7b.json --tuner lora --seq 2048 --batch 4 \
-//       [--gradient_checkpointing] [--steps 6] [--warmup 2] [--device cuda|cpu]
+//   bench_train_step --config bench/configs/qwen2.5-7b.json --tuner lora --seq 2048 --batch 4
+//       [--gradient_checkpointing [--recompute_num_layers N]] [--steps 6] [--warmup 2] [--device cuda|cpu]
 //   SWIFT_PROFILE=1 bench_train_step ...   adds a per-op time table (ops bracketed by synchronisations)
 //
 // Invariants: prints exactly one JSON line (fields as the peer's) on success; the FLOP count is the peer's
@@ -150,6 +150,9 @@ int main(int argc, char** argv) {
   app.add_option("--lora_dropout", dropout);
   app.add_option("--device", device_name, "cuda | cpu")->check(CLI::IsMember({"cuda", "cpu"}));
   app.add_flag("--gradient_checkpointing", checkpointing);
+  int64_t recompute_layers = -1;
+  app.add_option("--recompute_num_layers", recompute_layers,
+                 "with --gradient_checkpointing: recompute only the first N layers (default: all)");
   CLI11_PARSE(app, argc, argv);
   try {
     const Device device = device_name == "cpu" ? Device::cpu() : Device::cuda(0);
@@ -168,6 +171,7 @@ int main(int argc, char** argv) {
       adapters = model::create_lora(config, settings);
     }
     model::TrainableModel trainable(*lm, type, std::move(adapters));
+    trainable.set_recompute_layers(recompute_layers);
     ops::AdamWConfig adamw;
     adamw.weight_decay = 0.1;
     train::AdamW optimizer(trainable.parameters(), adamw);
@@ -195,10 +199,11 @@ int main(int argc, char** argv) {
     const double flops = forward_flops_per_token(config, seq) * (type == model::TunerType::Lora ? 2 : 3) * tokens;
     const MemoryStats mem = memory_stats(device.is_cuda() ? 1 : 0);
     std::printf("%s\n", fmt::format("{{\"impl\": \"swift.cpp\", \"config\": \"{}\", \"tuner\": \"{}\", \"seq\": {}, \"batch\": {}, "
-                                    "\"gradient_checkpointing\": {}, \"trainable\": {}, \"step_s_median\": {:.4f}, "
+                                    "\"gradient_checkpointing\": {}, \"recompute_num_layers\": {}, \"trainable\": {}, "
+                                    "\"step_s_median\": {:.4f}, "
                                     "\"tokens_per_s\": {:.1f}, \"model_tflops\": {:.1f}, \"peak_allocated_gib\": {:.2f}, "
                                     "\"last_loss\": {:.4f}}}",
-                                    config_path, tuner, seq, batch, checkpointing, trainable.trainable_count(), step_s,
+                                    config_path, tuner, seq, batch, checkpointing, recompute_layers, trainable.trainable_count(), step_s,
                                     tokens / step_s, flops / step_s / 1e12, mem.total_peak / 1073741824.0, last_loss)
                             .c_str());
     std::fprintf(stderr, "%s", memory_report(device.is_cuda() ? 1 : 0).c_str());

@@ -2,6 +2,8 @@
 # On the GPU machine: build bench_train_step, then time swift.cpp and the peer (transformers + PEFT,
 # scripts/bench/peer_train_step.py) on the same shapes, one after the other in this one call, and print a table.
 #   scripts/device/bench-train.sh [case ...]      cases: 7b-lora 7b-lora-gc 7b-lora-8k 8b-lora-gc 05b-full (default: all),
+#                                                 7b-lora-gc-keep N, 8b-lora-gc-keep N, 7b-lora-8k-keep N: checkpointing
+#                                                 that recomputes only the first N layers (the peer recomputes all),
 #                                                 7b-lora-profile (ours only, per-op table)
 # Carry .device-deps. JSON lines go to $OUT/bench-train.jsonl, logs to $OUT/bench-train.log.
 source "$(dirname "$0")/env.sh"
@@ -9,20 +11,29 @@ out=${OUT:-/tmp}
 cmake --build build-gpu -j"$(nproc)" --target bench_train_step > "$out/bench-build.log" 2>&1 || { tail -50 "$out/bench-build.log"; exit 1; }
 cases=("$@")
 [ ${#cases[@]} -gt 0 ] || cases=(7b-lora 7b-lora-gc 05b-full 7b-lora-8k 8b-lora-gc)
-run_case() {  # name config tuner seq batch [--gradient_checkpointing]
-  local name=$1 config=$2 tuner=$3 seq=$4 batch=$5 gc=${6:-}
+run_case() {  # name config tuner seq batch [--gradient_checkpointing [--recompute_num_layers N]]
+  local name=$1 config=$2 tuner=$3 seq=$4 batch=$5 gc=${6:-} keep=${7:-}
   local peer_gc=""; [ -n "$gc" ] && peer_gc=--gradient-checkpointing
   echo "== $name: swift.cpp" >&2
-  build-gpu/bench/bench_train_step --config "$config" --tuner "$tuner" --seq "$seq" --batch "$batch" $gc \
+  build-gpu/bench/bench_train_step --config "$config" --tuner "$tuner" --seq "$seq" --batch "$batch" $gc $keep \
     --steps 5 --warmup 2 2>>"$out/bench-train.log" | sed "s/^{/{\"case\": \"$name\", /" | tee -a "$out/bench-train.jsonl" \
     || echo "{\"case\": \"$name\", \"impl\": \"swift.cpp\", \"error\": true}" | tee -a "$out/bench-train.jsonl"
+  [ -n "$keep" ] && return 0  # the peer recomputes every layer: its figure is the matching *-gc case's
   echo "== $name: peer" >&2
   PYTHONUNBUFFERED=1 python3 scripts/bench/peer_train_step.py --config "$config" --tuner "$tuner" --seq "$seq" \
     --batch "$batch" $peer_gc --steps 5 --warmup 2 2>>"$out/bench-train.log" | sed "s/^{/{\"case\": \"$name\", /" \
     | tee -a "$out/bench-train.jsonl" || true
 }
+recompute=""
 for c in "${cases[@]}"; do
+  if [[ $c =~ ^[0-9]+$ ]]; then continue; fi  # the N of a *-keep case, consumed below
   case $c in
+    *-keep) recompute=$(printf '%s\n' "${cases[@]}" | grep -A1 -x -- "$c" | sed -n 2p) ;;
+  esac
+  case $c in
+    7b-lora-gc-keep) run_case "$c" bench/configs/qwen2.5-7b.json lora 2048 4 --gradient_checkpointing "--recompute_num_layers $recompute" ;;
+    8b-lora-gc-keep) run_case "$c" bench/configs/llama-3.1-8b.json lora 2048 4 --gradient_checkpointing "--recompute_num_layers $recompute" ;;
+    7b-lora-8k-keep) run_case "$c" bench/configs/qwen2.5-7b.json lora 8192 1 --gradient_checkpointing "--recompute_num_layers $recompute" ;;
     7b-lora) run_case "$c" bench/configs/qwen2.5-7b.json lora 2048 4 ;;
     7b-lora-gc) run_case "$c" bench/configs/qwen2.5-7b.json lora 2048 4 --gradient_checkpointing ;;
     7b-lora-8k) run_case "$c" bench/configs/qwen2.5-7b.json lora 8192 1 --gradient_checkpointing ;;

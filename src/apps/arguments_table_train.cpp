@@ -227,6 +227,11 @@ void add_training_options(std::vector<OptionSpec>& t) {
                .help = "ms-swift optimizer plugin name."});
   t.push_back({.name = "gradient_checkpointing", .type = boolean, .group = G::training, .commands = c,
                .default_value = "true", .help = "Recompute activations in the backward pass to save memory."});
+  t.push_back({.name = "recompute_num_layers", .type = integer, .group = G::training, .commands = c,
+               .default_note = "all layers",
+               .help = "With --gradient_checkpointing: recompute only the first N decoder layers and keep every "
+                       "activation of the others (Megatron's --recompute_method block): faster, more memory. "
+                       "Gradients are identical for every N."});
   t.push_back({.name = "vit_gradient_checkpointing", .type = boolean, .group = G::training, .commands = c,
                .default_note = "gradient_checkpointing", .help = "Gradient checkpointing of the vision tower."});
   t.push_back({.name = "gradient_checkpointing_kwargs", .type = json, .group = G::training, .commands = c,
@@ -242,6 +247,10 @@ void add_training_options(std::vector<OptionSpec>& t) {
                .help = "ZeRO++ partition size."});
   t.push_back({.name = "deepspeed_autotp_size", .type = integer, .group = G::training, .commands = c,
                .help = "Tensor-parallel size of DeepSpeed AutoTP."});
+  t.push_back({.name = "tensor_model_parallel_size", .type = integer, .group = G::training, .commands = c,
+               .default_value = "1",
+               .help = "Megatron tensor parallelism: attention heads and MLP units split over this many ranks "
+                       "(the world is data-parallel x sequence-parallel x tensor-parallel ranks)."});
   t.push_back({.name = "fsdp", .group = G::training, .commands = c, .help = "FSDP preset or config file."});
   t.push_back({.name = "logging_steps", .type = integer, .group = G::training, .commands = c, .default_value = "5",
                .help = "Steps between logging.jsonl lines."});

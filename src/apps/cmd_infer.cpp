@@ -1,9 +1,13 @@
-// apps/cmd_infer.cpp — `swift infer`: a chat REPL on the terminal (streaming tokens) or batch inference over
-// --val_dataset into --result_path (jsonl), with or without --adapters, greedy or sampled, with a KV cache.
+// apps/cmd_infer.cpp — `swift infer`: a chat REPL on the terminal (streaming tokens unless --stream false) or batch
+// inference over --val_dataset into --result_path (jsonl), with or without --adapters, greedy or sampled, with a
+// KV cache. Runs on a CUDA device when one is visible (place_model_for_inference: --device_map cpu keeps the CPU,
+// --torch_dtype bfloat16|float32): prefill and decoding on the device, the KV cache there, and only the last
+// position's logits come back to the host, where sampling runs (serve/sampling).
 //
 // Invariants: prompts are rendered by the same chat template and encoder the trainer uses (with the generation
-// prompt and the row's `tools`, as training encodes them); generation stops at max_new_tokens, the model's end-of-sequence ids or the template's end-of-turn
-// token; streamed text never splits a UTF-8 character (text::StreamDecoder).
+// prompt and the row's `tools`, as training encodes them); generation stops at max_new_tokens, the model's
+// end-of-sequence ids or the template's end-of-turn token; streamed text never splits a UTF-8 character
+// (text::StreamDecoder).
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -102,6 +106,7 @@ int cmd_infer(const Args& raw) {
   const GenerationArguments g = GenerationArguments::from(args);
   const InferArguments inf = InferArguments::from(args);
   LoadedModel loaded = load_model_for(m, d);
+  place_model_for_inference(*loaded.model, m, args.get_json("device_map"));
   if (!m.adapters.empty()) {
     SWIFT_CHECK(m.adapters.size() == 1, "--adapters: swift infer applies one adapter, got {}", m.adapters.size());
     loaded.model->set_lora(model::lora_from_peft(io::load_peft_adapter(m.adapters[0]), loaded.model->config()));
@@ -193,7 +198,8 @@ int cmd_infer(const Args& raw) {
     if (line.empty()) continue;
     history.push_back({"user", line, "", nullptr, std::nullopt});
     const std::vector<int32_t> ids = loaded.encoder->encode(history, nlohmann::ordered_json(), true).ids;
-    const Generated r = generate(loaded, ids, sampler, max_new_tokens, top_logprobs, g.logprobs, true);
+    const Generated r = generate(loaded, ids, sampler, max_new_tokens, top_logprobs, g.logprobs, g.stream.value_or(true));
+    if (!g.stream.value_or(true)) std::fputs(r.text.c_str(), stdout);
     std::printf("\n");
     if (g.logprobs) {
       for (const auto& lp : r.logprobs)

@@ -9,9 +9,13 @@
 // launch environment; the communicator is the CPU shared-memory group for a CPU model, NCCL for a CUDA one. The
 // loader gives each rank its share (global batch = per_device_train_batch_size x accumulation x world size); only
 // rank 0 creates the run directory (its path is sent to the others) and writes args.json, logs and checkpoints.
+// --sequence_parallel_size P / --tensor_model_parallel_size N: the world is DP = world / (P N) replicas whose ranks share
+// one batch stream; SP ranks split each batch's tokens, TP ranks the linears' weights (train/parallel.h); the
+// global batch counts replicas, not ranks.
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <thread>
 
@@ -29,6 +33,7 @@
 #include "dist/init.h"
 #include "model/training.h"
 #include "train/data_parallel.h"
+#include "train/parallel.h"
 #include "train/run_dir.h"
 #include "train/trainer.h"
 
@@ -37,6 +42,54 @@ namespace swift::apps {
 namespace {
 
 namespace fs = std::filesystem;
+
+// The ZeRO stage of --deepspeed: a preset of ms-swift (zero0 .. zero3, zero2_offload, zero3_offload), a DeepSpeed
+// config file, or its JSON inline (zero_optimization.stage and its offload settings).
+int zero_stage_from_deepspeed(const nlohmann::json& deepspeed) {
+  const char* use = "use --deepspeed zero2 (gradients and optimizer states sharded over the ranks), zero1 or zero0";
+  nlohmann::json config = deepspeed;
+  std::string what = "--deepspeed (inline JSON)";
+  if (deepspeed.is_string()) {
+    const std::string name = deepspeed.get<std::string>();
+    if (name.empty() || name == "zero0") return 0;
+    if (name == "zero1") return 1;
+    if (name == "zero2") return 2;
+    if (name == "zero3") {
+      fail("--deepspeed zero3: ZeRO-3 (parameters sharded over the ranks) is not supported; {}", use);
+    }
+    if (name == "zero2_offload" || name == "zero3_offload") {
+      fail("--deepspeed {}: offloading optimizer states or parameters to the CPU is not supported; {}", name, use);
+    }
+    std::ifstream in(name);
+    if (!in) {
+      fail("--deepspeed '{}' is neither a preset (zero0, zero1, zero2, zero3, zero2_offload, zero3_offload) nor a "
+           "readable DeepSpeed config file", name);
+    }
+    try {
+      in >> config;
+    } catch (const nlohmann::json::exception& e) {
+      fail("--deepspeed '{}': not a JSON DeepSpeed config: {}", name, e.what());
+    }
+    what = "--deepspeed '" + name + "'";
+  }
+  if (!config.is_object()) fail("{}: expected a JSON object with zero_optimization, got {}", what, config.dump());
+  const nlohmann::json zero = config.value("zero_optimization", nlohmann::json::object());
+  if (!zero.is_object()) fail("{}: zero_optimization must be a JSON object, got {}", what, zero.dump());
+  const nlohmann::json stage = zero.value("stage", nlohmann::json(0));
+  if (!stage.is_number_integer()) fail("{}: zero_optimization.stage must be 0, 1 or 2, got {}", what, stage.dump());
+  for (const char* offload : {"offload_optimizer", "offload_param"}) {
+    const nlohmann::json o = zero.value(offload, nlohmann::json::object());
+    const std::string device = o.is_object() ? o.value("device", std::string("none")) : std::string("none");
+    if (device != "none") {
+      fail("{}: zero_optimization.{}.device = {} (offloading to the CPU or NVMe) is not supported; {}", what, offload,
+           device, use);
+    }
+  }
+  const int64_t s = stage.get<int64_t>();
+  if (s == 3) fail("{}: ZeRO-3 (parameters sharded over the ranks) is not supported; {}", what, use);
+  if (s < 0 || s > 3) fail("{}: zero_optimization.stage {} is not a ZeRO stage (0-3)", what, s);
+  return static_cast<int>(s);
+}
 
 int run_training(Command command, const Args& raw) {
   Arguments args = parse_arguments(command, raw);
@@ -55,21 +108,18 @@ int run_training(Command command, const Args& raw) {
               "batches is unknown in advance (pass e.g. --max_steps 1000)");
 
   const dist::LaunchEnv env = dist::detect_launch_env();
-  // --deepspeed: zero1 shards the AdamW state over the ranks (train/zero.h); zero0 is plain data parallel; the
-  // other stages are not implemented yet. One process: nothing to shard, ignored as before.
-  int zero_stage = 0;
-  if (env.distributed() && args.has("deepspeed") && !args.is_none("deepspeed")) {
-    const nlohmann::json& ds = args.get_json("deepspeed");
-    const std::string name = ds.is_string() ? ds.get<std::string>() : ds.dump();
-    if (name == "zero1") {
-      zero_stage = 1;
-    } else {
-      SWIFT_CHECK(name == "zero0" || name.empty(),
-                  "--deepspeed {}: only zero0 and zero1 (sharded optimizer states) are supported in multi-rank runs "
-                  "yet; ZeRO-2/3 (sharded gradients / parameters) are not; use --deepspeed zero1 or drop --deepspeed",
-                  name);
-    }
-  }
+  // --deepspeed: zero1 shards the AdamW state over the ranks, zero2 the reduced gradients too (train/zero.h); zero0
+  // is plain data parallel; zero3 and the offload presets are refused naming what to use. One process: nothing to
+  // shard, ignored as before.
+  const int zero_stage = env.distributed() && args.has("deepspeed") && !args.is_none("deepspeed")
+                             ? zero_stage_from_deepspeed(args.get_json("deepspeed"))
+                             : 0;
+  // --sequence_parallel_size (Ulysses): the ranks are DP replicas x SP ranks (train/parallel.h); the SP ranks of a
+  // replica read the same batches and split their tokens.
+  // --tensor_model_parallel_size (Megatron): the ranks of a replica also split the linears' weights.
+  const train::ParallelLayout layout =
+      train::ParallelLayout::of(env.rank, env.world_size, static_cast<int>(d.sequence_parallel_size),
+                                static_cast<int>(args.get_int("tensor_model_parallel_size")));
 
   LoadedModel loaded = load_model_for(m, d);
   const io::ModelConfig& config = loaded.model->config();
@@ -109,7 +159,7 @@ int run_training(Command command, const Args& raw) {
     loader = std::make_unique<data::StreamingLoader>(po.dataset, po.encode, so);
     if (env.distributed()) {  // every rank reads the stream and keeps every world_size-th batch
       stream_inner = std::move(loader);
-      loader = std::make_unique<data::StridedSource>(*stream_inner, env.world_size, env.rank);
+      loader = std::make_unique<data::StridedSource>(*stream_inner, layout.dp, layout.dp_rank);
     }
     std::fprintf(stderr, "streaming: %zu dataset(s), read while training (shuffle buffer %lld)\n", d.dataset.size(),
                  static_cast<long long>(d.dataset_shuffle ? so.shuffle_buffer_size : 0));
@@ -135,8 +185,8 @@ int run_training(Command command, const Args& raw) {
     lo.shuffle = d.dataset_shuffle;
     lo.seed = static_cast<uint64_t>(d.data_seed);
     lo.num_workers = static_cast<int>(tr.dataloader_num_workers);
-    lo.world_size = env.world_size;  // rank r takes every world_size-th unit (torch's DistributedSampler)
-    lo.rank = env.rank;
+    lo.world_size = layout.dp;  // replica r takes every DP-th unit (torch's DistributedSampler)
+    lo.rank = layout.dp_rank;
     loader = std::make_unique<data::DataLoader>(prepared.train, lo, plan);
   }
 
@@ -171,8 +221,15 @@ int run_training(Command command, const Args& raw) {
     comm = dist::init_communicator(env, device.is_cuda() ? device : Device::cpu());
     std::fprintf(stderr, "data parallel: %s, backend %s\n", env.str().c_str(), comm->backend().c_str());
   }
+  std::unique_ptr<train::ParallelWorld> parallel;  // the sequence-parallel groups split off the world
+  if (comm && layout.sp * layout.tp > 1) parallel = std::make_unique<train::ParallelWorld>(*comm, layout.sp, layout.tp);
   model::TrainableModel trainable(*loaded.model, tuner, std::move(lora));
   trainable.set_activation_dtype(placement.activations);
+  if (tr.recompute_num_layers) {
+    SWIFT_CHECK(*tr.recompute_num_layers >= 0, "--recompute_num_layers {}: must be >= 0 (layers to recompute)",
+                *tr.recompute_num_layers);
+    trainable.set_recompute_layers(*tr.recompute_num_layers);
+  }
   const int64_t total = config.parameter_count();
   std::fprintf(stderr, "trainable parameters: %lld of %lld (%.4f%%)\n", static_cast<long long>(trainable.trainable_count()),
                static_cast<long long>(total), 100.0 * static_cast<double>(trainable.trainable_count()) / total);
@@ -217,15 +274,26 @@ int run_training(Command command, const Args& raw) {
   tc.extra_files = loaded.tokenizer_files;
   tc.base_model_name_or_path = *m.model;
   tc.comm = comm.get();
+  tc.parallel = parallel.get();
   tc.zero_stage = zero_stage;
   train::Trainer trainer(tc, trainable, *loader, prepared.val);
   if (comm) {
     std::fprintf(stderr, "data parallel: %d ranks, global batch %lld = %lld per device x %lld accumulation x %d%s\n",
                  env.world_size,
-                 static_cast<long long>(tr.per_device_train_batch_size * tc.gradient_accumulation_steps * env.world_size),
+                 static_cast<long long>(tr.per_device_train_batch_size * tc.gradient_accumulation_steps * layout.dp),
                  static_cast<long long>(tr.per_device_train_batch_size),
-                 static_cast<long long>(tc.gradient_accumulation_steps), env.world_size,
-                 zero_stage == 1 ? ", ZeRO-1 (AdamW state sharded)" : "");
+                 static_cast<long long>(tc.gradient_accumulation_steps), layout.dp,
+                 zero_stage == 1   ? ", ZeRO-1 (AdamW state sharded)"
+                 : zero_stage == 2 ? ", ZeRO-2 (gradients and AdamW state sharded)"
+                                   : "");
+  }
+  if (layout.sp > 1) {
+    std::fprintf(stderr, "sequence parallel: %d data-parallel replica(s) x %d ranks (Ulysses: each rank runs 1/%d of "
+                 "the tokens, heads exchanged around attention)\n", layout.dp, layout.sp, layout.sp);
+  }
+  if (layout.tp > 1) {
+    std::fprintf(stderr, "tensor parallel: %d ranks per replica hold 1/%d of every attention and MLP weight "
+                 "(checkpoints are saved whole)\n", layout.tp, layout.tp);
   }
   if (loader->steps_per_epoch() > 0) {
     std::fprintf(stderr, "training: %lld optimizer steps (%lld micro-batches per epoch, gradient accumulation %lld)\n",

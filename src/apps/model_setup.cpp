@@ -1,4 +1,5 @@
-// apps/model_setup.cpp — loading --model with its tokenizer, template and encoder.
+// apps/model_setup.cpp — loading --model with its tokenizer, template and encoder; placing the model on the device
+// training or inference runs on.
 #include "apps/model_setup.h"
 
 #include "ops/backends.h"
@@ -95,6 +96,60 @@ Placement place_model_for_training(model::CausalLM& model, const ModelArguments&
   const Device device = Device::cuda(local_rank);
   model.place(device, matrices);
   std::fprintf(stderr, "device: %s, weights and activations %s\n", device.str().c_str(), dtype_name(matrices));
+  return {device, matrices};
+}
+
+Placement place_model_for_inference(model::CausalLM& model, const ModelArguments& model_args,
+                                    const nlohmann::json& device_map) {
+  // --device_map: none / "auto" (and transformers' other automatic maps) choose as training does; "cpu"; a device.
+  int index = 0;
+  bool want_cpu = false, explicit_device = false;
+  if (device_map.is_number_integer()) {
+    index = device_map.get<int>();
+    explicit_device = true;
+  } else if (device_map.is_string()) {
+    const std::string map = device_map.get<std::string>();
+    if (map == "cpu") {
+      want_cpu = true;
+    } else if (map == "cuda" || map.rfind("cuda:", 0) == 0) {
+      explicit_device = true;
+      if (map.size() > 5) {
+        const std::string digits = map.substr(5);
+        SWIFT_CHECK(!digits.empty() && digits.find_first_not_of("0123456789") == std::string::npos,
+                    "--device_map '{}': expected cuda:N with N a device index", map);
+        index = std::stoi(digits);
+      }
+    } else if (!map.empty() && map.find_first_not_of("0123456789") == std::string::npos) {
+      index = std::stoi(map);
+      explicit_device = true;
+    } else {
+      SWIFT_CHECK(map == "auto" || map == "balanced" || map == "balanced_low_0" || map == "sequential",
+                  "--device_map '{}': expected auto, cpu, cuda, cuda:N or a device index (swift.cpp places the whole "
+                  "model on one device)", map);
+    }
+  } else if (!device_map.is_null()) {
+    fail("--device_map {}: per-layer maps are not supported; swift.cpp places the whole model on one device (use "
+         "auto, cpu or cuda:N)", device_map.dump());
+  }
+  const int visible = ops::cuda_device_count();
+  if (want_cpu || (visible == 0 && !explicit_device)) {
+    std::fprintf(stderr, "device: cpu (%s)\n", ops::cpu_backend_info().c_str());
+    return {Device::cpu(), DType::F32};
+  }
+  SWIFT_CHECK(index >= 0 && index < visible, "--device_map: CUDA device {} requested, {} visible{}", index, visible,
+              visible == 0 ? " (this build has no CUDA backend, or CUDA_VISIBLE_DEVICES hides every device)" : "");
+  const std::string dtype = model_args.torch_dtype.value_or("");
+  DType matrices = DType::BF16;
+  if (dtype == "float32") {
+    matrices = DType::F32;
+  } else if (dtype != "bfloat16" && !dtype.empty()) {
+    fail("--torch_dtype {}: inference on CUDA supports bfloat16 (default) and float32; float16 activations are not "
+         "built (use bfloat16)", dtype);
+  }
+  const Device device = Device::cuda(index);
+  model.place(device, matrices);
+  std::fprintf(stderr, "device: %s, weights, activations and KV cache %s\n", device.str().c_str(),
+               dtype_name(matrices));
   return {device, matrices};
 }
 

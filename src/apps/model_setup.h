@@ -42,6 +42,15 @@ struct Placement {
 };
 Placement place_model_for_training(model::CausalLM& model, const ModelArguments& model_args, int local_rank);
 
+// Where inference (swift infer) runs: the same choice as training (CUDA device 0 of CUDA_VISIBLE_DEVICES when this
+// build has CUDA and a device is visible, else the CPU), overridden by --device_map (ms-swift's model argument):
+// "cpu" forces the CPU, "cuda" / "cuda:N" / N picks a device, "auto" (or none) is the default choice. On CUDA the
+// matrices are stored as --torch_dtype (bfloat16 by default, float32 for exactness; float16 is refused: activations
+// on CUDA are BF16 or F32) and activations, the KV cache and the LM head take that dtype. Call before set_lora (or
+// after: the adapters move with the model).
+Placement place_model_for_inference(model::CausalLM& model, const ModelArguments& model_args,
+                                    const nlohmann::json& device_map);
+
 // A Hugging Face config.json for `config` (used when the model came from a GGUF file).
 nlohmann::json hf_config_json(const io::ModelConfig& config);
 

@@ -1,5 +1,5 @@
 // dist/communicator.cpp — what every communicator shares: the timeout setting, argument checks, the solo
-// (single-rank) communicator and run_ranks.
+// (single-rank) communicator (its started collectives are finished at once) and run_ranks.
 //
 // Invariants: argument checks name the collective, the argument and the expected size; they run before any
 // data moves (so a bad call on one rank is caught there, and the group is aborted by the caller).
@@ -146,8 +146,20 @@ void check_all_to_all(const Tensor& input, const Tensor& output, int world, Devi
 
 }  // namespace detail
 
+std::unique_ptr<Communicator> Communicator::split(int color) {
+  fail("split(color {}): the {} communicator cannot make sub-groups (sequence / tensor parallel groups); use the "
+       "CPU or NCCL backend",
+       color, backend());
+}
+
 // ---- solo --------------------------------------------------------------------------------------------------
 namespace {
+
+// A single rank's collectives are done when they return.
+class FinishedHandle final : public CollectiveHandle {
+ public:
+  void wait() override {}
+};
 
 class SoloCommunicator final : public Communicator {
  public:
@@ -167,6 +179,18 @@ class SoloCommunicator final : public Communicator {
     detail::check_all_gather(input, output, 1, 0, device_);
     if (output.raw() != input.raw()) output.copy_from(input);
   }
+  std::unique_ptr<CollectiveHandle> start_all_reduce(Tensor& t, ReduceOp op) override {
+    all_reduce(t, op);
+    return std::make_unique<FinishedHandle>();
+  }
+  std::unique_ptr<CollectiveHandle> start_reduce_scatter(const Tensor& input, Tensor& output, ReduceOp op) override {
+    reduce_scatter(input, output, op);
+    return std::make_unique<FinishedHandle>();
+  }
+  std::unique_ptr<CollectiveHandle> start_all_gather(const Tensor& input, Tensor& output) override {
+    all_gather(input, output);
+    return std::make_unique<FinishedHandle>();
+  }
   void broadcast(Tensor& t, int root) override { detail::check_broadcast(t, root, 1, device_); }
   void all_to_all(const Tensor& input, Tensor& output) override {
     detail::check_all_to_all(input, output, 1, device_);
@@ -175,6 +199,10 @@ class SoloCommunicator final : public Communicator {
   void barrier() override {}
   void synchronize() override {}
   void abort(const std::string&) override {}
+  std::unique_ptr<Communicator> split(int color) override {
+    if (color < 0) fail("split: color {} must be >= 0", color);
+    return std::make_unique<SoloCommunicator>(device_);
+  }
 
  private:
   Device device_;

@@ -17,14 +17,24 @@
 //    all_gather also accept the in-place layouts of NCCL (output a view of input's own shard, input a view of
 //    output's own shard); all_to_all needs disjoint buffers. Tensors live on the communicator's device
 //    (CPU for the CPU implementations, the rank's CUDA device for NCCL).
-//  - Operations on CUDA tensors are enqueued on swift::ops::cuda::stream(device) and return before they finish
-//    (ordered with every op on that stream); CPU collectives are complete when they return.
+//  - Operations on CUDA tensors are ordered with swift::ops::cuda::stream(device) (the compute stream) and return
+//    before they finish: the blocking calls as if enqueued on that stream; CPU collectives are complete when they
+//    return.
+//  - Asynchronous collectives (start_all_reduce / start_reduce_scatter / start_all_gather) return a
+//    CollectiveHandle at once. Every collective of a communicator, started or blocking, runs in the order it was
+//    issued, on every rank (so all ranks still issue the same sequence). Until wait() the caller must not touch
+//    the tensors (the handle keeps their storage alive). CPU: one background thread per communicator runs them in
+//    issue order (a blocking call first waits for the started ones to finish, then runs on the caller's thread);
+//    same sums, same bits as the blocking calls. NCCL: they run on a separate high-priority communication
+//    stream that waits (CUDA event) for the work enqueued on the compute stream before the call; wait() makes the
+//    compute stream wait for the collective (no host block), so the compute stream goes on in the meantime.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/tensor.h"
 
@@ -39,6 +49,17 @@ struct CommOptions {
 
 // The timeout: options.timeout_s when > 0, else SWIFT_DIST_TIMEOUT when set (throws on a bad value), else 600.
 double resolve_timeout(const CommOptions& options);
+
+// A collective in flight (Communicator::start_*). Must be waited or destroyed before its communicator.
+class CollectiveHandle {
+ public:
+  virtual ~CollectiveHandle() = default;  // waits when wait() was not called (an error is then dropped: the group
+                                          // is aborted and the next collective reports it)
+  // CPU: blocks until the collective finished on this rank and rethrows its error (naming the collective, its
+  // number and the rank at fault). NCCL: orders the compute stream after the collective and returns at once
+  // (its errors surface as those of the blocking calls: at synchronize() or the watchdog). Idempotent.
+  virtual void wait() = 0;
+};
 
 class Communicator {
  public:
@@ -63,14 +84,25 @@ class Communicator {
   // input and output: N elements (N divisible by world_size), chunk c = elements [c*N/W, (c+1)*N/W):
   // output chunk s of rank r = input chunk r of rank s (the exchange of Ulysses sequence parallelism).
   virtual void all_to_all(const Tensor& input, Tensor& output) = 0;
+  // Asynchronous forms of the three above (same arguments, same checks at the call, same results).
+  virtual std::unique_ptr<CollectiveHandle> start_all_reduce(Tensor& t, ReduceOp op = ReduceOp::Sum) = 0;
+  virtual std::unique_ptr<CollectiveHandle> start_reduce_scatter(const Tensor& input, Tensor& output,
+                                                                 ReduceOp op = ReduceOp::Sum) = 0;
+  virtual std::unique_ptr<CollectiveHandle> start_all_gather(const Tensor& input, Tensor& output) = 0;
   virtual void barrier() = 0;
-  // Waits until every collective issued so far has completed on the device (no-op on the CPU); the timeout
-  // applies, so a hung NCCL collective becomes an error here at the latest.
+  // Waits until every collective issued so far has completed (CPU: the started ones; NCCL: on the device, both
+  // streams); the timeout applies, so a hung NCCL collective becomes an error here at the latest.
   virtual void synchronize() = 0;
   // This rank gives up (after an error outside the collectives, e.g. bad data): the other ranks' pending and
   // later collectives fail at once, naming this rank and `reason`, instead of waiting for the timeout.
   // NCCL: ncclCommAbort (other ranks then fail at their timeout, or sooner through NCCL's own error).
   virtual void abort(const std::string& reason) = 0;
+  // Collective: the ranks that pass the same `color` (>= 0) form a new group, ranked in their order here
+  // (MPI_Comm_split / ncclCommSplit with key = rank): the sequence- and tensor-parallel groups of a world, and its
+  // data-parallel groups. The new communicator has its own staging memory and collective order; both stay usable
+  // and this one must outlive it. Every rank calls it with the same options. The default implementation throws
+  // naming the backend.
+  virtual std::unique_ptr<Communicator> split(int color);
 };
 
 // ---- CPU implementations (dist/shm_communicator.cpp) -------------------------------------------------------

@@ -11,6 +11,13 @@
 //    the communicator (which frees the stuck kernels), print the error to stderr, and fail every later call of
 //    this rank; if the rank does not come back to the communicator within 30 s it exits with status 1, so the
 //    launcher stops the others. A dead peer never means a silent hang.
+//  - Started collectives (start_*) run on a communication stream of this communicator (created on first use,
+//    highest priority, cudaStreamNonBlocking so the backend's synchronous copies on the legacy stream never wait
+//    for a collective): it first waits (event) for the work enqueued on the compute stream so far; the handle's
+//    wait() makes the compute stream wait for the collective's own event. A blocking collective issued after
+//    started ones first makes the compute stream wait for the communication stream, and a started one waits for
+//    the compute stream: NCCL kernels of this communicator run in issue order on both streams (no cross-stream
+//    deadlock). synchronize() covers both streams. The watchdog tracks started collectives as the others.
 //  - NVLink multicast (NVLS) stays off: NCCL_NVLS_ENABLE=0 unless the user set it.
 //  - Reductions: ncclFloat / ncclBfloat16 with ncclSum or ncclAvg (NCCL's order and, for BF16, NCCL's rounding
 //    at each hop); copies (all_gather, broadcast, all_to_all) move bytes (ncclUint8), any dtype.
@@ -75,6 +82,34 @@ class NcclCommunicator final : public Communicator {
     watchdog_ = std::thread([this] { watch(); });
   }
 
+  // A sub-group of `parent` (split): ncclCommSplit with key = the parent rank, non-blocking like the parent, polled
+  // against the timeout; it shares the parent's device and stream and has its own watchdog.
+  NcclCommunicator(NcclCommunicator& parent, int color)
+      : rank_(parent.rank_), world_(0), local_rank_(parent.local_rank_), device_(parent.device_),
+        timeout_s_(parent.timeout_s_) {
+    parent.check_error();
+    cuda_check(cudaSetDevice(device_), "cudaSetDevice");
+    stream_ = parent.stream_;
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    const ncclResult_t r = ncclCommSplit(parent.comm_, color, parent.rank_, &comm_, &config);
+    if (r != ncclSuccess && r != ncclInProgress) {
+      fail("NCCL: ncclCommSplit(color {}) failed on rank {}: {} ({})", color, parent.rank_, ncclGetErrorString(r),
+           ncclGetLastError(parent.comm_));
+    }
+    parent.poll_until_ready(deadline_after(timeout_s_), fmt::format("split (color {})", color));
+    poll_until_ready(deadline_after(timeout_s_), fmt::format("split (color {}): the new communicator", color));
+    int count = 0, rank = 0;
+    if (ncclCommCount(comm_, &count) != ncclSuccess || ncclCommUserRank(comm_, &rank) != ncclSuccess) {
+      abort_comm();
+      fail("NCCL: cannot read the size and rank of the group split off with color {} on rank {}", color, parent.rank_);
+    }
+    world_ = count;
+    rank_ = rank;
+    cuda_check(cudaMalloc(&scratch_, sizeof(float)), "cudaMalloc (barrier scratch)");
+    watchdog_ = std::thread([this] { watch(); });
+  }
+
   ~NcclCommunicator() override {
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -94,6 +129,8 @@ class NcclCommunicator final : public Communicator {
     }
     for (cudaEvent_t e : free_events_) cudaEventDestroy(e);
     for (const Pending& p : pending_) cudaEventDestroy(p.event);
+    if (handoff_ != nullptr) cudaEventDestroy(handoff_);
+    if (comm_stream_ != nullptr) cudaStreamDestroy(comm_stream_);
     if (scratch_ != nullptr) cudaFree(scratch_);
   }
 
@@ -124,6 +161,29 @@ class NcclCommunicator final : public Communicator {
     enqueue("all_gather", [&] {
       detail::check_all_gather(input, output, world_, rank_, device());
       return ncclAllGather(input.raw(), output.raw(), input.nbytes(), ncclUint8, comm_, stream_);
+    });
+  }
+
+  std::unique_ptr<CollectiveHandle> start_all_reduce(Tensor& t, ReduceOp op) override {
+    return start("all_reduce", {t}, [&](cudaStream_t s) {
+      detail::check_all_reduce(t, device());
+      return ncclAllReduce(t.raw(), t.raw(), static_cast<size_t>(t.numel()), nccl_type(t.dtype()), nccl_op(op), comm_,
+                           s);
+    });
+  }
+
+  std::unique_ptr<CollectiveHandle> start_reduce_scatter(const Tensor& input, Tensor& output, ReduceOp op) override {
+    return start("reduce_scatter", {input, output}, [&](cudaStream_t s) {
+      detail::check_reduce_scatter(input, output, world_, rank_, device());
+      return ncclReduceScatter(input.raw(), output.raw(), static_cast<size_t>(output.numel()),
+                               nccl_type(input.dtype()), nccl_op(op), comm_, s);
+    });
+  }
+
+  std::unique_ptr<CollectiveHandle> start_all_gather(const Tensor& input, Tensor& output) override {
+    return start("all_gather", {input, output}, [&](cudaStream_t s) {
+      detail::check_all_gather(input, output, world_, rank_, device());
+      return ncclAllGather(input.raw(), output.raw(), input.nbytes(), ncclUint8, comm_, s);
     });
   }
 
@@ -159,6 +219,7 @@ class NcclCommunicator final : public Communicator {
   void synchronize() override {
     check_error();
     cuda_check(cudaSetDevice(device_), "cudaSetDevice");
+    join_started();
     cudaEvent_t event = nullptr;
     cuda_check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate");
     cuda_check(cudaEventRecord(event, stream_), "cudaEventRecord");
@@ -188,7 +249,40 @@ class NcclCommunicator final : public Communicator {
     set_error(fmt::format("rank {} aborted: {}", rank_, reason));
   }
 
+  std::unique_ptr<Communicator> split(int color) override {
+    if (color < 0) fail("split: color {} must be >= 0 (rank {})", color, rank_);
+    return std::make_unique<NcclCommunicator>(*this, color);
+  }
+
  private:
+  // The compute stream's wait for a started collective (NcclCommunicator::start).
+  class NcclHandle final : public CollectiveHandle {
+   public:
+    NcclHandle(NcclCommunicator& comm, cudaEvent_t done, std::vector<Tensor> tensors)
+        : comm_(comm), done_(done), tensors_(std::move(tensors)) {}
+    ~NcclHandle() override {
+      try {
+        wait();
+      } catch (const Error&) {  // the communicator is aborted; its next call reports it
+      }
+      comm_.recycle_event(done_);
+    }
+    void wait() override {
+      if (waited_) return;
+      comm_.check_error();
+      cuda_check(cudaSetDevice(comm_.device_), "cudaSetDevice");
+      cuda_check(cudaStreamWaitEvent(comm_.stream_, done_, 0), "cudaStreamWaitEvent (compute after collective)");
+      waited_ = true;
+      tensors_.clear();  // later frees are ordered after the collective on the compute stream
+    }
+
+   private:
+    NcclCommunicator& comm_;
+    cudaEvent_t done_;
+    std::vector<Tensor> tensors_;  // kept alive while the collective may use them
+    bool waited_ = false;
+  };
+
   struct Pending {
     cudaEvent_t event;
     uint64_t sequence;
@@ -222,23 +316,66 @@ class NcclCommunicator final : public Communicator {
     }
   }
 
+  // The communication stream and the compute-to-communication handoff event, made on first use.
+  cudaStream_t comm_stream() {
+    if (comm_stream_ == nullptr) {
+      int least = 0, greatest = 0;
+      cuda_check(cudaDeviceGetStreamPriorityRange(&least, &greatest), "cudaDeviceGetStreamPriorityRange");
+      cuda_check(cudaStreamCreateWithPriority(&comm_stream_, cudaStreamNonBlocking, greatest),
+                 "cudaStreamCreateWithPriority (communication stream)");
+      cuda_check(cudaEventCreateWithFlags(&handoff_, cudaEventDisableTiming), "cudaEventCreate");
+    }
+    return comm_stream_;
+  }
+
+  // After started collectives: the compute stream waits for the communication stream (issue order for NCCL).
+  void join_started() {
+    if (!started_pending_) return;
+    cuda_check(cudaEventRecord(handoff_, comm_stream_), "cudaEventRecord (communication stream)");
+    cuda_check(cudaStreamWaitEvent(stream_, handoff_, 0), "cudaStreamWaitEvent (compute after communication)");
+    started_pending_ = false;
+  }
+
+  // A started collective: on the communication stream after the compute stream's work so far.
   template <typename Call>
-  void enqueue(const char* name, Call&& call) {
+  std::unique_ptr<CollectiveHandle> start(const char* name, std::vector<Tensor> tensors, Call&& call) {
+    cudaEvent_t done = nullptr;
+    enqueue(name, [&] {
+      cudaStream_t s = comm_stream();
+      cuda_check(cudaEventRecord(handoff_, stream_), "cudaEventRecord (compute stream)");
+      cuda_check(cudaStreamWaitEvent(s, handoff_, 0), "cudaStreamWaitEvent (communication after compute)");
+      const ncclResult_t r = call(s);
+      started_pending_ = true;
+      return r;
+    }, &done);
+    return std::make_unique<NcclHandle>(*this, done, std::move(tensors));
+  }
+
+  // Launches one collective (on the compute stream, or the communication stream for start()) and registers it
+  // with the watchdog; `done`: also an event of its completion for a handle.
+  template <typename Call>
+  void enqueue(const char* name, Call&& call, cudaEvent_t* done = nullptr) {
     const uint64_t sequence = ++sequence_;
     check_error();
     try {
       cuda_check(cudaSetDevice(device_), "cudaSetDevice");
+      if (done == nullptr) join_started();
       const ncclResult_t r = call();
+      cudaStream_t launched_on = done == nullptr ? stream_ : comm_stream_;
       if (r != ncclSuccess && r != ncclInProgress) {
         fail("NCCL {} #{} failed on rank {}: {} ({})", name, sequence, rank_, ncclGetErrorString(r),
              ncclGetLastError(comm_));
       }
       if (r == ncclInProgress) poll_until_ready(deadline_after(timeout_s_), fmt::format("{} #{}", name, sequence));
       cudaEvent_t event = take_event();
-      cuda_check(cudaEventRecord(event, stream_), "cudaEventRecord");
+      cuda_check(cudaEventRecord(event, launched_on), "cudaEventRecord");
       {
         std::lock_guard<std::mutex> lock(mutex_);
         pending_.push_back(Pending{event, sequence, name, deadline_after(timeout_s_)});
+      }
+      if (done != nullptr) {
+        *done = take_event();
+        cuda_check(cudaEventRecord(*done, launched_on), "cudaEventRecord");
       }
     } catch (const Error& e) {
       set_error(e.what());
@@ -258,6 +395,11 @@ class NcclCommunicator final : public Communicator {
     cudaEvent_t e = nullptr;
     cuda_check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
     return e;
+  }
+
+  void recycle_event(cudaEvent_t e) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    free_events_.push_back(e);
   }
 
   void abort_comm() {
@@ -343,7 +485,10 @@ class NcclCommunicator final : public Communicator {
   int device_;
   double timeout_s_;
   ncclComm_t comm_ = nullptr;
-  cudaStream_t stream_ = nullptr;
+  cudaStream_t stream_ = nullptr;       // the compute stream (ops::cuda::stream)
+  cudaStream_t comm_stream_ = nullptr;  // started collectives (comm_stream())
+  cudaEvent_t handoff_ = nullptr;       // compute <-> communication ordering
+  bool started_pending_ = false;        // the compute stream has not yet waited for every started collective
   void* scratch_ = nullptr;
   uint64_t sequence_ = 0;
 

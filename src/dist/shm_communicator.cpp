@@ -17,6 +17,12 @@
 //    deadline (the timeout, from the start of the wait). Errors name the collective, its number, the rank.
 //  - The descriptor check of the first phase turns mismatched calls (other collective, dtype, size, root) into
 //    an error on every rank instead of corrupted data.
+//  - Started collectives (start_*) run on one background thread per communicator, started on first use, in issue
+//    order; a blocking call first waits until that thread is idle with nothing queued, then runs on the caller's
+//    thread. So exactly one thread runs this rank's protocol at a time (phase and sequence counters stay private),
+//    and the order of collectives is the issue order. Arguments are checked at the call (a bad call aborts the
+//    group there); a failure on the background thread aborts the group and is rethrown by the handle's wait().
+//    Destroying the communicator fails the collectives still queued and makes a running one stop waiting.
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -28,8 +34,13 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <mutex>
 #include <random>
 #include <thread>
 #include <vector>
@@ -168,6 +179,80 @@ std::string describe(const Descriptor& d) {
   return s + ")";
 }
 
+// A sub-group's staging memory (ShmCommunicator::split): a heap arena for threads, a POSIX shared-memory arena for
+// processes. create_* run on the group's first rank; the others attach through what it published.
+std::shared_ptr<Arena> create_heap_arena(int world, int64_t slot) {
+  auto arena = std::make_shared<Arena>();
+  arena->bytes = arena_bytes(world, slot);
+  arena->base = std::aligned_alloc(64, (arena->bytes + 63) / 64 * 64);
+  if (arena->base == nullptr) fail("split: cannot allocate {} bytes of staging memory", arena->bytes);
+  init_arena(arena->base, world, slot);
+  return arena;
+}
+
+// Maps shared memory `name` of `bytes` (creating and initialising it when `create`); the caller unlinks it.
+std::shared_ptr<Arena> map_shared_arena(const std::string& name, int world, int64_t slot, bool create) {
+  const size_t bytes = arena_bytes(world, slot);
+  const int fd = create ? shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600) : shm_open(name.c_str(), O_RDWR, 0600);
+  if (fd < 0) fail("split: shm_open('{}') failed: {}", name, std::strerror(errno));
+  if (create && ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    const int err = errno;
+    close(fd);
+    fail("split: cannot size shared memory '{}' to {} bytes: {} (is /dev/shm full or too small?)", name, bytes,
+         std::strerror(err));
+  }
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  const int err = errno;
+  close(fd);
+  if (p == MAP_FAILED) fail("split: mmap of {} bytes of '{}' failed: {}", bytes, name, std::strerror(err));
+  auto arena = std::make_shared<Arena>();
+  arena->base = p;
+  arena->bytes = bytes;
+  arena->mapped = true;
+  if (create) {
+    init_arena(p, world, slot);
+  } else if (arena->header()->magic != kMagic || arena->header()->world_size != world ||
+             arena->header()->slot_bytes != slot) {
+    fail("split: shared memory '{}' does not hold a group of {} ranks with {}-byte slots", name, world, slot);
+  }
+  return arena;
+}
+
+// One started collective: its work (run by the communicator's background thread) and its outcome.
+struct AsyncJob {
+  std::function<void()> work;
+  std::mutex mutex;
+  std::condition_variable finished_cv;
+  bool finished = false;
+  std::exception_ptr error;
+
+  void finish(std::exception_ptr e) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      error = std::move(e);
+      finished = true;
+    }
+    finished_cv.notify_all();
+  }
+  void wait_finished() {
+    std::unique_lock<std::mutex> lock(mutex);
+    finished_cv.wait(lock, [&] { return finished; });
+  }
+};
+
+class CpuHandle final : public CollectiveHandle {
+ public:
+  explicit CpuHandle(std::shared_ptr<AsyncJob> job) : job_(std::move(job)) {}
+  ~CpuHandle() override { job_->wait_finished(); }
+  void wait() override {
+    job_->wait_finished();
+    if (job_->error) std::rethrow_exception(job_->error);
+  }
+
+ private:
+  std::shared_ptr<AsyncJob> job_;
+};
+
 class ShmCommunicator final : public Communicator {
  public:
   ShmCommunicator(std::shared_ptr<Arena> arena, int rank, int local_rank, bool processes, double timeout_s)
@@ -178,7 +263,15 @@ class ShmCommunicator final : public Communicator {
         processes_(processes),
         timeout_s_(timeout_s) {}
 
-  ~ShmCommunicator() override { arena_->state(rank_)->left.store(1, std::memory_order_release); }
+  ~ShmCommunicator() override {
+    {
+      std::lock_guard<std::mutex> lock(queue_mutex_);
+      closing_.store(true);
+    }
+    queue_cv_.notify_all();
+    if (worker_.joinable()) worker_.join();
+    arena_->state(rank_)->left.store(1, std::memory_order_release);
+  }
 
   int rank() const override { return rank_; }
   int world_size() const override { return world_; }
@@ -188,6 +281,61 @@ class ShmCommunicator final : public Communicator {
   double timeout_s() const override { return timeout_s_; }
 
   void all_reduce(Tensor& t, ReduceOp op) override {
+    drain();
+    run_all_reduce(t, op);
+  }
+
+  void reduce_scatter(const Tensor& input, Tensor& output, ReduceOp op) override {
+    drain();
+    run_reduce_scatter(input, output, op);
+  }
+
+  void all_gather(const Tensor& input, Tensor& output) override {
+    drain();
+    run_all_gather(input, output);
+  }
+
+  std::unique_ptr<CollectiveHandle> start_all_reduce(Tensor& t, ReduceOp op) override {
+    checked_at_issue([&] { detail::check_all_reduce(t, Device::cpu()); });
+    return start([this, t, op]() mutable { run_all_reduce(t, op); });
+  }
+
+  std::unique_ptr<CollectiveHandle> start_reduce_scatter(const Tensor& input, Tensor& output, ReduceOp op) override {
+    checked_at_issue([&] { detail::check_reduce_scatter(input, output, world_, rank_, Device::cpu()); });
+    return start([this, input, output, op]() mutable { run_reduce_scatter(input, output, op); });
+  }
+
+  std::unique_ptr<CollectiveHandle> start_all_gather(const Tensor& input, Tensor& output) override {
+    checked_at_issue([&] { detail::check_all_gather(input, output, world_, rank_, Device::cpu()); });
+    return start([this, input, output]() mutable { run_all_gather(input, output); });
+  }
+
+  void broadcast(Tensor& t, int root) override {
+    drain();
+    run_broadcast(t, root);
+  }
+
+  void all_to_all(const Tensor& input, Tensor& output) override {
+    drain();
+    run_all_to_all(input, output);
+  }
+
+  void barrier() override {
+    drain();
+    guarded(CollectiveKind::Barrier, DType::F32, 0, 0, [&] {
+      begin_phase(true);
+      publish_and_wait();
+      finish_phase();
+    });
+  }
+
+  void synchronize() override { drain(); }
+
+  void abort(const std::string& reason) override { set_abort(reason); }
+
+ private:
+  // The collectives' protocol (every blocking call and the background thread end here).
+  void run_all_reduce(Tensor& t, ReduceOp op) {
     guarded(CollectiveKind::AllReduce, t.defined() ? t.dtype() : DType::F32, t.defined() ? t.numel() : 0, 0, [&] {
       detail::check_all_reduce(t, Device::cpu());
       const size_t elem = dtype_bytes(t.dtype(), 1);
@@ -204,7 +352,7 @@ class ShmCommunicator final : public Communicator {
     });
   }
 
-  void reduce_scatter(const Tensor& input, Tensor& output, ReduceOp op) override {
+  void run_reduce_scatter(const Tensor& input, Tensor& output, ReduceOp op) {
     guarded(CollectiveKind::ReduceScatter, input.defined() ? input.dtype() : DType::F32,
             input.defined() ? input.numel() : 0, 0, [&] {
               detail::check_reduce_scatter(input, output, world_, rank_, Device::cpu());
@@ -227,7 +375,7 @@ class ShmCommunicator final : public Communicator {
             });
   }
 
-  void all_gather(const Tensor& input, Tensor& output) override {
+  void run_all_gather(const Tensor& input, Tensor& output) {
     guarded(CollectiveKind::AllGather, input.defined() ? input.dtype() : DType::F32,
             input.defined() ? input.numel() : 0, 0, [&] {
               detail::check_all_gather(input, output, world_, rank_, Device::cpu());
@@ -250,7 +398,7 @@ class ShmCommunicator final : public Communicator {
             });
   }
 
-  void broadcast(Tensor& t, int root) override {
+  void run_broadcast(Tensor& t, int root) {
     guarded(CollectiveKind::Broadcast, t.defined() ? t.dtype() : DType::F32, t.defined() ? t.numel() : 0, root, [&] {
       detail::check_broadcast(t, root, world_, Device::cpu());
       const int64_t bytes = static_cast<int64_t>(t.nbytes());
@@ -267,7 +415,7 @@ class ShmCommunicator final : public Communicator {
     });
   }
 
-  void all_to_all(const Tensor& input, Tensor& output) override {
+  void run_all_to_all(const Tensor& input, Tensor& output) {
     guarded(CollectiveKind::AllToAll, input.defined() ? input.dtype() : DType::F32,
             input.defined() ? input.numel() : 0, 0, [&] {
               detail::check_all_to_all(input, output, world_, Device::cpu());
@@ -290,19 +438,150 @@ class ShmCommunicator final : public Communicator {
             });
   }
 
-  void barrier() override {
-    guarded(CollectiveKind::Barrier, DType::F32, 0, 0, [&] {
-      begin_phase(true);
-      publish_and_wait();
-      finish_phase();
-    });
+
+ public:
+  // Two all_gathers over this group: every rank's color, then the new arena's address (threads) or shared-memory
+  // name (processes) from each group's first rank; a third exchange reports whether every rank attached, so a
+  // failure anywhere fails every rank at once instead of a later timeout.
+  std::unique_ptr<Communicator> split(int color) override {
+    Tensor mine = Tensor::empty({1}, DType::I64, Device::cpu(), MemoryCategory::Other);
+    *mine.data<int64_t>() = color;
+    Tensor colors = Tensor::empty({world_}, DType::I64, Device::cpu(), MemoryCategory::Other);
+    all_gather(mine, colors);
+    std::vector<int> members;
+    for (int r = 0; r < world_; ++r) {  // checked after the exchange, so every rank fails alike
+      if (colors.data<int64_t>()[r] < 0) fail("split: rank {} passed color {}; colors must be >= 0", r, colors.data<int64_t>()[r]);
+      if (colors.data<int64_t>()[r] == color) members.push_back(r);
+    }
+    const int leader = members[0];
+    const int new_rank = static_cast<int>(std::find(members.begin(), members.end(), rank_) - members.begin());
+    const int new_world = static_cast<int>(members.size());
+    const int64_t slot = slot_bytes();
+    // Blob: byte 0 = 1 when the leader made the arena (then the address or name follows), 0 with its error.
+    constexpr int64_t kBlob = 512;
+    Tensor blob = Tensor::zeros({kBlob}, DType::U8, Device::cpu(), MemoryCategory::Other);
+    char* text = static_cast<char*>(blob.raw()) + 1;
+    std::shared_ptr<Arena> arena;
+    std::string name, error;
+    std::shared_ptr<Arena>* holder = nullptr;  // threads: keeps the arena alive until every member copied it
+    if (rank_ == leader) {
+      try {
+        if (processes_) {
+          std::random_device rd;
+          name = fmt::format("/swift-dist-{}-{:08x}-c{}", getpid(), rd(), color);
+          arena = map_shared_arena(name, new_world, slot, true);
+          std::snprintf(text, kBlob - 1, "%s", name.c_str());
+        } else {
+          arena = create_heap_arena(new_world, slot);
+          holder = new std::shared_ptr<Arena>(arena);
+          std::memcpy(text, &holder, sizeof(holder));
+        }
+        static_cast<char*>(blob.raw())[0] = 1;
+      } catch (const Error& e) {
+        error = e.what();
+        std::snprintf(text, kBlob - 1, "%s", error.c_str());
+      }
+    }
+    Tensor blobs = Tensor::empty({kBlob * world_}, DType::U8, Device::cpu(), MemoryCategory::Other);
+    all_gather(blob, blobs);
+    const char* from_leader = static_cast<const char*>(blobs.raw()) + kBlob * leader;
+    if (rank_ != leader) {
+      if (from_leader[0] != 1) {
+        error = fmt::format("rank {} could not make the group's staging memory: {}", leader,
+                            std::string(from_leader + 1, strnlen(from_leader + 1, kBlob - 1)));
+      } else {
+        try {
+          if (processes_) {
+            name.assign(from_leader + 1, strnlen(from_leader + 1, kBlob - 1));
+            arena = map_shared_arena(name, new_world, slot, false);
+          } else {
+            std::shared_ptr<Arena>* shared = nullptr;
+            std::memcpy(&shared, from_leader + 1, sizeof(shared));
+            arena = *shared;
+          }
+        } catch (const Error& e) {
+          error = e.what();
+        }
+      }
+    }
+    if (arena && processes_) arena->state(new_rank)->pid.store(static_cast<int32_t>(getpid()), std::memory_order_release);
+    Tensor ok = Tensor::empty({1}, DType::I64, Device::cpu(), MemoryCategory::Other);
+    *ok.data<int64_t>() = error.empty() ? 1 : 0;
+    Tensor oks = Tensor::empty({world_}, DType::I64, Device::cpu(), MemoryCategory::Other);
+    all_gather(ok, oks);  // every member attached (or failed) before the leader lets go of the name / holder
+    if (rank_ == leader) {
+      if (processes_ && arena) shm_unlink(name.c_str());
+      delete holder;
+    }
+    if (!error.empty()) fail("split(color {}) on rank {}: {}", color, rank_, error);
+    for (int r = 0; r < world_; ++r) {
+      if (oks.data<int64_t>()[r] == 0) fail("split(color {}): rank {} could not join its new group (see its error)", color, r);
+    }
+    return std::make_unique<ShmCommunicator>(std::move(arena), new_rank, new_rank, processes_, timeout_s_);
   }
 
-  void synchronize() override {}
-
-  void abort(const std::string& reason) override { set_abort(reason); }
-
  private:
+  // A bad argument aborts the group at the call, as in the blocking collectives.
+  template <typename Check>
+  void checked_at_issue(Check&& check) {
+    try {
+      check();
+    } catch (const Error& e) {
+      set_abort(e.what());
+      throw;
+    }
+  }
+
+  // Queues `work` for the background thread (started on first use).
+  std::unique_ptr<CollectiveHandle> start(std::function<void()> work) {
+    auto job = std::make_shared<AsyncJob>();
+    job->work = std::move(work);
+    {
+      std::lock_guard<std::mutex> lock(queue_mutex_);
+      if (!worker_.joinable()) worker_ = std::thread([this] { work_loop(); });
+      queue_.push_back(job);
+    }
+    queue_cv_.notify_all();
+    return std::make_unique<CpuHandle>(job);
+  }
+
+  // The background thread: runs the queued collectives in order; on close, fails those never started.
+  void work_loop() {
+    std::unique_lock<std::mutex> lock(queue_mutex_);
+    while (true) {
+      queue_cv_.wait(lock, [&] { return closing_.load() || !queue_.empty(); });
+      if (queue_.empty()) return;
+      std::shared_ptr<AsyncJob> job = queue_.front();
+      queue_.pop_front();
+      busy_ = true;
+      lock.unlock();
+      std::exception_ptr error;
+      try {
+        if (closing_.load()) {
+          fail("rank {}: the communicator was destroyed before this started collective ran (wait on every handle "
+               "before destroying its communicator)", rank_);
+        }
+        job->work();
+      } catch (const std::exception& e) {
+        set_abort(e.what());
+        error = std::current_exception();
+      } catch (...) {
+        set_abort("unknown exception in a started collective");
+        error = std::current_exception();
+      }
+      job->finish(error);
+      lock.lock();
+      busy_ = false;
+      idle_cv_.notify_all();
+    }
+  }
+
+  // Waits until every started collective has run (the blocking calls keep the issue order this way).
+  void drain() {
+    std::unique_lock<std::mutex> lock(queue_mutex_);
+    idle_cv_.wait(lock, [&] { return queue_.empty() && !busy_; });
+  }
+
   int64_t slot_bytes() const { return arena_->header()->slot_bytes; }
 
   // Runs one collective: numbers it, records its descriptor, turns any failure into an aborted group.
@@ -406,6 +685,10 @@ class ShmCommunicator final : public Communicator {
       Backoff backoff;
       while ((s->*counter).load(std::memory_order_acquire) < target) {
         check_aborted();
+        if (closing_.load(std::memory_order_relaxed)) {
+          fail("{}: rank {}'s communicator was destroyed while this collective waited for rank {} to {}", what(),
+               rank_, r, waiting_for);
+        }
         if (s->left.load(std::memory_order_acquire) != 0 && (s->*counter).load(std::memory_order_acquire) < target) {
           fail("{}: rank {} left the group (its communicator was destroyed) before it could {}", what(), r,
                waiting_for);
@@ -443,6 +726,13 @@ class ShmCommunicator final : public Communicator {
   bool first_phase_ = false;
   Descriptor current_;
   std::vector<float> acc_;
+  // The background thread of the started collectives.
+  std::mutex queue_mutex_;  // guards queue_, busy_ and the start of worker_
+  std::condition_variable queue_cv_, idle_cv_;
+  std::deque<std::shared_ptr<AsyncJob>> queue_;
+  bool busy_ = false;
+  std::atomic<bool> closing_{false};
+  std::thread worker_;
 };
 
 }  // namespace

@@ -1,9 +1,13 @@
-// model/causal_lm.cpp — loading (HF directory or GGUF), weight binding by Hugging Face name, and the
-// explicit forward pass of the llama-family decoder.
+// model/causal_lm.cpp — loading (HF directory or GGUF), weight binding by Hugging Face name, placement on a
+// device, and the explicit forward pass of the llama-family decoder (packed batches and KV-cache decoding).
 //
 // Invariants:
 //  - Large matrices keep their stored dtype; small vectors (norm weights, biases) are converted to F32 once
 //    at load so every op sees F32 there.
+//  - The forward only calls ops:: (they dispatch on the device); host data is read only from host copies of the
+//    inputs (positions for rope, cu_seqlens for dynamic NTK), never from device tensors.
+//  - With a cache, the new keys and values are written straight into the cache rows (projections and q/k norm
+//    output there, rope rotates them in place): no copy per layer.
 //  - Every expected tensor is checked for presence and shape; tensors nobody uses are an error too (they
 //    indicate a model this code does not understand), except known harmless ones (rotary inv_freq buffers).
 #include "model/causal_lm.h"
@@ -113,15 +117,16 @@ ModelWeights bind_weights(const io::ModelConfig& c, std::map<std::string, Tensor
 
 // Applies RoPE to x (T, H, D). Dynamic NTK scaling depends on each sequence's length, so it is applied per
 // sequence (a packed batch then equals its sequences run alone); other types use one table for the batch.
-void apply_rope(Tensor& x, const Tensor& positions, const Tensor& cu_seqlens, const io::ModelConfig& c,
-                const ops::RopeFrequencies& shared) {
+// positions: (T) on x's device; host_positions, host_cu: the same data on the host.
+void apply_rope(Tensor& x, const Tensor& positions, const Tensor& host_positions, const Tensor& host_cu,
+                const io::ModelConfig& c, const ops::RopeFrequencies& shared) {
   if (c.rope.type != ops::RopeType::Dynamic) {
     ops::rope(x, positions, shared);
     return;
   }
-  const int32_t* cu = cu_seqlens.data<int32_t>();
-  const int32_t* pos = positions.data<int32_t>();
-  for (int64_t b = 0; b + 1 < cu_seqlens.numel(); ++b) {
+  const int32_t* cu = host_cu.data<int32_t>();
+  const int32_t* pos = host_positions.data<int32_t>();
+  for (int64_t b = 0; b + 1 < host_cu.numel(); ++b) {
     if (cu[b + 1] == cu[b]) continue;
     int32_t max_pos = 0;
     for (int32_t t = cu[b]; t < cu[b + 1]; ++t) max_pos = std::max(max_pos, pos[t]);
@@ -132,32 +137,57 @@ void apply_rope(Tensor& x, const Tensor& positions, const Tensor& cu_seqlens, co
   }
 }
 
-// y (=|+=) x W^T + b, plus the LoRA path scale * (x A^T) B^T when `lora` is defined; a DoRA adapter (magnitude
-// defined, `dora_norm` its weight norm) goes through ops::dora_linear instead.
-//   x: (N, K); y: (N, M); scratch: (N, >= r) F32.
+// y (=|+=) x W^T + b, plus the LoRA path scale * (x A^T) B^T when `lora` is defined (ops::lora_linear without
+// dropout); a DoRA adapter (magnitude defined, `dora_norm` its weight norm) goes through ops::dora_linear.
+//   x: (N, K) activations; y: (N, M); scratch: (>= N * r) F32 on x's device.
 void linear_lora(const Tensor& x, const Tensor& w, const Tensor& bias, const LoraLinear& lora, const Tensor& dora_norm,
-                 float scale, Tensor& y, bool accumulate, Tensor& scratch) {
-  const int64_t N = x.size(0);
-  if (lora.defined() && lora.dora()) {
-    const int64_t r = lora.a.size(0);
-    Tensor xa = scratch.view({-1}).slice_rows(0, N * r).view({N, r});
-    Tensor h = Tensor::empty({N, w.size(0)}, DType::F32, Device::cpu(), MemoryCategory::Workspace);
+                 float scale, Tensor& y, bool accumulate, const Tensor& scratch) {
+  if (!lora.defined()) {
+    ops::linear(x, w, bias, y, accumulate);
+    return;
+  }
+  const int64_t N = x.size(0), r = lora.a.size(0);
+  Tensor xa = scratch.slice_rows(0, N * r).view({N, r});
+  if (lora.dora()) {
+    Tensor h = Tensor::empty({N, w.size(0)}, DType::F32, x.device(), MemoryCategory::Workspace);
     ops::dora_linear(x, w, bias, lora.a, lora.b, lora.magnitude, dora_norm, scale, {}, y, xa, h, accumulate);
     return;
   }
-  ops::linear(x, w, bias, y, accumulate);
-  if (!lora.defined()) return;
-  const int64_t r = lora.a.size(0);
-  Tensor t = scratch.view({-1}).slice_rows(0, N * r).view({N, r});
-  ops::linear(x, lora.a, Tensor(), t);
-  float* tp = t.data<float>();
-  for (int64_t i = 0; i < N * r; ++i) tp[i] *= scale;
-  ops::linear(t, lora.b, Tensor(), y, /*accumulate=*/true);
+  ops::lora_linear(x, w, bias, lora.a, lora.b, scale, {}, y, xa, accumulate);
+}
+
+// `t` on `device` stored as `dtype`: converted where the data is (the CPU after load), then copied once; the same
+// tensor when it already is.
+Tensor placed(const Tensor& t, Device device, DType dtype) {
+  if (!t.defined() || (t.device() == device && t.dtype() == dtype)) return t;
+  Tensor converted = t;
+  if (t.dtype() != dtype) {
+    converted = Tensor::empty(t.shape(), dtype, t.device(), MemoryCategory::Weights);
+    ops::cast(t, converted);
+  }
+  return converted.device() == device ? converted : converted.to(device, MemoryCategory::Weights);
+}
+
+// Activations follow the matrices: F32 on the CPU and for F32 matrices, BF16 for 16-bit matrices on CUDA.
+DType activation_dtype_for(Device device, DType matrix_dtype) {
+  return device.is_cuda() && matrix_dtype != DType::F32 ? DType::BF16 : DType::F32;
+}
+
+// A host copy of a (small) I32 input.
+Tensor on_host(const Tensor& t) { return t.device().is_cpu() ? t : t.to(Device::cpu(), MemoryCategory::Workspace); }
+
+// `t` (any float dtype, any device) as F32 on the host.
+Tensor host_f32(const Tensor& t) {
+  if (t.dtype() == DType::F32) return t.device().is_cpu() ? t : t.to(Device::cpu());
+  Tensor f32 = Tensor::empty(t.shape(), DType::F32, t.device(), MemoryCategory::Activations);
+  ops::cast(t, f32);
+  return f32.device().is_cpu() ? f32 : f32.to(Device::cpu());
 }
 
 }  // namespace
 
 void CausalLM::set_lora(LoraAdapters adapters) {
+  const Device dev = device();
   SWIFT_CHECK(adapters.layers.empty() || static_cast<int64_t>(adapters.layers.size()) == config_.num_hidden_layers,
               "set_lora: adapters for {} layers on a model of {} layers", adapters.layers.size(),
               config_.num_hidden_layers);
@@ -180,6 +210,16 @@ void CausalLM::set_lora(LoraAdapters adapters) {
                 "set_lora: modules_to_save copy {} does not match the model's ({}, {})", t->str(), config_.vocab_size,
                 config_.hidden_size);
   }
+  // Adapters run where the model runs: A, B and magnitudes as F32; on a device, the modules_to_save copies take the
+  // matrices' dtype (an F32 head would be converted at every step).
+  for (auto& layer : adapters.layers) {
+    for (LoraLinear& l : layer) {
+      for (Tensor* t : {&l.a, &l.b, &l.magnitude}) *t = placed(*t, dev, DType::F32);
+    }
+  }
+  for (Tensor* t : {&adapters.embed_tokens, &adapters.lm_head}) {
+    *t = placed(*t, dev, dev.is_cpu() ? t->dtype() : weights_.embed_tokens.dtype());
+  }
   std::vector<std::array<Tensor, kLinearKinds>> norms(adapters.layers.size());
   for (size_t i = 0; i < adapters.layers.size(); ++i) {
     const LayerWeights& lw = weights_.layers[i];
@@ -189,7 +229,7 @@ void CausalLM::set_lora(LoraAdapters adapters) {
       const LoraLinear& l = adapters.layers[i][static_cast<size_t>(k)];
       if (!l.defined() || !l.dora()) continue;
       Tensor& n = norms[i][static_cast<size_t>(k)];
-      n = Tensor::empty({l.magnitude.numel()}, DType::F32, Device::cpu(), MemoryCategory::Weights);
+      n = Tensor::empty({l.magnitude.numel()}, DType::F32, dev, MemoryCategory::Weights);
       ops::dora_weight_norm(*base[static_cast<size_t>(k)], l.a, l.b, adapters.scale, n);
     }
   }
@@ -200,6 +240,7 @@ void CausalLM::set_lora(LoraAdapters adapters) {
 CausalLM::CausalLM(io::ModelConfig config, std::map<std::string, Tensor> weights)
     : config_(std::move(config)), tensors_(std::move(weights)) {
   weights_ = bind_weights(config_, tensors_, config_.model_type);
+  act_dtype_ = activation_dtype_for(device(), weights_.embed_tokens.dtype());
 }
 
 std::unique_ptr<CausalLM> CausalLM::from_weights(io::ModelConfig config, std::map<std::string, Tensor> weights) {
@@ -220,17 +261,17 @@ std::unique_ptr<CausalLM> CausalLM::load(const std::string& path) {
 }
 
 Tensor CausalLM::forward_hidden(const Tensor& ids, const Tensor& positions, const Tensor& cu_seqlens) const {
-  return run_layers(ids, positions, cu_seqlens, nullptr);
+  return host_f32(run_layers(ids, positions, cu_seqlens, nullptr));
 }
 
 CausalLM::KvCache CausalLM::new_kv_cache(int64_t capacity) const {
   SWIFT_CHECK(capacity > 0, "KV cache: capacity must be positive, got {}", capacity);
   KvCache cache;
   for (int64_t i = 0; i < config_.num_hidden_layers; ++i) {
-    cache.k.push_back(Tensor::empty({capacity, config_.num_key_value_heads, config_.head_dim}, DType::F32,
-                                    Device::cpu(), MemoryCategory::Activations));
-    cache.v.push_back(Tensor::empty({capacity, config_.num_key_value_heads, config_.head_dim}, DType::F32,
-                                    Device::cpu(), MemoryCategory::Activations));
+    for (auto* side : {&cache.k, &cache.v}) {
+      side->push_back(Tensor::empty({capacity, config_.num_key_value_heads, config_.head_dim}, act_dtype_, device(),
+                                    MemoryCategory::Activations));
+    }
   }
   return cache;
 }
@@ -238,6 +279,13 @@ CausalLM::KvCache CausalLM::new_kv_cache(int64_t capacity) const {
 Tensor CausalLM::forward_cached(const std::vector<int32_t>& ids, KvCache& cache, bool all_logits) const {
   const int64_t n = static_cast<int64_t>(ids.size());
   SWIFT_CHECK(n > 0, "forward_cached: no tokens");
+  SWIFT_CHECK(static_cast<int64_t>(cache.k.size()) == config_.num_hidden_layers &&
+                  cache.k.size() == cache.v.size(),
+              "forward_cached: the KV cache has {} layers, the model {} (make it with new_kv_cache)", cache.k.size(),
+              config_.num_hidden_layers);
+  SWIFT_CHECK(cache.k[0].device() == device() && cache.k[0].dtype() == act_dtype_,
+              "forward_cached: the KV cache {} does not match the model ({}, {} activations); make it with "
+              "new_kv_cache after place()", cache.k[0].str(), device().str(), dtype_name(act_dtype_));
   SWIFT_CHECK(cache.length + n <= cache.capacity(),
               "KV cache full: {} cached + {} new tokens exceed its capacity of {} (raise --max_length or "
               "lower --max_new_tokens)", cache.length, n, cache.capacity());
@@ -246,45 +294,71 @@ Tensor CausalLM::forward_cached(const std::vector<int32_t>& ids, KvCache& cache,
   const Tensor cu = Tensor::from_i32({2}, {0, static_cast<int32_t>(n)});
   Tensor hidden = run_layers(Tensor::from_i32({n}, ids), Tensor::from_i32({n}, positions), cu, &cache);
   cache.length += n;
-  if (!all_logits) hidden = hidden.slice_rows(n - 1, n);
-  Tensor logits = Tensor::empty({hidden.size(0), config_.vocab_size}, DType::F32);
-  ops::linear(hidden, head_table(), Tensor(), logits);
-  return logits;
+  return head_logits(all_logits ? hidden : hidden.slice_rows(n - 1, n));
 }
 
-Tensor CausalLM::run_layers(const Tensor& ids, const Tensor& positions, const Tensor& cu_seqlens,
+Tensor CausalLM::head_logits(const Tensor& hidden) const {
+  Tensor logits = Tensor::empty({hidden.size(0), config_.vocab_size}, hidden.dtype(), hidden.device());
+  ops::linear(hidden, head_table(), Tensor(), logits);
+  return host_f32(logits);
+}
+
+Tensor CausalLM::run_layers(const Tensor& ids_in, const Tensor& positions_in, const Tensor& cu_in,
                             KvCache* cache) const {
   const io::ModelConfig& c = config_;
-  const int64_t T = ids.numel();
-  SWIFT_CHECK(positions.numel() == T, "forward: {} positions for {} tokens", positions.numel(), T);
-  ops::check_cu_seqlens(cu_seqlens, T, "forward");
+  const Device dev = device();
+  const int64_t T = ids_in.numel();
+  SWIFT_CHECK(ids_in.dtype() == DType::I32 && positions_in.dtype() == DType::I32 && cu_in.dtype() == DType::I32,
+              "forward: ids {}, positions {} and cu_seqlens {} must be I32", ids_in.str(), positions_in.str(),
+              cu_in.str());
+  SWIFT_CHECK(positions_in.numel() == T, "forward: {} positions for {} tokens", positions_in.numel(), T);
+  // Host copies for what the host reads (rope's table size, dynamic NTK ranges); one transfer to the device.
+  const Tensor host_ids = on_host(ids_in), host_pos = on_host(positions_in), host_cu = on_host(cu_in);
+  ops::check_cu_seqlens(host_cu, T, "forward");
+  Tensor ids = host_ids, positions = host_pos, cu_seqlens = host_cu;
+  if (!dev.is_cpu()) {
+    const int64_t n_cu = host_cu.numel();
+    Tensor packed = Tensor::empty({2 * T + n_cu}, DType::I32, Device::cpu(), MemoryCategory::Workspace);
+    packed.slice_rows(0, T).copy_from(host_ids);
+    packed.slice_rows(T, 2 * T).copy_from(host_pos);
+    packed.slice_rows(2 * T, 2 * T + n_cu).copy_from(host_cu);
+    const Tensor on_dev = packed.to(dev, MemoryCategory::Workspace);
+    ids = on_dev.slice_rows(0, T);
+    positions = on_dev.slice_rows(T, 2 * T);
+    cu_seqlens = on_dev.slice_rows(2 * T, 2 * T + n_cu);
+  }
   const int64_t C = c.hidden_size, F = c.intermediate_size, D = c.head_dim;
   const int64_t Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
   const float eps = static_cast<float>(c.rms_norm_eps);
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   int32_t max_pos = 0;
-  for (int64_t t = 0; t < T; ++t) max_pos = std::max(max_pos, positions.data<int32_t>()[t]);
+  for (int64_t t = 0; t < T; ++t) max_pos = std::max(max_pos, host_pos.data<int32_t>()[t]);
   const ops::RopeFrequencies freqs = ops::rope_frequencies(c.rope, D, int64_t{max_pos} + 1);
+  auto act = [&](const Shape& shape) { return Tensor::empty(shape, act_dtype_, dev, MemoryCategory::Activations); };
 
-  Tensor x = Tensor::empty({T, C}, DType::F32);   // residual stream
-  Tensor h = Tensor::empty({T, C}, DType::F32);   // normed input of a sub-block
-  Tensor q = Tensor::empty({T, Hq * D}, DType::F32);
-  Tensor k = Tensor::empty({T, Hkv * D}, DType::F32);
-  Tensor v = Tensor::empty({T, Hkv * D}, DType::F32);
-  Tensor qn = c.qk_norm ? Tensor::empty({T * Hq, D}, DType::F32) : Tensor();
-  Tensor kn = c.qk_norm ? Tensor::empty({T * Hkv, D}, DType::F32) : Tensor();
-  Tensor attn = Tensor::empty({T, Hq, D}, DType::F32);
-  Tensor gate = Tensor::empty({T, F}, DType::F32);
-  Tensor up = Tensor::empty({T, F}, DType::F32);
+  Tensor x = act({T, C});   // residual stream
+  Tensor h = act({T, C});   // normed input of a sub-block
+  Tensor q = act({T, Hq * D});
+  // Without a cache k and v are buffers; with one, the projections write into the cache rows (k only needs a
+  // buffer when q/k norm reads it).
+  Tensor k = (cache == nullptr || c.qk_norm) ? act({T, Hkv * D}) : Tensor();
+  Tensor v = cache == nullptr ? act({T, Hkv * D}) : Tensor();
+  Tensor qn = c.qk_norm ? act({T * Hq, D}) : Tensor();
+  Tensor kn = c.qk_norm && cache == nullptr ? act({T * Hkv, D}) : Tensor();
+  Tensor attn = act({T, Hq, D});
+  Tensor gate = act({T, F});
+  Tensor up = act({T, F});
   Tensor none;
   int64_t max_rank = 0;
   for (const auto& layer : lora_.layers)
     for (const LoraLinear& l : layer)
       if (l.defined()) max_rank = std::max(max_rank, l.a.size(0));
-  Tensor lora_scratch = max_rank > 0 ? Tensor::empty({T, max_rank}, DType::F32) : Tensor();
+  const Tensor lora_scratch =
+      max_rank > 0 ? Tensor::empty({T * max_rank}, DType::F32, dev, MemoryCategory::Workspace) : Tensor();
   static const std::array<LoraLinear, kLinearKinds> kNoLora{};
   static const std::array<Tensor, kLinearKinds> kNoNorms{};
   const float lora_scale = lora_.scale;
+  const int64_t cached = cache == nullptr ? 0 : cache->length;
 
   ops::embedding(embed_table(), ids, x);
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
@@ -297,26 +371,34 @@ Tensor CausalLM::run_layers(const Tensor& ids, const Tensor& positions, const Te
     };
     // attention block: x += o_proj(attention(rope(norm(q)), rope(norm(k)), v))
     ops::rmsnorm(x, l.input_norm, eps, h, none);
-    lin(LinearKind::Q, h, l.q_proj, l.q_bias, q, false);
-    lin(LinearKind::K, h, l.k_proj, l.k_bias, k, false);
-    lin(LinearKind::V, h, l.v_proj, l.v_bias, v, false);
-    Tensor q3 = q.view({T, Hq, D}), k3 = k.view({T, Hkv, D});
-    if (c.qk_norm) {
-      ops::rmsnorm(q.view({T * Hq, D}), l.q_norm, eps, qn, none);
-      ops::rmsnorm(k.view({T * Hkv, D}), l.k_norm, eps, kn, none);
-      q3 = qn.view({T, Hq, D});
-      k3 = kn.view({T, Hkv, D});
+    // k3, v3: (T, Hkv, D) this step's keys and values (rows of the cache when there is one)
+    Tensor k3, v3;
+    if (cache != nullptr) {
+      k3 = cache->k[static_cast<size_t>(i)].slice_rows(cached, cached + T);
+      v3 = cache->v[static_cast<size_t>(i)].slice_rows(cached, cached + T);
+    } else {
+      k3 = c.qk_norm ? kn.view({T, Hkv, D}) : k.view({T, Hkv, D});
+      v3 = v.view({T, Hkv, D});
     }
-    apply_rope(q3, positions, cu_seqlens, c, freqs);
-    apply_rope(k3, positions, cu_seqlens, c, freqs);
-    if (cache == nullptr) {
-      ops::attention(q3, k3, v.view({T, Hkv, D}), cu_seqlens, scale, c.layer_window(i), attn, none);
-    } else {  // append this step's keys and values, attend to everything cached
-      Tensor& kc = cache->k[static_cast<size_t>(i)];
-      Tensor& vc = cache->v[static_cast<size_t>(i)];
-      kc.slice_rows(cache->length, cache->length + T).copy_from(k3);
-      vc.slice_rows(cache->length, cache->length + T).copy_from(v.view({T, Hkv, D}));
-      ops::attention_decode(q3, kc, vc, cache->length, scale, c.layer_window(i), attn);
+    lin(LinearKind::Q, h, l.q_proj, l.q_bias, q, false);
+    Tensor k_out = c.qk_norm ? k : k3.view({T, Hkv * D});
+    lin(LinearKind::K, h, l.k_proj, l.k_bias, k_out, false);
+    Tensor v_out = v3.view({T, Hkv * D});
+    lin(LinearKind::V, h, l.v_proj, l.v_bias, v_out, false);
+    Tensor q3 = q.view({T, Hq, D});
+    if (c.qk_norm) {
+      Tensor k_normed = k3.view({T * Hkv, D});
+      ops::rmsnorm(q.view({T * Hq, D}), l.q_norm, eps, qn, none);
+      ops::rmsnorm(k.view({T * Hkv, D}), l.k_norm, eps, k_normed, none);
+      q3 = qn.view({T, Hq, D});
+    }
+    apply_rope(q3, positions, host_pos, host_cu, c, freqs);
+    apply_rope(k3, positions, host_pos, host_cu, c, freqs);
+    if (cached == 0) {  // packed forward, or the prefill of an empty cache: the batch attends to itself
+      ops::attention(q3, k3, v3, cu_seqlens, scale, c.layer_window(i), attn, none);
+    } else {  // attend to everything cached, this step's keys included
+      ops::attention_decode(q3, cache->k[static_cast<size_t>(i)], cache->v[static_cast<size_t>(i)], cached, scale,
+                            c.layer_window(i), attn);
     }
     lin(LinearKind::O, attn.view({T, Hq * D}), l.o_proj, l.o_bias, x, /*acc=*/true);
     // MLP block: x += down(silu(gate(norm(x))) * up(norm(x)))
@@ -331,10 +413,7 @@ Tensor CausalLM::run_layers(const Tensor& ids, const Tensor& positions, const Te
 }
 
 Tensor CausalLM::forward(const Tensor& ids, const Tensor& positions, const Tensor& cu_seqlens) const {
-  Tensor hidden = forward_hidden(ids, positions, cu_seqlens);
-  Tensor logits = Tensor::empty({ids.numel(), config_.vocab_size}, DType::F32);
-  ops::linear(hidden, head_table(), Tensor(), logits);
-  return logits;
+  return head_logits(run_layers(ids, positions, cu_seqlens, nullptr));
 }
 
 Tensor CausalLM::forward(const std::vector<int32_t>& ids) const {
@@ -345,15 +424,7 @@ Tensor CausalLM::forward(const std::vector<int32_t>& ids) const {
 void CausalLM::place(Device device, DType matrix_dtype) {
   SWIFT_CHECK(matrix_dtype == DType::F32 || matrix_dtype == DType::BF16 || matrix_dtype == DType::F16,
               "place: matrix dtype {} must be F32, BF16 or F16", dtype_name(matrix_dtype));
-  auto move = [&](Tensor& t, DType dtype) {
-    if (!t.defined() || (t.device() == device && t.dtype() == dtype)) return;
-    Tensor converted = t;
-    if (t.dtype() != dtype) {  // convert where the data is (the CPU after load), then copy once
-      converted = Tensor::empty(t.shape(), dtype, t.device(), MemoryCategory::Weights);
-      ops::cast(t, converted);
-    }
-    t = converted.device() == device ? converted : converted.to(device, MemoryCategory::Weights);
-  };
+  auto move = [&](Tensor& t, DType dtype) { t = placed(t, device, dtype); };
   const bool tied = weights_.lm_head.defined() && weights_.lm_head.storage() == weights_.embed_tokens.storage();
   move(weights_.embed_tokens, matrix_dtype);
   if (tied) {
@@ -372,6 +443,9 @@ void CausalLM::place(Device device, DType matrix_dtype) {
     }
   }
   tensors_.clear();  // the loaded originals (host memory, mapped files) are no longer referenced
+  act_dtype_ = activation_dtype_for(device, matrix_dtype);
+  const bool has_adapters = !lora_.layers.empty() || lora_.embed_tokens.defined() || lora_.lm_head.defined();
+  if (has_adapters) set_lora(std::move(lora_));  // move them along, DoRA norms against the placed weights
 }
 
 PackedBatch pack_sequences(const std::vector<std::vector<int32_t>>& sequences) {

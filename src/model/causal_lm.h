@@ -2,9 +2,14 @@
 // built from a ModelConfig and Hugging Face-named weights, with an explicit forward pass per block.
 //
 // Invariants:
-//  - Weights are held under their Hugging Face names, in their stored dtype (F32/BF16/F16); the forward
-//    computes in F32 on the CPU. Missing, unexpected or mis-shaped weights throw naming the tensor and the
-//    expected shape.
+//  - Weights are held under their Hugging Face names, in their stored dtype (F32/BF16/F16). The forward runs
+//    where the weights live: on the CPU in F32; on a CUDA device (after place(), or weights made there) with
+//    activations in activation_dtype() (BF16 when the matrices are 16-bit, F32 when they are F32), fp32 math.
+//    Logits and hidden states come back to the host as F32 whatever the device. Missing, unexpected or
+//    mis-shaped weights throw naming the tensor and the expected shape.
+//  - Inference (forward, forward_cached) takes host inputs and copies them to the device in one transfer per
+//    call; the KV cache lives on the model's device in the activation dtype; a cached call returns only the
+//    logits asked for (the last token's by default), so a decoding step moves V floats to the host.
 //  - A forward takes a packed batch: ids (T), positions (T; restarting at 0 per sequence) and cu_seqlens
 //    (B+1). Tokens of different sequences never see each other, so a packed batch gives the same logits as
 //    its sequences run alone.
@@ -51,43 +56,56 @@ class CausalLM {
   const ModelWeights& weights() const { return weights_; }
   // The device every weight lives on (the CPU after load).
   Device device() const { return weights_.embed_tokens.device(); }
+  // Storage dtype of the forward's activations and of the KV cache: F32 on the CPU; on CUDA BF16 when the
+  // matrices are BF16/F16, F32 when they are F32 (exactness checks against the CPU).
+  DType activation_dtype() const { return act_dtype_; }
 
   // Moves every weight to `device`: matrices (embeddings, projections, lm_head) stored as `matrix_dtype`
   // (F32/BF16/F16), vectors (norm weights, biases) as F32. Host copies (and file mappings) are released.
-  // Training and inference on that device then allocate their activations there. Adapters set with set_lora
-  // stay where they are: set them after placing (TrainableModel moves its own).
+  // Training and inference on that device then allocate their activations there (activation_dtype() follows
+  // matrix_dtype). Adapters already set with set_lora move along (their DoRA norms are recomputed against the
+  // placed weights); TrainableModel moves its own.
   void place(Device device, DType matrix_dtype);
 
   // LoRA adapters applied in every forward (inference: no dropout). Replaces any earlier adapters; an empty
-  // LoraAdapters removes them. Throws when the adapters were made for another architecture. DoRA weight norms
-  // are computed here once (the adapters are constant until the next set_lora); modules_to_save copies replace
-  // the embedding table and/or the LM head.
+  // LoraAdapters removes them. Throws when the adapters were made for another architecture. The adapters move to
+  // the model's device (A, B, magnitudes stay F32; modules_to_save copies on a CUDA device take the matrices'
+  // dtype, as PEFT's copies of a 16-bit model do). DoRA weight norms are computed here once (the adapters are
+  // constant until the next set_lora); modules_to_save copies replace the embedding table and/or the LM head.
   void set_lora(LoraAdapters adapters);
   const LoraAdapters& lora() const { return lora_; }
 
-  // Logits (T, V) F32 of a packed batch. ids, positions: (T) I32; cu_seqlens: (B+1) I32.
+  // Logits (T, V) F32 on the host of a packed batch. ids, positions: (T) I32; cu_seqlens: (B+1) I32 (host or
+  // the model's device).
   Tensor forward(const Tensor& ids, const Tensor& positions, const Tensor& cu_seqlens) const;
-  // Final hidden states (T, C) F32 after the last norm (the input of the LM head).
+  // Final hidden states (T, C) F32 on the host, after the last norm (the input of the LM head).
   Tensor forward_hidden(const Tensor& ids, const Tensor& positions, const Tensor& cu_seqlens) const;
   // One sequence: positions 0..n-1.
   Tensor forward(const std::vector<int32_t>& ids) const;
 
   // Incremental decoding of one sequence: keys and values of every layer for positions 0..length-1.
   struct KvCache {
-    std::vector<Tensor> k, v;  // per layer: (capacity, Hkv, D) F32
+    std::vector<Tensor> k, v;  // per layer: (capacity, Hkv, D), activation dtype, on the model's device
     int64_t length = 0;
     int64_t capacity() const { return k.empty() ? 0 : k[0].size(0); }
   };
+  // A cache for the model as placed now (make it after place()).
   KvCache new_kv_cache(int64_t capacity) const;
-  // Runs `ids` at positions cache.length.. (appending their keys and values) and returns the logits of the last
-  // token (1, V), or of every new token (n, V) with all_logits. Throws when the cache would overflow.
+  // Runs `ids` at positions cache.length.. (appending their keys and values) and returns the F32 host logits of
+  // the last token (1, V), or of every new token (n, V) with all_logits. An empty cache runs the packed forward's
+  // attention (prefill); later calls attend to the cache through ops::attention_decode. Throws when the cache
+  // would overflow or was made for another placement.
   Tensor forward_cached(const std::vector<int32_t>& ids, KvCache& cache, bool all_logits = false) const;
 
  private:
   CausalLM(io::ModelConfig config, std::map<std::string, Tensor> weights);
-  // The decoder stack; with a cache, one sequence attends to the cached keys (and appends its own).
+  // The decoder stack; with a cache, one sequence attends to the cached keys (and appends its own). Returns the
+  // final normed hidden states (T, C) on the model's device in the activation dtype.
   Tensor run_layers(const Tensor& ids, const Tensor& positions, const Tensor& cu_seqlens, KvCache* cache) const;
+  // Logits (rows of hidden, V) F32 on the host through the LM head.
+  Tensor head_logits(const Tensor& hidden) const;
   io::ModelConfig config_;
+  DType act_dtype_ = DType::F32;
   std::map<std::string, Tensor> tensors_;  // keeps every loaded tensor (and its mapping) alive
   ModelWeights weights_;
   LoraAdapters lora_;

@@ -6,9 +6,19 @@
 //   x_mid = x_in + o_proj(attn)              h2 = rmsnorm(x_mid)
 //   gate, up = linear(h2)                    act = silu(gate) * up        x_out = x_mid + down_proj(act)
 // The backward walks the same steps in reverse; the residual stream's gradient `d` is carried in place.
+// Sequence parallel (P ranks): T is this rank's share of the padded batch; q, k, v are exchanged right after their
+// projections (scatter_heads: all Ta = P*T tokens, H/P heads), so qk-norm, rope and attention run on whole sequences
+// with global positions; the attention output goes back (gather_heads) before o_proj. The backward exchanges the
+// gradients the other way round at the same two places.
+// Tensor parallel (N ranks): the linears hold this rank's shards (model/parallel.h), so q/k/v carry Hq/N and Hkv/N
+// heads and gate/up F/N units; o_proj's and down_proj's outputs are partial sums, all-reduced before the residual
+// add; in the backward the input gradients of q/k/v and of gate/up are partial sums, all-reduced before the norms'
+// backward. Everything else (norms, residual stream, its gradient) is whole and identical on every rank.
 #include "model/training.h"
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "core/error.h"
 #include "core/seed.h"
@@ -58,6 +68,7 @@ Tensor shift_labels(const Tensor& ids, const Tensor& loss_mask, const Tensor& cu
 
 struct TrainableModel::Activations {
   Tensor x_in, h1, rstd1, q, k, v, q_rstd, k_rstd, q3, k3, attn, lse, x_mid, h2, rstd2, gate, up, act;
+  Tensor attn_heads;  // attention's output (Ta, H/P, D); `attn` is o_proj's input (T, H*D): the same tensor without SP
   std::array<Tensor, kLinearKinds> xa;
   std::array<Tensor, kLinearKinds> h;  // DoRA: the direction's output before the magnitude (dora_linear)
 };
@@ -167,6 +178,13 @@ std::map<std::string, Tensor> TrainableModel::full_weights() const {
 
 ops::Dropout TrainableModel::dropout_for(uint64_t seed, int64_t layer, int kind, bool training) const {
   if (!training || lora_.dropout == 0.0f) return {};
+  // Sequence parallel: each rank of the group holds other tokens of the same micro-batch, so it draws its own masks.
+  if (parallel_.sp_size() > 1) seed = mix_seed(seed, 0x5350u, static_cast<uint64_t>(parallel_.sp_rank()));
+  // Tensor parallel: o / down see this rank's columns of their input only; the other inputs are whole (same masks).
+  const auto k = static_cast<LinearKind>(kind);
+  if (parallel_.tp_size() > 1 && (k == LinearKind::O || k == LinearKind::Down)) {
+    seed = mix_seed(seed, 0x5450u, static_cast<uint64_t>(parallel_.tp_rank()));
+  }
   return {lora_.dropout, mix_seed(seed, static_cast<uint64_t>(layer), static_cast<uint64_t>(kind))};
 }
 
@@ -218,47 +236,82 @@ void TrainableModel::layer_forward(int64_t i, const MicroBatch& b, const Tensor&
     ops::lora_linear(x, L.w, L.bias, L.lora->a, L.lora->b, lora_.scale,
                      dropout_for(seed, i, static_cast<int>(kind), training), y, xa, accumulate);
   };
+  // Tensor parallel: this rank's heads and intermediate units. Sequence parallel: attention sees Ta tokens with
+  // hq / hkv heads (all T tokens and this rank's heads without it).
+  dist::Communicator* tp = parallel_.tp_size() > 1 ? parallel_.tensor : nullptr;
+  const int64_t Hq_r = Hq / parallel_.tp_size(), Hkv_r = Hkv / parallel_.tp_size(), F_r = F / parallel_.tp_size();
+  dist::Communicator* sp = parallel_.sp_size() > 1 ? parallel_.sequence : nullptr;
+  const int64_t Ta = T * parallel_.sp_size(), hq = Hq_r / parallel_.sp_size(), hkv = Hkv_r / parallel_.sp_size();
   a.x_in = x_in;
   a.h1 = act({T, C});
   a.rstd1 = stat({T});
   ops::rmsnorm(x_in, l.input_norm, eps, a.h1, a.rstd1);
-  a.q = act({T, Hq * D});
-  a.k = act({T, Hkv * D});
-  a.v = act({T, Hkv * D});
-  lin(LinearKind::Q, a.h1, a.q, false);
-  lin(LinearKind::K, a.h1, a.k, false);
-  lin(LinearKind::V, a.h1, a.v, false);
+  Tensor q = act({T, Hq_r * D}), k = act({T, Hkv_r * D}), v = act({T, Hkv_r * D});
+  lin(LinearKind::Q, a.h1, q, false);
+  lin(LinearKind::K, a.h1, k, false);
+  lin(LinearKind::V, a.h1, v, false);
+  a.q = q;
+  a.k = k;
+  a.v = v;
+  if (sp != nullptr) {
+    a.q = act({Ta, hq * D});
+    a.k = act({Ta, hkv * D});
+    a.v = act({Ta, hkv * D});
+    scatter_heads(*sp, q, Hq_r, a.q);
+    scatter_heads(*sp, k, Hkv_r, a.k);
+    scatter_heads(*sp, v, Hkv_r, a.v);
+  }
   if (c.qk_norm) {
-    a.q3 = act({T, Hq, D});
-    a.k3 = act({T, Hkv, D});
-    a.q_rstd = stat({T * Hq});
-    a.k_rstd = stat({T * Hkv});
-    Tensor q3 = a.q3.view({T * Hq, D}), k3 = a.k3.view({T * Hkv, D});
-    ops::rmsnorm(a.q.view({T * Hq, D}), l.q_norm, eps, q3, a.q_rstd);
-    ops::rmsnorm(a.k.view({T * Hkv, D}), l.k_norm, eps, k3, a.k_rstd);
+    a.q3 = act({Ta, hq, D});
+    a.k3 = act({Ta, hkv, D});
+    a.q_rstd = stat({Ta * hq});
+    a.k_rstd = stat({Ta * hkv});
+    Tensor q3 = a.q3.view({Ta * hq, D}), k3 = a.k3.view({Ta * hkv, D});
+    ops::rmsnorm(a.q.view({Ta * hq, D}), l.q_norm, eps, q3, a.q_rstd);
+    ops::rmsnorm(a.k.view({Ta * hkv, D}), l.k_norm, eps, k3, a.k_rstd);
   } else {  // rope in place: the pre-rope q and k are not needed by the backward
-    a.q3 = a.q.view({T, Hq, D});
-    a.k3 = a.k.view({T, Hkv, D});
+    a.q3 = a.q.view({Ta, hq, D});
+    a.k3 = a.k.view({Ta, hkv, D});
   }
   apply_rope(a.q3, b, false);
   apply_rope(a.k3, b, false);
-  a.attn = act({T, Hq, D});
-  a.lse = stat({Hq, T});
-  ops::attention(a.q3, a.k3, a.v.view({T, Hkv, D}), b.cu_seqlens, 1.0f / std::sqrt(static_cast<float>(D)),
-                 c.layer_window(i), a.attn, a.lse);
-  a.x_mid = x_in.clone(MemoryCategory::Activations);
-  lin(LinearKind::O, a.attn.view({T, Hq * D}), a.x_mid, true);
+  a.attn_heads = act({Ta, hq, D});
+  a.lse = stat({hq, Ta});
+  ops::attention(a.q3, a.k3, a.v.view({Ta, hkv, D}), b.cu_seqlens, 1.0f / std::sqrt(static_cast<float>(D)),
+                 c.layer_window(i), a.attn_heads, a.lse);
+  a.attn = a.attn_heads;
+  if (sp != nullptr) {
+    a.attn = act({T, Hq_r * D});
+    gather_heads(*sp, a.attn_heads.view({Ta, hq * D}), Hq_r, a.attn);
+  }
+  if (tp != nullptr) {  // row-parallel: this rank's share of o_proj's output, summed over the group
+    Tensor o = act({T, C});
+    lin(LinearKind::O, a.attn.view({T, Hq_r * D}), o, false);
+    tp->all_reduce(o);
+    a.x_mid = act({T, C});
+    ops::add(x_in, o, a.x_mid);
+  } else {
+    a.x_mid = x_in.clone(MemoryCategory::Activations);
+    lin(LinearKind::O, a.attn.view({T, Hq * D}), a.x_mid, true);
+  }
   a.h2 = act({T, C});
   a.rstd2 = stat({T});
   ops::rmsnorm(a.x_mid, l.post_norm, eps, a.h2, a.rstd2);
-  a.gate = act({T, F});
-  a.up = act({T, F});
-  a.act = act({T, F});
+  a.gate = act({T, F_r});
+  a.up = act({T, F_r});
+  a.act = act({T, F_r});
   lin(LinearKind::Gate, a.h2, a.gate, false);
   lin(LinearKind::Up, a.h2, a.up, false);
   ops::swiglu(a.gate, a.up, a.act);
-  x_out.copy_from(a.x_mid);
-  lin(LinearKind::Down, a.act, x_out, true);
+  if (tp != nullptr) {  // row-parallel down_proj, as o_proj
+    Tensor m = act({T, C});
+    lin(LinearKind::Down, a.act, m, false);
+    tp->all_reduce(m);
+    ops::add(a.x_mid, m, x_out);
+  } else {
+    x_out.copy_from(a.x_mid);
+    lin(LinearKind::Down, a.act, x_out, true);
+  }
 }
 
 void TrainableModel::layer_backward(int64_t i, const MicroBatch& b, Activations& a, Tensor& d, uint64_t seed) {
@@ -282,33 +335,54 @@ void TrainableModel::layer_backward(int64_t i, const MicroBatch& b, Activations&
                               dropout_for(seed, i, static_cast<int>(kind), true), dx, L.grad_a, L.grad_b,
                               accumulate_dx);
   };
+  // Tensor parallel: this rank's heads and units; the column-parallel input gradients are summed over the group.
+  dist::Communicator* tp = parallel_.tp_size() > 1 ? parallel_.tensor : nullptr;
+  const int64_t Hq_r = Hq / parallel_.tp_size(), Hkv_r = Hkv / parallel_.tp_size(), F_r = F / parallel_.tp_size();
   // MLP block: d is the gradient of x_out; it is also the residual gradient of x_mid.
-  Tensor d_act = act({T, F}), d_up = act({T, F}), d_h = act({T, C});
+  Tensor d_act = act({T, F_r}), d_up = act({T, F_r}), d_h = act({T, C});
   lin_back(LinearKind::Down, d, a.act, d_act, false);
   ops::swiglu_backward(d_act, a.gate, a.up, d_act, d_up);  // d_act now holds d_gate
   lin_back(LinearKind::Gate, d_act, a.h2, d_h, false);
   lin_back(LinearKind::Up, d_up, a.h2, d_h, true);
+  if (tp != nullptr) tp->all_reduce(d_h);
   ops::rmsnorm_backward(d_h, a.x_mid, l.post_norm, a.rstd2, d, l.grad_post_norm, /*accumulate_dx=*/true);
   // Attention block: d is now the gradient of x_mid, and the residual gradient of x_in.
-  Tensor d_attn = act({T, Hq * D});
-  lin_back(LinearKind::O, d, a.attn.view({T, Hq * D}), d_attn, false);
-  Tensor dq3 = act({T, Hq, D}), dk3 = act({T, Hkv, D}), dv = act({T, Hkv, D});
-  ops::attention_backward(d_attn.view({T, Hq, D}), a.q3, a.k3, a.v.view({T, Hkv, D}), a.attn, a.lse, b.cu_seqlens,
-                          1.0f / std::sqrt(static_cast<float>(D)), c.layer_window(i), dq3, dk3, dv);
+  dist::Communicator* sp = parallel_.sp_size() > 1 ? parallel_.sequence : nullptr;
+  const int64_t Ta = T * parallel_.sp_size(), hq = Hq_r / parallel_.sp_size(), hkv = Hkv_r / parallel_.sp_size();
+  Tensor d_attn = act({T, Hq_r * D});
+  lin_back(LinearKind::O, d, a.attn.view({T, Hq_r * D}), d_attn, false);
+  Tensor d_heads = d_attn;  // the gradient of attention's output, in its layout (Ta, hq * D)
+  if (sp != nullptr) {
+    d_heads = act({Ta, hq * D});
+    scatter_heads(*sp, d_attn, Hq_r, d_heads);
+  }
+  Tensor dq3 = act({Ta, hq, D}), dk3 = act({Ta, hkv, D}), dv3 = act({Ta, hkv, D});
+  ops::attention_backward(d_heads.view({Ta, hq, D}), a.q3, a.k3, a.v.view({Ta, hkv, D}), a.attn_heads, a.lse,
+                          b.cu_seqlens, 1.0f / std::sqrt(static_cast<float>(D)), c.layer_window(i), dq3, dk3, dv3);
   apply_rope(dq3, b, true);
   apply_rope(dk3, b, true);
-  Tensor dq = dq3.view({T, Hq * D}), dk = dk3.view({T, Hkv * D});
+  Tensor dq = dq3.view({Ta, hq * D}), dk = dk3.view({Ta, hkv * D}), dv = dv3.view({Ta, hkv * D});
   if (c.qk_norm) {
-    dq = act({T, Hq * D});
-    dk = act({T, Hkv * D});
-    Tensor dq_flat = dq.view({T * Hq, D}), dk_flat = dk.view({T * Hkv, D});
-    ops::rmsnorm_backward(dq3.view({T * Hq, D}), a.q.view({T * Hq, D}), l.q_norm, a.q_rstd, dq_flat, l.grad_q_norm);
-    ops::rmsnorm_backward(dk3.view({T * Hkv, D}), a.k.view({T * Hkv, D}), l.k_norm, a.k_rstd, dk_flat,
+    dq = act({Ta, hq * D});
+    dk = act({Ta, hkv * D});
+    Tensor dq_flat = dq.view({Ta * hq, D}), dk_flat = dk.view({Ta * hkv, D});
+    ops::rmsnorm_backward(dq3.view({Ta * hq, D}), a.q.view({Ta * hq, D}), l.q_norm, a.q_rstd, dq_flat, l.grad_q_norm);
+    ops::rmsnorm_backward(dk3.view({Ta * hkv, D}), a.k.view({Ta * hkv, D}), l.k_norm, a.k_rstd, dk_flat,
                           l.grad_k_norm);
+  }
+  if (sp != nullptr) {  // back to this rank's tokens with every head, for the projections' backward
+    Tensor dq_tokens = act({T, Hq_r * D}), dk_tokens = act({T, Hkv_r * D}), dv_tokens = act({T, Hkv_r * D});
+    gather_heads(*sp, dq, Hq_r, dq_tokens);
+    gather_heads(*sp, dk, Hkv_r, dk_tokens);
+    gather_heads(*sp, dv, Hkv_r, dv_tokens);
+    dq = dq_tokens;
+    dk = dk_tokens;
+    dv = dv_tokens;
   }
   lin_back(LinearKind::Q, dq, a.h1, d_h, false);
   lin_back(LinearKind::K, dk, a.h1, d_h, true);
-  lin_back(LinearKind::V, dv.view({T, Hkv * D}), a.h1, d_h, true);
+  lin_back(LinearKind::V, dv, a.h1, d_h, true);
+  if (tp != nullptr) tp->all_reduce(d_h);
   ops::rmsnorm_backward(d_h, a.x_in, l.input_norm, a.rstd1, d, l.grad_input_norm, /*accumulate_dx=*/true);
   (void)none;
 }
@@ -316,11 +390,13 @@ void TrainableModel::layer_backward(int64_t i, const MicroBatch& b, Activations&
 StepStats TrainableModel::run(const MicroBatch& host_batch, float grad_scale, uint64_t seed, bool checkpoint,
                               bool backward) {
   const io::ModelConfig& c = model_.config();
-  const int64_t T = host_batch.ids.numel(), C = c.hidden_size, L = c.num_hidden_layers;
-  SWIFT_CHECK(host_batch.positions.numel() == T && host_batch.labels.numel() == T,
-              "micro-batch: ids ({}), positions ({}) and labels ({}) must have one entry per token", T,
+  // Sequence parallel: host_batch is the padded batch of the group; this rank runs T = Tg / P of its tokens.
+  const int64_t Tg = host_batch.ids.numel(), T = Tg / parallel_.sp_size(), C = c.hidden_size, L = c.num_hidden_layers;
+  SWIFT_CHECK(host_batch.positions.numel() == Tg && host_batch.labels.numel() == Tg,
+              "micro-batch: ids ({}), positions ({}) and labels ({}) must have one entry per token", Tg,
               host_batch.positions.numel(), host_batch.labels.numel());
-  ops::check_cu_seqlens(host_batch.cu_seqlens, T, "micro-batch");
+  SWIFT_CHECK(Tg % parallel_.sp_size() == 0, "micro-batch: {} tokens are not padded to a multiple of the sequence-parallel size {}", Tg, parallel_.sp_size());
+  ops::check_cu_seqlens(host_batch.cu_seqlens, Tg, "micro-batch");
   // The batch is built on the host; a copy goes to the model's device once (a few KB), and apply_rope keeps
   // reading positions on the host.
   MicroBatch placed;
@@ -336,39 +412,47 @@ StepStats TrainableModel::run(const MicroBatch& host_batch, float grad_scale, ui
   } reset_host{host_batch_};
   const bool training = backward;
   compute_dora_norms();
-  std::vector<Activations> acts(static_cast<size_t>(checkpoint || !backward ? 1 : L));
-  std::vector<Tensor> inputs(static_cast<size_t>(L));  // block inputs (the checkpoints)
+  // Which blocks recompute: with checkpointing the first min(L, recompute_layers_) blocks (all when negative), as
+  // Megatron's "block" recompute method; the others keep every activation. Evaluation keeps nothing.
+  const int64_t recomputed = !backward ? L : (!checkpoint ? 0 : (recompute_layers_ < 0 ? L : std::min(L, recompute_layers_)));
+  auto keeps = [&](int64_t i) { return i >= recomputed; };
+  std::vector<Activations> acts(static_cast<size_t>(L));  // kept blocks' activations
+  Activations scratch;                                    // a recomputed block's, one at a time
+  std::vector<Tensor> inputs(static_cast<size_t>(L));     // block inputs (the checkpoints)
   Tensor x = act({T, C});
-  ops::embedding(embed_, b.ids, x);
+  ops::embedding(embed_, local_tokens(b.ids), x);
   for (int64_t i = 0; i < L; ++i) {
     inputs[static_cast<size_t>(i)] = x;
-    Activations& a = acts[static_cast<size_t>(checkpoint || !backward ? 0 : i)];
+    Activations& a = keeps(i) ? acts[static_cast<size_t>(i)] : scratch;
     a = Activations{};
     Tensor next = act({T, C});
     layer_forward(i, b, x, a, next, seed, training);
     x = next;
   }
+  scratch = Activations{};  // the last recomputed block's forward state is not needed until its recompute
   Tensor hidden = act({T, C}), rstd = stat({T});
   ops::rmsnorm(x, final_norm_, static_cast<float>(c.rms_norm_eps), hidden, rstd);
   Tensor dhidden = backward ? act({T, C}) : Tensor();
   Tensor dhead = backward ? grad_lm_head_ : Tensor();
-  const ops::CrossEntropyStats ce = ops::cross_entropy(hidden, lm_head_, b.labels, grad_scale, dhidden, dhead);
+  const ops::CrossEntropyStats ce = ops::cross_entropy(hidden, lm_head_, local_tokens(b.labels), grad_scale, dhidden, dhead);
   StepStats stats{ce.loss_sum, ce.tokens, ce.correct};
   if (!backward) return stats;
 
   Tensor d = act({T, C});
   ops::rmsnorm_backward(dhidden, x, final_norm_, rstd, d, grad_final_norm_);
   for (int64_t i = L - 1; i >= 0; --i) {
-    Activations& a = acts[static_cast<size_t>(checkpoint ? 0 : i)];
-    if (checkpoint) {  // recompute this block from its saved input (same dropout masks)
+    Activations& a = keeps(i) ? acts[static_cast<size_t>(i)] : scratch;
+    if (!keeps(i)) {  // recompute this block from its saved input (same dropout masks)
       a = Activations{};
       Tensor out = act({T, C});
       layer_forward(i, b, inputs[static_cast<size_t>(i)], a, out, seed, training);
     }
     layer_backward(i, b, a, d, seed);
+    if (backward_hook_) backward_hook_(i);
     a = Activations{};  // free this block's activations before the next
   }
-  if (grad_embed_.defined()) ops::embedding_backward(d, b.ids, grad_embed_, padding_id_);
+  if (grad_embed_.defined()) ops::embedding_backward(d, local_tokens(b.ids), grad_embed_, padding_id_);
+  if (backward_hook_) backward_hook_(-1);
   return stats;
 }
 
@@ -403,9 +487,142 @@ Tensor TrainableModel::stat(const Shape& shape) const {
 
 StepStats TrainableModel::forward_backward(const MicroBatch& batch, float grad_scale, uint64_t dropout_seed,
                                            bool gradient_checkpointing) {
-  return run(batch, grad_scale, dropout_seed, gradient_checkpointing, true);
+  const MicroBatch padded = pad_for_sequence_parallel(batch, parallel_.sp_size(), sp_pad_id());
+  return run(padded, grad_scale, dropout_seed, gradient_checkpointing, true);
 }
 
-StepStats TrainableModel::evaluate(const MicroBatch& batch) { return run(batch, 0.0f, 0, true, false); }
+StepStats TrainableModel::evaluate(const MicroBatch& batch) {
+  return run(pad_for_sequence_parallel(batch, parallel_.sp_size(), sp_pad_id()), 0.0f, 0, true, false);
+}
+
+int32_t TrainableModel::sp_pad_id() const { return padding_id_ >= 0 ? static_cast<int32_t>(padding_id_) : 0; }
+
+void TrainableModel::set_parallel(const ParallelGroups& groups) {
+  const io::ModelConfig& c = model_.config();
+  const int64_t N = groups.tp_size(), P = groups.sp_size();
+  const int64_t Hq = c.num_attention_heads, Hkv = c.num_key_value_heads, F = c.intermediate_size;
+  if (groups.sequence == parallel_.sequence && groups.tensor == parallel_.tensor) return;  // the same groups again
+  SWIFT_CHECK(parallel_.tp_size() == 1 && parallel_.sp_size() == 1,
+              "set_parallel: the parallel groups are set once, before training (this model already has others)");
+  if (N > 1) {
+    SWIFT_CHECK(Hq % N == 0 && Hkv % N == 0 && F % N == 0,
+                "--tensor_model_parallel_size {}: the attention heads and the MLP's intermediate units are split over "
+                "the group, but this model has {} query heads, {} key/value heads and intermediate_size {}; pick a "
+                "size that divides all three (e.g. {})",
+                N, Hq, Hkv, F, std::gcd(std::gcd(Hq, Hkv), F));
+    SWIFT_CHECK(groups.tensor->device() == device_,
+                "--tensor_model_parallel_size: the group communicates on {} but the model lives on {}",
+                groups.tensor->device().str(), device_.str());
+    for (const auto& layer : lora_.layers) {
+      for (const LoraLinear& ad : layer) {
+        SWIFT_CHECK(!ad.dora(), "--tensor_model_parallel_size {} with --use_dora true is not supported (DoRA's weight "
+                    "norms would need the whole rows of o_proj / down_proj); train DoRA without tensor parallelism", N);
+      }
+    }
+    for (const Layer& l : layers_) {
+      for (const Linear& lin : l.linears) {
+        const DType w = lin.w.dtype();
+        SWIFT_CHECK(w == DType::F32 || w == DType::BF16 || w == DType::F16,
+                    "--tensor_model_parallel_size {}: the base weights are quantized ({}); splitting packed weights is "
+                    "not supported, so drop --quant_bits or tensor parallelism", N, dtype_name(w));
+      }
+    }
+  }
+  if (P > 1) {
+    SWIFT_CHECK((Hq / N) % P == 0 && (Hkv / N) % P == 0,
+                "--sequence_parallel_size {}: Ulysses splits the attention heads over the group, but this model has {} "
+                "query and {} key/value heads{}; pick a size that divides both (e.g. {})",
+                P, Hq / N, Hkv / N, N > 1 ? " per tensor-parallel rank" : "", std::gcd(Hq / N, Hkv / N));
+    SWIFT_CHECK(groups.sequence->device() == device_,
+                "--sequence_parallel_size: the group communicates on {} but the model lives on {}",
+                groups.sequence->device().str(), device_.str());
+  }
+  parallel_ = groups;
+  if (N > 1) shard_for_tensor_parallel();
+}
+
+void TrainableModel::shard_for_tensor_parallel() {
+  using Layout = TensorParallelLayout;
+  const int N = parallel_.tp_size(), t = parallel_.tp_rank();
+  const bool full = type_ == TunerType::Full;
+  std::map<std::string, Parameter*> by_name;
+  for (Parameter& p : params_) by_name[p.name] = &p;
+  // A trainable tensor takes its layout; a sharded one is replaced by its shard, and the model's own handles
+  // (`value`, `grad`) follow the Parameter.
+  auto reshard = [&](const std::string& name, Tensor& value, Tensor& grad, Layout layout) {
+    auto it = by_name.find(name);
+    SWIFT_CHECK(it != by_name.end(), "tensor parallel: '{}' is not a trainable parameter", name);
+    Parameter& p = *it->second;
+    p.tp = layout;
+    if (!is_sharded(layout)) return;
+    value = tensor_parallel_shard(value, layout, t, N, name);
+    grad = Tensor::zeros(value.shape(), DType::F32, device_, MemoryCategory::Gradients);
+    p.value = value;
+    p.grad = grad;
+  };
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    Layer& l = layers_[i];
+    const std::string prefix = "model.layers." + std::to_string(i) + ".";
+    if (full && l.q_norm.defined()) {  // applied to this rank's heads only: partial gradients
+      reshard(prefix + "self_attn.q_norm.weight", l.q_norm, l.grad_q_norm, Layout::Partial);
+      reshard(prefix + "self_attn.k_norm.weight", l.k_norm, l.grad_k_norm, Layout::Partial);
+    }
+    for (int k = 0; k < kLinearKinds; ++k) {
+      const auto kind = static_cast<LinearKind>(k);
+      const bool column = kind != LinearKind::O && kind != LinearKind::Down;
+      Linear& lin = l.linears[static_cast<size_t>(k)];
+      const std::string module = linear_module_path(static_cast<int64_t>(i), kind);
+      if (full) {
+        reshard(module + ".weight", lin.w, lin.grad_w, column ? Layout::Rows : Layout::Columns);
+        if (lin.bias.defined()) reshard(module + ".bias", lin.bias, lin.grad_bias, column ? Layout::Rows : Layout::Partial);
+      } else if (column) {  // frozen: a row shard is a view of the base weight
+        const int64_t M = lin.w.size(0);
+        lin.w = lin.w.slice_rows(t * M / N, (t + 1) * M / N);
+        if (lin.bias.defined()) lin.bias = lin.bias.slice_rows(t * M / N, (t + 1) * M / N);
+      } else {
+        lin.w = tensor_parallel_shard(lin.w, Layout::Columns, t, N, module + ".weight");
+      }
+      if (!column && t != 0) {  // the row-parallel output is summed over the group: rank 0 alone adds the bias
+        lin.bias = Tensor();
+        lin.grad_bias = Tensor();
+      }
+      if (lin.lora != nullptr) {
+        LoraLinear& ad = lora_.layers[i][static_cast<size_t>(k)];
+        reshard(io::peft_lora_name(module, "lora_A"), ad.a, lin.grad_a, column ? Layout::Partial : Layout::Columns);
+        reshard(io::peft_lora_name(module, "lora_B"), ad.b, lin.grad_b, column ? Layout::Rows : Layout::Partial);
+      }
+    }
+  }
+}
+
+void TrainableModel::reduce_tensor_parallel_gradients() {
+  if (parallel_.tp_size() == 1) return;
+  int64_t n = 0;
+  for (const Parameter& p : params_) n += p.tp == TensorParallelLayout::Partial ? p.grad.numel() : 0;
+  if (n == 0) return;
+  // One all-reduce over every partial gradient, packed end to end.
+  Tensor flat = Tensor::empty({n}, DType::F32, device_, MemoryCategory::Workspace);
+  int64_t offset = 0;
+  for (const Parameter& p : params_) {
+    if (p.tp != TensorParallelLayout::Partial) continue;
+    flat.slice_rows(offset, offset + p.grad.numel()).copy_from(p.grad.view({p.grad.numel()}));
+    offset += p.grad.numel();
+  }
+  parallel_.tensor->all_reduce(flat);
+  offset = 0;
+  for (Parameter& p : params_) {
+    if (p.tp != TensorParallelLayout::Partial) continue;
+    Tensor g = p.grad.view({p.grad.numel()});
+    g.copy_from(flat.slice_rows(offset, offset + p.grad.numel()));
+    offset += p.grad.numel();
+  }
+}
+
+Tensor TrainableModel::local_tokens(const Tensor& per_token) const {
+  const int64_t P = parallel_.sp_size();
+  if (P == 1) return per_token;
+  const int64_t share = per_token.size(0) / P, r = parallel_.sp_rank();
+  return per_token.slice_rows(r * share, (r + 1) * share);
+}
 
 }  // namespace swift::model

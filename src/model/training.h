@@ -7,7 +7,9 @@
 //    trainer passes 1 / (valid tokens of the whole accumulated batch), as transformers >= 4.46 normalises.
 //  - Gradient checkpointing keeps only each block's input; the block is recomputed (same dropout masks: they
 //    are a pure function of the seed) right before its backward. Without it every activation is kept.
-//    Both give the same gradients bit for bit.
+//    set_recompute_layers(n) limits the recompute to the first n blocks (Megatron's "block" method,
+//    --recompute_num_layers): the other blocks keep everything, trading memory for the recompute's time.
+//    Every policy gives the same gradients bit for bit.
 //  - Labels are already shifted: labels[t] is the token that must follow position t (-100: no loss), and
 //    never cross a sequence boundary (shift_labels builds them from ids and a per-token loss mask).
 //  - Parameter names are PEFT's saved names for LoRA and Hugging Face names for full fine-tuning, so gradients
@@ -16,10 +18,21 @@
 //    checkpoint recompute), and the modules_to_save copies (embed_tokens first, lm_head last, as PEFT orders them).
 //  - The embedding's lookup gradient skips config.pad_token_id (transformers builds nn.Embedding with
 //    padding_idx = pad_token_id; PEFT's modules_to_save copy keeps it); a tied head's gradient still reaches that row.
+//  - Sequence parallel (set_parallel with an SP group of P ranks, model/parallel.h): every rank of the group passes
+//    the same micro-batch; it is padded to a multiple of P and this rank runs its 1/P of the tokens, exchanging heads
+//    around attention. The returned StepStats and the parameter gradients cover this rank's tokens only: the caller
+//    sums both over the group. Dropout masks are drawn per rank (the rank is mixed into the seed).
+//  - Tensor parallel (set_parallel with a TP group of N ranks): the linears' weights, biases and LoRA factors are
+//    replaced by this rank's shards (model/parallel.h: q/k/v/gate/up by output rows, o/down by input columns) and
+//    each Parameter records its layout. After the step's backward the caller sums the Partial gradients over the
+//    group (reduce_tensor_parallel_gradients), reduces everything over the ranks holding the same shards, and
+//    counts sharded gradients once per shard in the norm. StepStats are whole on every rank of the group. DoRA is
+//    refused; LoRA dropout masks of o/down inputs (sharded) are drawn per rank.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -28,6 +41,7 @@
 #include "core/tensor.h"
 #include "model/causal_lm.h"
 #include "model/lora.h"
+#include "model/parallel.h"
 #include "ops/ops.h"
 
 namespace swift::model {
@@ -39,6 +53,8 @@ struct Parameter {
   std::string name;  // PEFT saved name (LoRA) or Hugging Face name (full)
   Tensor value;      // F32, trainable
   Tensor grad;       // F32, same shape
+  // Tensor parallel: how value and grad lie over the group (model/parallel.h); Replicated without it.
+  TensorParallelLayout tp = TensorParallelLayout::Replicated;
 };
 
 struct MicroBatch {
@@ -71,10 +87,25 @@ class TrainableModel {
   // checks (then a model placed with F32 matrices computes as the CPU does, up to summation order).
   void set_activation_dtype(DType dtype);
   DType activation_dtype() const { return act_dtype_; }
+  // The sequence- and tensor-parallel groups of this rank (not owned; see the head comment), once, before training
+  // (passing the same groups again changes nothing). Throws when the model's heads or intermediate size cannot be
+  // split over them, and for DoRA or quantized base weights with tensor parallelism.
+  void set_parallel(const ParallelGroups& groups);
+  const ParallelGroups& parallel() const { return parallel_; }
+  // Tensor parallel: sums the gradients of Partial parameters over the TP group (collective; no-op without TP).
+  // Call once per optimizer step, after the last micro-batch's backward.
+  void reduce_tensor_parallel_gradients();
   Device device() const { return device_; }
   std::vector<Parameter>& parameters() { return params_; }
   int64_t trainable_count() const;
   void zero_grad();
+  // Called with i right after layer i's backward (L-1 .. 0), then with -1 after the embedding's: those parameters'
+  // gradients are final for this micro-batch (data parallel starts reducing them). Empty: none.
+  void set_backward_hook(std::function<void(int64_t layer)> hook) { backward_hook_ = std::move(hook); }
+  // With gradient checkpointing, recompute only blocks 0 .. n-1 and keep the activations of the others; n < 0
+  // (the default): every block recomputes.
+  void set_recompute_layers(int64_t n) { recompute_layers_ = n; }
+  int64_t recompute_layers() const { return recompute_layers_; }
 
   // Forward + backward of one micro-batch; gradients of grad_scale * (summed loss) are added to the parameters'.
   // dropout_seed picks the LoRA dropout masks of this micro-batch (0 with lora_dropout 0).
@@ -112,6 +143,10 @@ class TrainableModel {
   // model's device.
   Tensor act(const Shape& shape) const;
   Tensor stat(const Shape& shape) const;
+  // Sequence parallel: the rows of a per-token tensor of the padded batch that this rank runs (all rows otherwise).
+  Tensor local_tokens(const Tensor& per_token) const;
+  int32_t sp_pad_id() const;  // the id of the tokens that pad a micro-batch for sequence parallelism
+  void shard_for_tensor_parallel();  // set_parallel with a TP group: parameters -> this rank's shards
   StepStats run(const MicroBatch& batch, float grad_scale, uint64_t dropout_seed, bool checkpoint, bool backward);
   void compute_dora_norms();
 
@@ -127,6 +162,9 @@ class TrainableModel {
   Device device_;                           // the model's device: parameters, gradients and activations live here
   DType act_dtype_ = DType::F32;            // activation storage dtype (BF16 on CUDA, math in fp32)
   const MicroBatch* host_batch_ = nullptr;  // during run(): the host copy of the batch (rope reads positions)
+  std::function<void(int64_t)> backward_hook_;  // set_backward_hook
+  int64_t recompute_layers_ = -1;               // set_recompute_layers
+  ParallelGroups parallel_;                 // sequence / tensor parallel groups (none by default)
 };
 
 }  // namespace swift::model

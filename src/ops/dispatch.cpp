@@ -76,6 +76,12 @@ void add(const Tensor& a, const Tensor& b, Tensor& out) {
            [&] { cuda::add(a, b, out); });
 }
 
+void swap_outer_axes(const Tensor& x, Tensor& y) {
+  require_writable("swap_outer_axes", {&y});
+  dispatch("swap_outer_axes", detail::check_swap_outer_axes(x, y), [&] { cpu::swap_outer_axes(x, y); },
+           [&] { cuda::swap_outer_axes(x, y); });
+}
+
 void swiglu(const Tensor& gate, const Tensor& up, Tensor& out) {
   require_writable("swiglu", {&out});
   dispatch("swiglu", detail::check_swiglu(gate, up, out), [&] { cpu::swiglu(gate, up, out); },

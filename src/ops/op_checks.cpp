@@ -109,6 +109,20 @@ Device check_swiglu(const Tensor& gate, const Tensor& up, const Tensor& out) {
   return check_elementwise3("swiglu", "gate", gate, "up", up, out);
 }
 
+Device check_swap_outer_axes(const Tensor& x, const Tensor& y) {
+  const char* op = "swap_outer_axes";
+  require_defined(op, "x", x);
+  require_defined(op, "y", y);
+  require_rank(op, "x", x, 3, "(A, B, E)");
+  require_rank(op, "y", y, 3, "(B, A, E)");
+  if (y.size(0) != x.size(1) || y.size(1) != x.size(0) || y.size(2) != x.size(2)) {
+    fail("{}: y {} must be (B, A, E) for x {} = (A, B, E)", op, desc(y), desc(x));
+  }
+  if (x.dtype() != y.dtype()) fail("{}: x {} and y {} must have the same dtype", op, desc(x), desc(y));
+  if (overlaps(x, y)) fail("{}: y {} overlaps x {}; use a separate buffer", op, desc(y), desc(x));
+  return common_device(op, {&x, &y});
+}
+
 Device check_embedding(const Tensor& table, const Tensor& ids, const Tensor& out) {
   const char* op = "embedding";
   require_defined(op, "table", table);

@@ -46,6 +46,7 @@ void require_cpu(const char* op, Device device);
 Device check_cast(const Tensor& src, const Tensor& dst);
 Device check_add(const Tensor& a, const Tensor& b, const Tensor& out);
 Device check_swiglu(const Tensor& gate, const Tensor& up, const Tensor& out);
+Device check_swap_outer_axes(const Tensor& x, const Tensor& y);
 Device check_embedding(const Tensor& table, const Tensor& ids, const Tensor& out);
 Device check_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y);
 Device check_gemm(bool trans_a, bool trans_b, const Tensor& a, const Tensor& b, const Tensor& c);

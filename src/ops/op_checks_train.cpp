@@ -282,6 +282,9 @@ Device check_lm_head_loss(const char* op, const Tensor& hidden, const Tensor& he
   if (options.token_block < 1 || options.vocab_block < 1) {
     fail("{}: token_block = {} and vocab_block = {} must be >= 1", op, options.token_block, options.vocab_block);
   }
+  if (options.device_workspace_bytes < 0) {
+    fail("{}: device_workspace_bytes = {} must be >= 0 (0: the backend's default)", op, options.device_workspace_bytes);
+  }
   if (per_token.defined()) {
     require_dtype(op, "per-token tensor", per_token, DType::F32);
     require_shape(op, "per-token tensor", per_token, {t}, "(T)");

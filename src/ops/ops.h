@@ -38,6 +38,13 @@ void add(const Tensor& a, const Tensor& b, Tensor& out);
 // out = silu(gate) * up                       gate, up, out: (N, F) F32; out may alias gate or up.
 void swiglu(const Tensor& gate, const Tensor& up, Tensor& out);
 
+// ---- layout ---------------------------------------------------------------------------------------
+// y[b][a][:] = x[a][b][:]                     x: (A, B, E); y: (B, A, E); any dtype (bytes are copied), the same for
+//                                            both; separate buffers. Sequence parallelism packs (T, P, H/P * D)
+//                                            heads into (P, T, H/P * D) chunks for all_to_all and back; tensor
+//                                            parallelism joins gathered column shards (P, M, K/P) into (M, P, K/P).
+void swap_outer_axes(const Tensor& x, Tensor& y);
+
 // ---- embedding ----------------------------------------------------------------------------------
 // out[t] = table[ids[t]]                      table: (V, C) F32/BF16/F16; ids: (T) I32; out: (T, C) F32.
 // Throws naming the offending id when ids[t] is outside [0, V).
@@ -191,6 +198,10 @@ struct CrossEntropyOptions {
   int64_t token_block = 256;  // at most this many valid tokens per work item (rows of a logits block); items
                               // run in parallel, their count a multiple of the thread count
   int64_t vocab_block = 256;  // vocabulary rows per logits block (a converted block of head stays in L2)
+  // CUDA: the most bytes of the fp32 logits block (row chunk x full vocabulary) it keeps, and of a converted copy
+  // of the head; 0 = the backend's default (ops_cross_entropy.cpp), lowered when the device is short of memory.
+  // The CPU ignores it (its blocks are token_block x vocab_block).
+  int64_t device_workspace_bytes = 0;
 };
 struct CrossEntropyStats {
   double loss_sum = 0.0;   // sum over valid tokens of -log softmax(z)[label] (each term fp32, summed in fp64)

@@ -10,6 +10,7 @@ namespace swift::ops::ref {
 void cast(const Tensor& src, Tensor& dst);
 void add(const Tensor& a, const Tensor& b, Tensor& out);
 void swiglu(const Tensor& gate, const Tensor& up, Tensor& out);
+void swap_outer_axes(const Tensor& x, Tensor& y);  // reference/layout.cpp
 void embedding(const Tensor& table, const Tensor& ids, Tensor& out);
 void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y, bool accumulate = false);
 void gemm(bool trans_a, bool trans_b, float alpha, const Tensor& a, const Tensor& b, float beta, Tensor& c);

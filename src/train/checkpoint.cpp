@@ -76,10 +76,21 @@ std::string save_checkpoint(const std::string& run_dir, const CheckpointContents
   fs::create_directories(tmp, ec);
   SWIFT_CHECK(!ec, "cannot create '{}': {}", tmp.string(), ec.message());
 
+  // Tensor parallel: the whole tensors replace the shards under the same names.
+  auto whole = [&](std::map<std::string, Tensor>& tensors) {
+    for (auto& [name, t] : tensors) {
+      auto it = c.tensor_parallel_whole.find(name);
+      if (it != c.tensor_parallel_whole.end()) t = it->second;
+    }
+  };
   if (c.model->type() == model::TunerType::Lora) {
-    io::save_peft_adapter(tmp.string(), model::lora_to_peft(c.model->lora(), c.base_model_name_or_path));
+    io::PeftAdapter adapter = model::lora_to_peft(c.model->lora(), c.base_model_name_or_path);
+    whole(adapter.tensors);
+    io::save_peft_adapter(tmp.string(), adapter);
   } else {
-    io::save_hf_weights(tmp.string(), c.model->full_weights());
+    std::map<std::string, Tensor> weights = c.model->full_weights();
+    whole(weights);
+    io::save_hf_weights(tmp.string(), weights);
     write_file_atomically((tmp / "config.json").string(), c.model_config.dump(2) + "\n");
   }
   std::map<std::string, Tensor> moments;
@@ -88,6 +99,7 @@ std::string save_checkpoint(const std::string& run_dir, const CheckpointContents
     moments["exp_avg." + params[i].name] = c.optimizer->exp_avg(i);
     moments["exp_avg_sq." + params[i].name] = c.optimizer->exp_avg_sq(i);
   }
+  whole(moments);
   io::save_safetensors((tmp / "optimizer.safetensors").string(), moments,
                        {{"optimizer", "adamw"}, {"steps", std::to_string(c.optimizer->steps())}});
   write_file_atomically((tmp / "trainer_state.json").string(), c.state.to_json().dump(2) + "\n");
@@ -103,7 +115,8 @@ std::string save_checkpoint(const std::string& run_dir, const CheckpointContents
   return final_dir.string();
 }
 
-TrainerState load_checkpoint(const std::string& dir, model::TrainableModel& model, AdamW& optimizer) {
+TrainerState load_checkpoint(const std::string& dir, model::TrainableModel& model, AdamW& optimizer,
+                             const ShardFunction& shard) {
   const fs::path path(dir);
   SWIFT_CHECK(fs::is_directory(path), "--resume_from_checkpoint '{}': no such directory", dir);
   SWIFT_CHECK(fs::exists(path / "trainer_state.json") && fs::exists(path / "optimizer.safetensors"),
@@ -124,14 +137,15 @@ TrainerState load_checkpoint(const std::string& dir, model::TrainableModel& mode
     auto it = weights.find(p.name);
     SWIFT_CHECK(it != weights.end(), "'{}': no weights for trainable parameter '{}' (was it saved with other "
                 "--target_modules or --tuner_type?)", dir, p.name);
-    SWIFT_CHECK(it->second.shape() == p.value.shape() && it->second.dtype() == DType::F32,
-                "'{}': '{}' is {}, the model expects F32{}", dir, p.name, it->second.str(), shape_str(p.value.shape()));
-    p.value.copy_from(it->second);
+    const Tensor value = shard ? shard(p, it->second) : it->second;
+    SWIFT_CHECK(value.shape() == p.value.shape() && value.dtype() == DType::F32,
+                "'{}': '{}' is {}, the model expects F32{}", dir, p.name, value.str(), shape_str(p.value.shape()));
+    p.value.copy_from(value);
     for (const char* which : {"exp_avg.", "exp_avg_sq."}) {
       const std::string key = which + p.name;
       SWIFT_CHECK(moments.contains(key), "'{}': optimizer state has no '{}'", dir, key);
       Tensor& dst = std::string(which) == "exp_avg." ? optimizer.exp_avg(i) : optimizer.exp_avg_sq(i);
-      const Tensor src = moments.tensor(key);
+      const Tensor src = shard ? shard(p, moments.tensor(key)) : moments.tensor(key);
       SWIFT_CHECK(src.shape() == dst.shape(), "'{}': '{}' has shape {}, expected {}", dir, key, shape_str(src.shape()),
                   shape_str(dst.shape()));
       dst.copy_from(src);

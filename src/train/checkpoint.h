@@ -15,6 +15,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -45,13 +47,19 @@ struct CheckpointContents {
   nlohmann::json model_config;             // full fine-tuning: written as config.json
   std::vector<std::string> extra_files;    // copied into the checkpoint (tokenizer files, ...)
   std::string base_model_name_or_path;     // recorded in adapter_config.json
+  // Tensor parallel: whole tensors written instead of the model's and the optimizer's shards, by saved name
+  // ("<name>", "exp_avg.<name>", "exp_avg_sq.<name>"; train/parallel.h gather_tensor_parallel_state).
+  std::map<std::string, Tensor> tensor_parallel_whole;
 };
 
 // Writes run_dir/checkpoint-<global_step> atomically and returns its path.
 std::string save_checkpoint(const std::string& run_dir, const CheckpointContents& contents);
 
-// Restores parameters (in place), optimizer moments and step count; returns the trainer state.
-TrainerState load_checkpoint(const std::string& dir, model::TrainableModel& model, AdamW& optimizer);
+// Restores parameters (in place), optimizer moments and step count; returns the trainer state. `shard` (tensor
+// parallel) turns each saved whole tensor of a parameter (its weights and moments) into this rank's part.
+using ShardFunction = std::function<Tensor(const model::Parameter& param, const Tensor& whole)>;
+TrainerState load_checkpoint(const std::string& dir, model::TrainableModel& model, AdamW& optimizer,
+                             const ShardFunction& shard = {});
 
 // Deletes the oldest checkpoint-N directories of run_dir beyond `limit`, never `keep` (the best one) and never
 // the newest. limit <= 0 keeps everything.

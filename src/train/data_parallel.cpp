@@ -1,66 +1,188 @@
-// train/data_parallel.cpp — gradient buckets and small exact reductions over a communicator.
+// train/data_parallel.cpp — gradient buckets reduced while the backward runs, and small exact reductions over a
+// communicator.
+//
+// Invariants: buckets start in index order on every rank (the backward reports stages in decreasing order and the
+// layout sorts parameters by decreasing stage, so bucket b is final no later than bucket b + 1); the element-wise
+// sums do not depend on the layout or on when a bucket starts.
 #include "train/data_parallel.h"
 
+#include <algorithm>
 #include <cstring>
+#include <numeric>
 
 #include "core/error.h"
 
 namespace swift::train {
 
-GradientReducer::GradientReducer(dist::Communicator& comm, std::vector<model::Parameter>& params, int64_t bucket_bytes)
-    : comm_(comm), params_(params) {
-  const int64_t bucket_numel = std::max<int64_t>(1, bucket_bytes / 4);
-  int64_t largest = 0;
-  Bucket current;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const Tensor& g = params_[i].grad;
-    SWIFT_CHECK(g.dtype() == DType::F32, "data parallel: the gradient of {} is {}, expected F32", params_[i].name,
-                dtype_name(g.dtype()));
-    const int64_t n = g.numel();
-    if (n >= bucket_numel) {  // reduced in place, alone
-      buckets_.push_back({{i}, n});
-      continue;
+namespace {
+
+Tensor flat(const Tensor& t) { return t.view({t.numel()}); }
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+int64_t backward_stage(const std::string& name) {
+  // The decoder layer: the number after the last ".layers." (or a leading "layers."), when a '.' follows it.
+  static const std::string kLayers = "layers.";
+  int64_t layer = -1;
+  for (size_t at = name.find(kLayers); at != std::string::npos; at = name.find(kLayers, at + 1)) {
+    if (at > 0 && name[at - 1] != '.') continue;
+    size_t i = at + kLayers.size();
+    int64_t value = 0;
+    while (i < name.size() && name[i] >= '0' && name[i] <= '9' && i < at + kLayers.size() + 9) {
+      value = value * 10 + (name[i] - '0');
+      ++i;
     }
-    if (current.numel + n > bucket_numel) {
-      largest = std::max(largest, current.numel);
-      buckets_.push_back(std::move(current));
-      current = Bucket{};
+    if (i > at + kLayers.size() && i < name.size() && name[i] == '.') layer = value;
+  }
+  if (layer >= 0) return layer;
+  if (name.find("embed_tokens") != std::string::npos) return -1;
+  if (ends_with(name, "lm_head.weight") || name == "model.norm.weight") return kHeadStage;
+  return -1;
+}
+
+int64_t GradientBuckets::padded_numel() const {
+  int64_t most = 0;
+  for (const Bucket& b : buckets) most = std::max(most, b.piece * world_size);
+  return most;
+}
+
+GradientBuckets plan_gradient_buckets(const std::vector<model::Parameter>& params, int world_size,
+                                      int64_t bucket_bytes) {
+  SWIFT_CHECK(world_size >= 1, "gradient buckets: world size {} must be >= 1", world_size);
+  SWIFT_CHECK(bucket_bytes >= 4, "gradient buckets: bucket_bytes = {} holds no F32 element", bucket_bytes);
+  const int64_t capacity = bucket_bytes / 4;
+  // Reverse parameter order, stably sorted by decreasing stage: the order the backward finishes them.
+  std::vector<size_t> order(params.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::reverse(order.begin(), order.end());
+  std::vector<int64_t> stage(params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    const model::Parameter& p = params[i];
+    SWIFT_CHECK(p.grad.defined() && p.grad.dtype() == DType::F32 && p.grad.numel() == p.value.numel(),
+                "data parallel: the gradient of {} must be F32 with the parameter's {} elements", p.name,
+                p.value.numel());
+    stage[i] = backward_stage(p.name);
+  }
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return stage[a] > stage[b]; });
+  GradientBuckets layout;
+  layout.world_size = world_size;
+  GradientBuckets::Bucket current;
+  current.ready_stage = kHeadStage;
+  auto close = [&] {
+    current.piece = (current.numel + world_size - 1) / world_size;
+    layout.buckets.push_back(std::move(current));
+    current = GradientBuckets::Bucket{};
+    current.ready_stage = kHeadStage;
+  };
+  for (size_t i : order) {
+    const int64_t n = params[i].grad.numel();
+    for (int64_t done = 0; done < n;) {
+      if (current.numel == capacity) close();
+      const int64_t take = std::min(n - done, capacity - current.numel);
+      current.spans.push_back({i, done, current.numel, take});
+      current.numel += take;
+      current.ready_stage = std::min(current.ready_stage, stage[i]);
+      done += take;
     }
-    current.params.push_back(i);
-    current.numel += n;
   }
-  if (!current.params.empty()) {
-    largest = std::max(largest, current.numel);
-    buckets_.push_back(std::move(current));
+  if (current.numel > 0) close();
+  return layout;
+}
+
+GradientReducer::GradientReducer(dist::Communicator& comm, std::vector<model::Parameter>& params,
+                                 int64_t bucket_bytes, GradientReduction how)
+    : comm_(comm), params_(params), how_(how), layout_(plan_gradient_buckets(params, comm.world_size(), bucket_bytes)) {
+  for (const model::Parameter& p : params_) {
+    SWIFT_CHECK(p.grad.device() == comm_.device(), "data parallel: the gradient of {} is on {} but the communicator "
+                "works on {}", p.name, p.grad.device().str(), comm_.device().str());
   }
-  if (largest > 0 && comm_.world_size() > 1) {
-    staging_ = Tensor::empty({largest}, DType::F32, comm_.device(), MemoryCategory::Other);
+  const int64_t slot = layout_.padded_numel();
+  if (slot > 0) {
+    for (Tensor& s : staging_) s = Tensor::zeros({slot}, DType::F32, comm_.device(), MemoryCategory::Gradients);
   }
 }
 
-void GradientReducer::reduce() {
-  if (comm_.world_size() <= 1) return;
-  for (const Bucket& b : buckets_) {
-    if (b.params.size() == 1 && b.numel > staging_.numel()) {  // larger than a bucket: in place
-      Tensor flat = params_[b.params[0]].grad.view({b.numel});
-      comm_.all_reduce(flat, dist::ReduceOp::Sum);
-      continue;
+GradientReducer::~GradientReducer() {
+  for (InFlight& s : in_flight_) {
+    if (!s.handle) continue;
+    try {
+      s.handle->wait();
+    } catch (const std::exception&) {  // the group is aborted; whoever destroys us is already unwinding an error
     }
-    Tensor buffer = staging_.slice_rows(0, b.numel);
-    int64_t offset = 0;
-    for (size_t i : b.params) {
-      const Tensor& g = params_[i].grad;
-      buffer.slice_rows(offset, offset + g.numel()).copy_from(g.view({g.numel()}));
-      offset += g.numel();
-    }
-    comm_.all_reduce(buffer, dist::ReduceOp::Sum);
-    offset = 0;
-    for (size_t i : b.params) {
-      Tensor& g = params_[i].grad;
-      Tensor flat = g.view({g.numel()});
-      flat.copy_from(buffer.slice_rows(offset, offset + g.numel()));
-      offset += g.numel();
-    }
+  }
+}
+
+void GradientReducer::expect_last_backward() {
+  armed_ = true;
+  next_bucket_ = 0;
+  started_during_backward_ = 0;
+}
+
+void GradientReducer::on_backward_stage(int64_t stage) {
+  if (!armed_) return;
+  while (next_bucket_ < layout_.buckets.size() && stage <= layout_.buckets[next_bucket_].ready_stage) {
+    start_bucket(next_bucket_++);
+    ++started_during_backward_;
+  }
+}
+
+void GradientReducer::finish() {
+  if (!armed_) {
+    next_bucket_ = 0;
+    started_during_backward_ = 0;
+  }
+  while (next_bucket_ < layout_.buckets.size()) start_bucket(next_bucket_++);
+  // The older of the two slots first (the order does not change the results; it is the order they finish).
+  const size_t first = in_flight_[0].handle && in_flight_[1].handle && in_flight_[1].bucket < in_flight_[0].bucket;
+  complete(in_flight_[first]);
+  complete(in_flight_[1 - first]);
+  armed_ = false;
+  next_bucket_ = 0;
+}
+
+void GradientReducer::start_bucket(size_t b) {
+  InFlight& slot = in_flight_[b % 2];
+  complete(slot);  // bucket b - 2 used this slot
+  const GradientBuckets::Bucket& bucket = layout_.buckets[b];
+  Tensor buffer = staging_[b % 2];
+  for (const GradientBuckets::Span& s : bucket.spans) {
+    buffer.slice_rows(s.offset_in_bucket, s.offset_in_bucket + s.numel)
+        .copy_from(flat(params_[s.param].grad).slice_rows(s.offset_in_param, s.offset_in_param + s.numel));
+  }
+  slot.bucket = b;
+  if (how_ == GradientReduction::AllReduce) {
+    Tensor data = buffer.slice_rows(0, bucket.numel);
+    slot.handle = comm_.start_all_reduce(data, dist::ReduceOp::Sum);
+    return;
+  }
+  const int64_t padded = bucket.piece * comm_.world_size(), r = comm_.rank();
+  if (padded > bucket.numel) buffer.slice_rows(bucket.numel, padded).zero_();
+  Tensor own = buffer.slice_rows(r * bucket.piece, (r + 1) * bucket.piece);  // NCCL's in-place layout
+  slot.handle = comm_.start_reduce_scatter(buffer.slice_rows(0, padded), own, dist::ReduceOp::Sum);
+}
+
+void GradientReducer::complete(InFlight& slot) {
+  if (!slot.handle) return;
+  std::unique_ptr<dist::CollectiveHandle> handle = std::move(slot.handle);
+  handle->wait();
+  const GradientBuckets::Bucket& bucket = layout_.buckets[slot.bucket];
+  const Tensor buffer = staging_[slot.bucket % 2];
+  // AllReduce: every element; ReduceScatter: the elements of this rank's piece.
+  int64_t lo = 0, hi = bucket.numel;
+  if (how_ == GradientReduction::ReduceScatter) {
+    lo = std::min(bucket.numel, comm_.rank() * bucket.piece);
+    hi = std::min(bucket.numel, lo + bucket.piece);
+  }
+  for (const GradientBuckets::Span& s : bucket.spans) {
+    const int64_t a = std::max(lo, s.offset_in_bucket), e = std::min(hi, s.offset_in_bucket + s.numel);
+    if (a >= e) continue;
+    const int64_t in_param = s.offset_in_param + (a - s.offset_in_bucket);
+    Tensor dst = flat(params_[s.param].grad).slice_rows(in_param, in_param + (e - a));
+    dst.copy_from(buffer.slice_rows(a, e));
   }
 }
 

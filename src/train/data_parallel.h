@@ -1,17 +1,34 @@
 // train/data_parallel.h — what the trainer needs from a communicator for data-parallel training: the gradient
-// all-reduce in flat buckets, exact sums of small statistics across ranks, and a string from rank 0.
+// reduction in flat buckets, overlapped with the backward, exact sums of small statistics across ranks, and a
+// string from rank 0.
 //
 // Invariants:
-//  - GradientReducer::reduce() leaves every rank's gradients equal to the sum over ranks (in the communicator's
-//    order: rank 0 + rank 1 + ... on the CPU, so every rank holds the same bits). Gradients are packed into flat
-//    F32 staging buckets of about `bucket_bytes` (a parameter larger than a bucket is reduced in place on its own),
-//    one all_reduce per bucket, then copied back: few large collectives instead of one per parameter.
+//  - Bucket layout (plan_gradient_buckets): the trainable parameters in reverse backward order (the order the
+//    backward finishes their gradients: LM head and final norm, layer L-1, ..., layer 0, embedding), laid end to
+//    end and cut into buckets of at most `bucket_bytes` of F32 (a parameter may span buckets). Every rank computes
+//    the same layout from the same parameters, so all ranks issue the same collectives in the same order.
+//  - GradientReducer, AllReduce: every rank's gradients become the sum over ranks (in the communicator's order:
+//    rank 0 + rank 1 + ... on the CPU, the same bits on every rank, whatever the bucket layout or the overlap: the
+//    sum is element-wise). ReduceScatter (ZeRO-2): each bucket is padded to a multiple of W and split into W equal
+//    pieces; only the elements of this rank's piece of each bucket receive the sum (the same bits as AllReduce
+//    gives there); the others keep this rank's local gradient and must not be read.
+//  - Overlap (DDP's scheme): expect_last_backward() before the last micro-batch of an accumulation step arms the
+//    reducer; the model's backward hook then reports each finished stage (on_backward_stage), and a bucket's
+//    collective starts as soon as every parameter in it is final, while the backward goes on. Earlier micro-batches
+//    only accumulate locally (no collective: DDP's no_sync). finish() starts what is left (all buckets when nothing
+//    was armed), waits, and writes the sums back. A bucket is packed into a staging slot when it starts; two slots
+//    alternate (one reducing while the next is packed; more would only queue behind it on the one communication
+//    stream or thread), and a slot is written back before it is reused.
+//  - Staging memory: two slots of at most bucket_bytes + 4 (W - 1) bytes, on the communicator's device.
 //  - sum_across_ranks() gathers the values of every rank (all_gather of their 8-byte patterns) and adds them in
 //    double in rank order on every rank: exact for counts, identical on every rank, no fp32 rounding.
 //  - A solo communicator (world size 1) makes every call the identity.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -20,21 +37,79 @@
 
 namespace swift::train {
 
+// The stage reported by TrainableModel's backward hook after which a parameter's gradient is final, from its name:
+// "...layers.<i>...." -> i; the LM head ("lm_head") and the final norm ("model.norm.weight"), whose backward runs
+// before any layer's -> kHeadStage; the embedding and any other name -> -1 (the end of the backward: always safe).
+constexpr int64_t kHeadStage = std::numeric_limits<int64_t>::max();
+int64_t backward_stage(const std::string& parameter_name);
+
+struct GradientBuckets {
+  struct Span {  // the elements [offset_in_param, offset_in_param + numel) of a parameter, at offset_in_bucket
+    size_t param;
+    int64_t offset_in_param, offset_in_bucket, numel;
+  };
+  struct Bucket {
+    std::vector<Span> spans;
+    int64_t numel = 0;        // elements of the spans
+    int64_t piece = 0;        // ceil(numel / W): rank r's piece (ZeRO) is [r * piece, min((r + 1) * piece, numel))
+    int64_t ready_stage = 0;  // the bucket is final once the backward reported this stage (the lowest of its spans)
+  };
+  std::vector<Bucket> buckets;
+  int world_size = 1;
+  int64_t padded_numel() const;  // the largest bucket rounded up to a multiple of W: a staging slot's size
+};
+
+GradientBuckets plan_gradient_buckets(const std::vector<model::Parameter>& params, int world_size,
+                                      int64_t bucket_bytes);
+
+enum class GradientReduction { AllReduce, ReduceScatter };
+
 class GradientReducer {
  public:
-  GradientReducer(dist::Communicator& comm, std::vector<model::Parameter>& params, int64_t bucket_bytes = 25 << 20);
-  void reduce();
-  int64_t buckets() const { return static_cast<int64_t>(buckets_.size()); }
+  static constexpr int64_t kDefaultBucketBytes = int64_t{25} << 20;  // DDP's bucket_cap_mb default
+  GradientReducer(dist::Communicator& comm, std::vector<model::Parameter>& params,
+                  int64_t bucket_bytes = kDefaultBucketBytes, GradientReduction how = GradientReduction::AllReduce);
+  ~GradientReducer();  // waits for the collectives still in flight
+  GradientReducer(const GradientReducer&) = delete;
+  GradientReducer& operator=(const GradientReducer&) = delete;
+
+  // The next backward is the last of the step: its hook starts the buckets as they become final.
+  void expect_last_backward();
+  // TrainableModel's backward hook: `stage` (L-1 .. 0, then -1) has finished. Ignored unless armed.
+  void on_backward_stage(int64_t stage);
+  // Starts the buckets not started yet, waits for all and writes the results into the gradients; disarms.
+  void finish();
+  // Everything after the backward, without overlap (finish() with nothing armed).
+  void reduce() { finish(); }
+
+  const GradientBuckets& layout() const { return layout_; }
+  dist::Communicator& comm() { return comm_; }
+  std::vector<model::Parameter>& params() { return params_; }
+  GradientReduction reduction() const { return how_; }
+  // Staging slot 0 or 1 (F32, layout().padded_numel()): free for other collectives between finish() and the next
+  // expect_last_backward() (ZeRO's parameter all_gather uses them).
+  Tensor staging(int slot) const { return staging_[static_cast<size_t>(slot)]; }
+  bool idle() const { return !in_flight_[0].handle && !in_flight_[1].handle; }
+  // Buckets started by the backward hook (before finish()) in the last step: how much of the reduction overlapped.
+  int64_t started_during_backward() const { return started_during_backward_; }
 
  private:
-  struct Bucket {
-    std::vector<size_t> params;  // indices into params_
-    int64_t numel = 0;
+  struct InFlight {
+    size_t bucket = 0;
+    std::unique_ptr<dist::CollectiveHandle> handle;
   };
+  void start_bucket(size_t b);
+  void complete(InFlight& slot);  // waits for the slot's collective and writes its result back
+
   dist::Communicator& comm_;
   std::vector<model::Parameter>& params_;
-  std::vector<Bucket> buckets_;
-  Tensor staging_;  // F32, the largest bucket, on the communicator's device
+  GradientReduction how_;
+  GradientBuckets layout_;
+  std::array<Tensor, 2> staging_;
+  std::array<InFlight, 2> in_flight_;
+  size_t next_bucket_ = 0;
+  bool armed_ = false;
+  int64_t started_during_backward_ = 0;
 };
 
 // Element-wise sum of `values` over all ranks, in double (every rank passes the same number of values).

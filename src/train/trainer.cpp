@@ -66,8 +66,12 @@ Trainer::Trainer(TrainerConfig config, model::TrainableModel& model, data::Batch
               c.gradient_accumulation_steps);
   SWIFT_CHECK(c.learning_rate > 0, "--learning_rate must be positive, got {}", c.learning_rate);
   SWIFT_CHECK(c.logging_steps >= 1, "--logging_steps must be >= 1, got {}", c.logging_steps);
+  SWIFT_CHECK(c.zero_stage >= 0 && c.zero_stage <= 2,
+              "ZeRO stage {} is not supported: stage 3 (parameters sharded across ranks) is not implemented; use "
+              "--deepspeed zero2 (gradients and optimizer states sharded) or zero1", c.zero_stage);
   const int64_t micro_per_epoch = loader_.steps_per_epoch();
   if (micro_per_epoch < 0) {  // streamed: the length of a pass is unknown
+    attach_parallel();
     SWIFT_CHECK(c.max_steps > 0, "--streaming: the number of batches of a streamed dataset is unknown before it is "
                 "read, so --max_steps is required (as in ms-swift); pass e.g. --max_steps 1000");
     max_steps_ = c.max_steps;
@@ -77,6 +81,7 @@ Trainer::Trainer(TrainerConfig config, model::TrainableModel& model, data::Batch
               "--per_device_train_batch_size with --dataloader_drop_last?)");
   // transformers: num_update_steps_per_epoch = ceil(len(dataloader) / gradient_accumulation_steps).
   updates_per_epoch_ = (micro_per_epoch + c.gradient_accumulation_steps - 1) / c.gradient_accumulation_steps;
+  attach_parallel();
   if (c.max_steps > 0) {
     max_steps_ = c.max_steps;
   } else {
@@ -85,6 +90,13 @@ Trainer::Trainer(TrainerConfig config, model::TrainableModel& model, data::Batch
                                                                       static_cast<double>(updates_per_epoch_))));
   }
   num_epochs_ = (max_steps_ + updates_per_epoch_ - 1) / updates_per_epoch_;
+}
+
+void Trainer::attach_parallel() {
+  if (config_.parallel == nullptr) return;
+  SWIFT_CHECK(config_.comm != nullptr && &config_.parallel->world() == config_.comm,
+              "trainer: the sequence / tensor parallel layout must be built on the trainer's communicator");
+  model_.set_parallel(config_.parallel->groups());
 }
 
 double Trainer::epoch_progress() const {
@@ -98,10 +110,10 @@ nlohmann::json Trainer::evaluate() {
   double loss = 0;
   int64_t tokens = 0, correct = 0;
   const int64_t batch = std::max<int64_t>(1, config_.per_device_eval_batch_size);
-  // Data parallel: batch k is evaluated by rank k mod W; the sums are added over ranks.
+  // Data parallel: batch k is evaluated by replica k mod DP (all its SP ranks); the sums are added over ranks.
   int64_t k = 0;
   for (int64_t start = 0; start < static_cast<int64_t>(val_->size()); start += batch, ++k) {
-    if (k % world_size() != rank()) continue;
+    if (k % replicas() != replica()) continue;
     std::vector<int64_t> seqs;
     for (int64_t i = start; i < std::min<int64_t>(start + batch, static_cast<int64_t>(val_->size())); ++i) seqs.push_back(i);
     const data::Batch b = data::make_batch(*val_, seqs);
@@ -111,8 +123,9 @@ nlohmann::json Trainer::evaluate() {
     correct += s.correct;
   }
   if (world_size() > 1) {
+    const double counted = counts_stats() ? 1.0 : 0.0;  // tensor parallel: one rank per group counts
     const std::vector<double> sum = sum_across_ranks(
-        *config_.comm, {loss, static_cast<double>(tokens), static_cast<double>(correct)});
+        *config_.comm, {counted * loss, counted * static_cast<double>(tokens), counted * static_cast<double>(correct)});
     loss = sum[0];
     tokens = static_cast<int64_t>(sum[1]);
     correct = static_cast<int64_t>(sum[2]);
@@ -140,18 +153,41 @@ TrainResult Trainer::train_loop() {
   const bool main = is_main();
   std::vector<model::Parameter>& params = model_.parameters();
   ops::AdamWConfig adam = c.adam;
-  // ZeRO-1: each rank keeps the AdamW state of its shard only; otherwise every rank keeps all of it.
-  const bool zero1 = dp && c.zero_stage == 1;
-  std::unique_ptr<AdamW> optimizer = zero1 ? nullptr : std::make_unique<AdamW>(params, adam);
-  std::unique_ptr<ShardedAdamW> sharded = zero1 ? std::make_unique<ShardedAdamW>(*c.comm, params, adam) : nullptr;
+  // ZeRO-1/2: each rank keeps the AdamW state of its pieces only; otherwise every rank keeps all of it. ZeRO-2
+  // reduce-scatters the gradients (each rank gets the sums of its pieces only).
+  const bool zero = dp && c.zero_stage >= 1;
+  const bool zero2 = dp && c.zero_stage == 2;
+  // Tensor parallel: gradients are summed over the ranks that hold the same shards (the world without TP).
+  SWIFT_CHECK(!(zero && tensor_parallel_group()), "--deepspeed zero{} with --tensor_model_parallel_size > 1 is not "
+              "supported yet (ZeRO shards the optimizer over ranks that hold different shards); drop --deepspeed",
+              c.zero_stage);
+  std::unique_ptr<GradientReducer> reducer =
+      dp ? std::make_unique<GradientReducer>(c.parallel ? c.parallel->replicas() : *c.comm, params, c.reduce_bucket_bytes,
+                                             zero2 ? GradientReduction::ReduceScatter : GradientReduction::AllReduce)
+         : nullptr;
+  std::unique_ptr<AdamW> optimizer = zero ? nullptr : std::make_unique<AdamW>(params, adam);
+  std::unique_ptr<ShardedAdamW> sharded = zero ? std::make_unique<ShardedAdamW>(*reducer, adam) : nullptr;
+  // The backward reports each finished layer to the reducer (it starts the buckets that became final).
+  struct HookGuard {
+    model::TrainableModel& model;
+    ~HookGuard() { model.set_backward_hook(nullptr); }
+  } hook_guard{model_};
+  if (reducer && c.overlap_reduction) {
+    model_.set_backward_hook([r = reducer.get()](int64_t stage) { r->on_backward_stage(stage); });
+  }
   const LrSchedule schedule(c.schedule, c.learning_rate, max_steps_,
                             warmup_steps_for(max_steps_, c.warmup_steps, c.warmup_ratio), c.min_lr_rate);
   TrainerState state;
   if (!c.resume_from_checkpoint.empty()) {  // every rank loads the same checkpoint
-    if (zero1) {  // the checkpoint holds the full moments (one-process format): keep this rank's shard
+    if (zero) {  // the checkpoint holds the full moments (one-process format): keep this rank's pieces
       AdamW full(params, adam);
       state = load_checkpoint(c.resume_from_checkpoint, model_, full);
       sharded->load_full(full);
+    } else if (dist::Communicator* tp = tensor_parallel_group()) {  // whole tensors saved: keep this rank's shards
+      state = load_checkpoint(c.resume_from_checkpoint, model_, *optimizer,
+                              [tp](const model::Parameter& p, const Tensor& whole) {
+                                return model::tensor_parallel_shard(whole, p.tp, tp->rank(), tp->world_size(), p.name);
+                              });
     } else {
       state = load_checkpoint(c.resume_from_checkpoint, model_, *optimizer);
     }
@@ -163,7 +199,6 @@ TrainResult Trainer::train_loop() {
   }
   // Only rank 0 writes the run directory.
   std::unique_ptr<TrainingLog> log = main ? std::make_unique<TrainingLog>(c.run_dir) : nullptr;
-  std::unique_ptr<GradientReducer> reducer = dp ? std::make_unique<GradientReducer>(*c.comm, params) : nullptr;
   CheckpointContents contents{&model_, optimizer.get(), {}, c.args_json, c.model_config_json, c.extra_files,
                               c.base_model_name_or_path};
   TrainResult result;
@@ -173,11 +208,14 @@ TrainResult Trainer::train_loop() {
     contents.state.epoch = loader_.epoch();
     contents.state.batch_in_epoch = loader_.step();
     std::string dir = c.run_dir + "/checkpoint-" + std::to_string(state.global_step);
-    std::unique_ptr<AdamW> full;  // ZeRO-1: the moments gathered on rank 0 for the one-process format
-    if (zero1) {
+    std::unique_ptr<AdamW> full;  // ZeRO: the moments gathered on rank 0 for the one-process format
+    if (zero) {
       if (main) full = std::make_unique<AdamW>(params, adam);
       sharded->gather_full(full.get());
       contents.optimizer = full.get();
+    }
+    if (dist::Communicator* tp = tensor_parallel_group()) {  // whole tensors for the one-process format
+      contents.tensor_parallel_whole = gather_tensor_parallel_state(*tp, params, *optimizer);
     }
     if (main) {
       dir = save_checkpoint(c.run_dir, contents);
@@ -216,14 +254,16 @@ TrainResult Trainer::train_loop() {
     const int64_t step = state.global_step;
     std::vector<data::Batch> micro = step_batches();
     int64_t n = 0;  // target tokens of the micro-batches this step has (on every rank): the loss normaliser
-    for (const auto& b : micro) n += b.num_target_tokens;
+    for (const auto& b : micro) n += counts_batches() ? b.num_target_tokens : 0;
     if (dp) n = static_cast<int64_t>(sum_across_ranks(*c.comm, {static_cast<double>(n)})[0]);
     model_.zero_grad();
     model::StepStats step_stats;
     for (size_t k = 0; k < micro.size(); ++k) {
       if (n == 0) break;  // no target token in the whole step: nothing to learn from
-      // Dropout masks: micro-batch k of rank r is micro-batch k * W + r of the step.
-      const int64_t micro_index = static_cast<int64_t>(k) * world_size() + rank();
+      // Dropout masks: micro-batch k of replica r is micro-batch k * DP + r of the step.
+      const int64_t micro_index = static_cast<int64_t>(k) * replicas() + replica();
+      // The last micro-batch's backward starts the gradient buckets as they become final (DDP's overlap).
+      if (reducer && c.overlap_reduction && k + 1 == micro.size()) reducer->expect_last_backward();
       const model::StepStats s = model_.forward_backward(to_micro_batch(micro[k]), 1.0f / static_cast<float>(n),
                                                          step_seed(c.seed, step, micro_index), c.gradient_checkpointing);
       step_stats.loss_sum += s.loss_sum;
@@ -233,14 +273,17 @@ TrainResult Trainer::train_loop() {
     }
     bool interrupted = g_interrupts.load() > 0;
     if (dp) {
-      // Every rank's gradients become the sum over ranks (each already scaled by 1 / global tokens); the
-      // statistics are summed so every rank logs, stops and saves on the same numbers.
-      reducer->reduce();
+      // Every rank's gradients become the sum over ranks (each already scaled by 1 / global tokens; ZeRO-2: the
+      // sums of this rank's pieces); the statistics are summed so every rank logs, stops and saves on the same
+      // numbers.
+      reducer->finish();
+      model_.reduce_tensor_parallel_gradients();  // tensor parallel: the partial gradients, over the TP group
       int64_t local_tokens = 0;
       for (size_t k = 0; k < micro.size() && n > 0; ++k) local_tokens += micro[k].num_tokens;
       const std::vector<double> sum = sum_across_ranks(
-          *c.comm, {step_stats.loss_sum, static_cast<double>(step_stats.tokens),
-                    static_cast<double>(step_stats.correct), static_cast<double>(local_tokens), interrupted ? 1.0 : 0.0});
+          *c.comm, {counts_stats() ? step_stats.loss_sum : 0.0, counts_stats() ? static_cast<double>(step_stats.tokens) : 0.0,
+                    counts_stats() ? static_cast<double>(step_stats.correct) : 0.0,
+                    counts_batches() ? static_cast<double>(local_tokens) : 0.0, interrupted ? 1.0 : 0.0});
       step_stats.loss_sum = sum[0];
       step_stats.tokens = static_cast<int64_t>(sum[1]);
       step_stats.correct = static_cast<int64_t>(sum[2]);
@@ -248,7 +291,10 @@ TrainResult Trainer::train_loop() {
       interrupted = sum[4] > 0;
     }
     const double loss = n > 0 ? step_stats.loss_sum / static_cast<double>(n) : 0.0;
-    const float grad_norm = clip_gradients(params, c.max_grad_norm);
+    const float grad_norm =
+        zero2                  ? sharded->clip_shard_gradients(c.max_grad_norm)
+        : tensor_parallel_group() ? clip_tensor_parallel_gradients(params, c.max_grad_norm, *tensor_parallel_group())
+                               : clip_gradients(params, c.max_grad_norm);
     if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
       if (c.skip_nonfinite) {
         if (main) {
@@ -264,7 +310,7 @@ TrainResult Trainer::train_loop() {
            "steps", step + 1, loss, grad_norm, dir);
     }
     const double lr = schedule.lr(step);
-    if (zero1) {
+    if (zero) {
       sharded->step(lr);
     } else {
       optimizer->step(lr);

@@ -25,14 +25,32 @@
 //    StridedSource over a stream. The global batch of a step is per_device_train_batch_size x G x W. Dropout
 //    masks: micro-batch k of rank r draws those of micro-batch k * W + r of the step.
 //  - The loss normaliser is the global target-token count of the step (summed over ranks before the backward,
-//    which scales by 1 / global tokens); after the step's backward the F32 gradients are summed over ranks in
-//    flat ~25 MB buckets (train/data_parallel.h), so every rank clips the same gradients and takes the same AdamW
-//    step: parameters stay identical. The logged loss / accuracy / tokens are sums over ranks.
+//    which scales by 1 / global tokens). The F32 gradients are summed over ranks in flat ~25 MB buckets
+//    (train/data_parallel.h) during the backward of the step's last micro-batch (earlier ones accumulate locally),
+//    each bucket as soon as its parameters' gradients are final (overlap_reduction; false: all after the backward,
+//    the same bits). So every rank clips the same gradients and takes the same AdamW step: parameters stay
+//    identical. The logged loss / accuracy / tokens are sums over ranks.
 //  - Only rank 0 writes logging.jsonl, curves, the progress line and checkpoints; the others take part in the
 //    same collectives and wait at a barrier after each save. Evaluation splits the validation batches over the
 //    ranks and sums. Ctrl-C on any rank stops all of them at the same step. Resume: every rank loads the same
-//    checkpoint. zero_stage 1 shards the AdamW state (train/zero.h). An exception on one rank aborts the
-//    communicator with its message, so the others fail at once.
+//    checkpoint. zero_stage 1 shards the AdamW state, 2 also the reduced gradients (reduce-scatter instead of
+//    all-reduce; the gradient norm from the shards), both with the parameters all-gathered after the update
+//    (train/zero.h); checkpoints keep the one-process format, so plain / ZeRO-1 / ZeRO-2 runs of any world size
+//    resume from each other. An exception on one rank aborts the communicator with its message, so the others
+//    fail at once.
+//
+// Sequence parallel (TrainerConfig::parallel with SP > 1, train/parallel.h): the world is DP replicas x SP ranks; the
+// loader of every rank is its replica's share (LoaderOptions{world_size = DP, rank = dp_rank}), so the SP ranks of a
+// replica hold the same micro-batches and each runs its slice of the tokens (model/parallel.h). Token counts of the
+// batches are counted once per replica; losses and gradients are summed over the whole world (the SP ranks' partial
+// sums); dropout masks: micro-batch k of replica d is micro-batch k * DP + d of the step (each SP rank draws its own
+// masks for its tokens). The trainer hands the groups to the model (TrainableModel::set_parallel).
+// Tensor parallel (TP > 1): the world is DP x SP x TP; the TP ranks of a replica hold shards of the linears
+// (model/parallel.h) and run the same tokens. After the backward, gradients are summed over the ranks holding the
+// same shards (train/parallel.h replicas()), then the Partial ones over the TP group; the norm counts each shard
+// once; statistics come from TP rank 0 of each group. Checkpoints hold the whole tensors (gathered for rank 0 to
+// write), and resuming shards them again, so a TP run resumes from a one-process checkpoint and back. ZeRO with TP
+// is refused.
 #pragma once
 
 #include <cstdint>
@@ -47,6 +65,7 @@
 #include "dist/communicator.h"
 #include "model/training.h"
 #include "ops/ops.h"
+#include "train/parallel.h"
 #include "train/scheduler.h"
 
 namespace swift::train {
@@ -75,9 +94,16 @@ struct TrainerConfig {
   std::string resume_from_checkpoint;
   // Data parallel: the communicator of the ranks (not owned); null or world size 1: a single process.
   dist::Communicator* comm = nullptr;
-  // 1: ZeRO-1 (--deepspeed zero1) with comm: AdamW state sharded over the ranks (train/zero.h); checkpoints keep
-  // the one-process format. 0: every rank keeps the whole state. Ignored for one process.
+  // Sequence / tensor parallel layout over `comm` (not owned; built on the same world); null: data parallel only.
+  const ParallelWorld* parallel = nullptr;
+  // 1: ZeRO-1 (--deepspeed zero1) with comm: AdamW state sharded over the ranks; 2: ZeRO-2, the reduced gradients
+  // too (train/zero.h); checkpoints keep the one-process format. 0: every rank keeps the whole state. Ignored for
+  // one process. 3 (sharded parameters) is refused.
   int zero_stage = 0;
+  // Data parallel: reduce gradient buckets while the last micro-batch's backward runs (false: after it; same bits),
+  // buckets of at most this many bytes of F32 gradients (DDP's bucket_cap_mb default, 25 MiB).
+  bool overlap_reduction = true;
+  int64_t reduce_bucket_bytes = int64_t{25} << 20;
   // Written into checkpoints.
   nlohmann::json args_json;
   nlohmann::json model_config_json;
@@ -124,8 +150,21 @@ class Trainer {
   int rank() const { return config_.comm ? config_.comm->rank() : 0; }
   int world_size() const { return config_.comm ? config_.comm->world_size() : 1; }
   bool is_main() const { return rank() == 0; }
+  // Data-parallel replicas (ranks with different batches) and this rank's replica: the world without SP / TP.
+  int replicas() const { return config_.parallel ? config_.parallel->layout().dp : world_size(); }
+  int replica() const { return config_.parallel ? config_.parallel->layout().dp_rank : rank(); }
+  // Whether this rank adds its batches' token counts to the world's sums (one rank per replica does).
+  bool counts_batches() const { return !config_.parallel || config_.parallel->layout().model_parallel_rank() == 0; }
+  // Whether this rank adds its losses to the world's sums: SP ranks hold different tokens, TP ranks the same ones.
+  bool counts_stats() const { return !config_.parallel || config_.parallel->layout().tp_rank == 0; }
+  // The tensor-parallel group, or null.
+  dist::Communicator* tensor_parallel_group() const {
+    return config_.parallel ? config_.parallel->groups().tensor : nullptr;
+  }
   // Epochs done, with the fraction of the current one (as transformers logs `epoch`); passes started for streams.
   double epoch_progress() const;
+  // Hands the SP / TP groups to the model (constructor).
+  void attach_parallel();
   TrainResult train_loop();
 };
 

@@ -1,17 +1,34 @@
-// train/zero.h — ZeRO-1 (`--deepspeed zero1`): AdamW whose state is sharded over the data-parallel ranks.
+// train/zero.h — ZeRO-1 and ZeRO-2 (`--deepspeed zero1|zero2`): AdamW whose state is sharded over the
+// data-parallel ranks, laid out on the gradient reducer's buckets (train/data_parallel.h).
 //
-// The trainable parameters are laid end to end in their order (flat index space of N elements); rank r owns
-// the contiguous shard [r*S, min(N, (r+1)*S)), S = ceil(N / W), and keeps exp_avg / exp_avg_sq only for it
-// (memory: 2N/W floats instead of 2N). step() runs ops::adamw_step on the pieces of the parameters inside the
-// shard (views, with each parameter's weight-decay group), then all_gathers the updated shards so every rank
-// holds every updated parameter.
+// Sharding: bucket b of the reducer (numel n_b, in reverse backward order) is split into W pieces of
+// p_b = ceil(n_b / W) elements; rank r owns piece r of every bucket, [r p_b, min((r + 1) p_b, n_b)). Its AdamW
+// state (exp_avg, exp_avg_sq) holds its pieces end to end: S = sum_b p_b <= N / W + (buckets) elements each. A
+// piece is the unit of every sharded collective: ZeRO-2 reduce-scatters a bucket straight into the owners' pieces,
+// and after the update the parameters are all-gathered bucket by bucket through the reducer's two staging slots.
+//
+// Memory per rank (N trainable F32 elements, W ranks, B = bucket elements):
+//   plain data parallel: gradients N (reduced in place) + AdamW 2N + staging 2B.
+//   ZeRO-1: gradients N (all-reduced, every element) + AdamW 2S + staging 2B.
+//   ZeRO-2: gradients N + AdamW 2S + staging 2B; the reduced gradient exists only for this rank's pieces, written
+//     over the rank's own gradient elements there (no extra buffer); the other elements keep this rank's local,
+//     unreduced sums and are never read. The N gradient floats stay allocated: they are the backward's
+//     accumulation buffers, owned by TrainableModel; freeing them bucket by bucket as DeepSpeed does needs the model
+//     to take its gradient storage from the reducer (not done). What ZeRO-2 saves here over ZeRO-1 is traffic:
+//     reduce-scatter + all_gather of the parameters move 2N (W-1)/W elements per rank and step, as a plain
+//     all-reduce does, where ZeRO-1's all-reduce + all_gather move 3N (W-1)/W.
 //
 // Invariants:
-//  - The gradients must already be the full reduced gradients on every rank (ZeRO-1 keeps the all-reduce).
-//  - AdamW is element-wise, so the result is bit-identical to the unsharded AdamW on the same gradients.
-//  - gather_full() / load_full() convert to and from an unsharded AdamW: checkpoints are written (by rank 0)
-//    and read in the one-process format, so a run can resume on any number of ranks, with or without ZeRO.
-//    Both are collectives (every rank calls them).
+//  - AdamW is element-wise, so the updated parameters are bit-identical to the unsharded AdamW on the same
+//    gradients; every rank ends the step with every parameter (the all_gather copies bits).
+//  - ZeRO-2's gradient norm (clip_shard_gradients) is the root of the sum over ranks of each rank's squared norm of
+//    its pieces (each computed by ops::grad_norm, fp64 inside, rounded to fp32, squared in double, summed in rank
+//    order in double): identical on every rank; equal to the one-process norm within fp32 rounding (the summation
+//    is split differently). Clipping multiplies only this rank's pieces by torch's coefficient.
+//  - gather_full() / load_full() convert to and from an unsharded AdamW: checkpoints are written (by rank 0) and
+//    read in the one-process format, so a run resumes on any number of ranks, with or without ZeRO. Both are
+//    collectives (every rank calls them).
+//  - Uses the reducer's staging slots: call step() / gather_full() only while the reducer is idle (after finish()).
 #pragma once
 
 #include <cstdint>
@@ -20,37 +37,45 @@
 #include "dist/communicator.h"
 #include "model/training.h"
 #include "ops/ops.h"
+#include "train/data_parallel.h"
 #include "train/optimizer.h"
 
 namespace swift::train {
 
 class ShardedAdamW {
  public:
-  ShardedAdamW(dist::Communicator& comm, std::vector<model::Parameter>& params, const ops::AdamWConfig& config);
+  ShardedAdamW(GradientReducer& reducer, const ops::AdamWConfig& config);
+  // AdamW on this rank's pieces (their gradients must be the reduced ones), then every rank's updated pieces to
+  // every rank.
   void step(double lr);
   int64_t steps() const { return steps_; }
+  // ZeRO-2: the global L2 norm of the reduced gradients from every rank's pieces, then clips this rank's pieces to
+  // max_norm (torch's clip_grad_norm_ coefficient); max_norm <= 0 only measures. Collective. Returns the norm.
+  float clip_shard_gradients(double max_norm);
   // Fills `full` (an AdamW over the same parameters) with every rank's moments and the step count. Every rank
   // calls it; only ranks that pass non-null get the result.
   void gather_full(AdamW* full);
-  // Takes this rank's shard of `full`'s moments and its step count.
+  // Takes this rank's pieces of `full`'s moments and its step count.
   void load_full(AdamW& full);
-  int64_t shard_begin() const { return begin_; }
-  int64_t shard_end() const { return end_; }
+  int64_t state_numel() const { return state_numel_; }  // S: elements of each moment on this rank
 
  private:
-  struct Piece {  // the part of parameter `param` inside this rank's shard
+  struct Piece {  // the part of parameter `param` inside this rank's pieces
     size_t param;
-    int64_t offset_in_param, offset_in_shard, numel;
+    int64_t offset_in_param, offset_in_state, numel;
   };
+  Tensor piece_of(const Tensor& param_tensor, const Piece& p) const;
+  void all_gather_parameters();
+
+  GradientReducer& reducer_;
   dist::Communicator& comm_;
   std::vector<model::Parameter>& params_;
   ops::AdamWConfig config_;
-  std::vector<int64_t> offsets_;  // flat start of each parameter
   std::vector<uint8_t> decay_;
-  int64_t total_ = 0, shard_ = 0, begin_ = 0, end_ = 0;
+  std::vector<int64_t> state_offset_;  // per bucket: where this rank's piece starts in the state
   std::vector<Piece> pieces_;
-  Tensor exp_avg_, exp_avg_sq_;  // (shard_) F32
-  Tensor gathered_;              // (W * shard_) F32, staging of the all_gather
+  int64_t state_numel_ = 0;
+  Tensor exp_avg_, exp_avg_sq_;  // (state_numel_) F32
   int64_t steps_ = 0;
 };
 

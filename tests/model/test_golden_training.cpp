@@ -135,17 +135,28 @@ TEST_P(GoldenTraining, LossAndEveryGradientAtInit) {
                 << worst_rel_l2 << "\n";
     }
   }
-  // Checkpointing recomputes the same blocks: gradients are bit-identical with and without it.
+  // Checkpointing recomputes the same blocks: gradients are bit-identical with and without it, and when only the
+  // first N blocks recompute (--recompute_num_layers: 0, 1 and more than there are layers).
   std::vector<Tensor> with_ckpt;
   tm->zero_grad();
   tm->forward_backward(b, 1.0f / static_cast<float>(n), 0, true);
   for (const auto& p : tm->parameters()) with_ckpt.push_back(p.grad.clone());
+  auto expect_same = [&](const std::string& what) {
+    for (size_t i = 0; i < with_ckpt.size(); ++i) {
+      ASSERT_EQ(std::memcmp(with_ckpt[i].raw(), tm->parameters()[i].grad.raw(), with_ckpt[i].nbytes()), 0)
+          << what << ": " << tm->parameters()[i].name;
+    }
+  };
   tm->zero_grad();
   tm->forward_backward(b, 1.0f / static_cast<float>(n), 0, false);
-  for (size_t i = 0; i < with_ckpt.size(); ++i) {
-    ASSERT_EQ(std::memcmp(with_ckpt[i].raw(), tm->parameters()[i].grad.raw(), with_ckpt[i].nbytes()), 0)
-        << tm->parameters()[i].name;
+  expect_same("no checkpointing");
+  for (int64_t layers : {0, 1, 100}) {
+    tm->set_recompute_layers(layers);
+    tm->zero_grad();
+    tm->forward_backward(b, 1.0f / static_cast<float>(n), 0, true);
+    expect_same("recompute_num_layers " + std::to_string(layers));
   }
+  tm->set_recompute_layers(-1);
 }
 
 TEST_P(GoldenTraining, FiveStepRunsWithAccumulationOneAndThree) {

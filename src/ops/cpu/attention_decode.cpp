@@ -1,5 +1,6 @@
-// ops/cpu/attention_decode.cpp — argument checks and the fast CPU kernel: one (query, head) row per work item,
-// two passes over the visible keys (scores with the running max, then the weighted sum).
+// ops/cpu/attention_decode.cpp — the fast CPU kernel of attention_decode (checked and dispatched by
+// ops/attention_decode.cpp): one (query, head) row per work item, two passes over the visible keys (scores with the
+// running max, then the weighted sum).
 //
 // Invariants: no allocation (per-thread scratch); the query is scaled before the products and exp is
 // cpu::exp_approx, as in ops::attention, so decoding matches prefill closely; one thread (no parallel region)
@@ -21,30 +22,10 @@ namespace {
 constexpr double kParallelWork = 1 << 20;  // multiply-adds of q K^T below which one thread runs the op
 }  // namespace
 
-namespace detail {
-
-void check_attention_decode(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, int64_t start, int64_t window,
-           const Tensor& out) {
-  for (const Tensor* t : {&q, &k, &v, &out}) {
-    SWIFT_CHECK(t->defined() && t->dtype() == DType::F32 && t->dim() == 3 && t->device().is_cpu(),
-                "{}: q, k_cache, v_cache and out must be CPU F32 (T, H, D) tensors; got {}", op, t->str());
-  }
-  SWIFT_CHECK(k.shape() == v.shape(), "{}: k_cache {} and v_cache {} differ", op, k.str(), v.str());
-  SWIFT_CHECK(q.shape() == out.shape(), "{}: q {} and out {} differ", op, q.str(), out.str());
-  SWIFT_CHECK(q.size(2) == k.size(2), "{}: q {} and k_cache {} disagree on D", op, q.str(), k.str());
-  SWIFT_CHECK(k.size(1) > 0 && q.size(1) % k.size(1) == 0, "{}: Hq = {} is not a multiple of Hkv = {}", op,
-              q.size(1), k.size(1));
-  SWIFT_CHECK(start >= 0 && start + q.size(0) <= k.size(0), "{}: queries at [{}, {}) but the cache holds {} rows",
-              op, start, start + q.size(0), k.size(0));
-  SWIFT_CHECK(window >= 0, "{}: window = {} must be >= 0", op, window);
-  out.check_writable(op);
-}
-
-}  // namespace detail
+namespace cpu {
 
 void attention_decode(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t start, float scale,
                       int64_t window, Tensor& out) {
-  detail::check_attention_decode("attention_decode", q, k_cache, v_cache, start, window, out);
   SWIFT_PROFILE("attention_decode");
   const int64_t tq = q.size(0), hq = q.size(1), d = q.size(2), hkv = k_cache.size(1), group = hq / hkv;
   const float* qp = q.data<float>();
@@ -97,5 +78,7 @@ void attention_decode(const Tensor& q, const Tensor& k_cache, const Tensor& v_ca
     }
   }
 }
+
+}  // namespace cpu
 
 }  // namespace swift::ops

@@ -11,9 +11,9 @@
 //  - Data-dependent errors that the host cannot see (a token id outside the vocabulary on the device) are
 //    reported by a device flag read back at the next synchronising op, naming the op.
 //  - Files: ops_elementwise.cpp (cast, add, swiglu, embedding, rmsnorm, rope, dropout, optimizer, norms),
-//    ops_matmul.cpp (linear, gemm, LoRA, cross-entropy; cuBLASLt), ops_dora.cpp (DoRA weight norm, linear and
-//    backward), ops_attention.cpp (flash attention forward and backward over packed variable-length batches); the
-//    kernels in *.cu files behind kernels*.cuh.
+//    ops_matmul.cpp (linear, gemm, LoRA; cuBLASLt), ops_cross_entropy.cpp (LM head + cross-entropy, token
+//    log-probabilities), ops_dora.cpp (DoRA weight norm, linear and backward), ops_attention.cpp (flash attention
+//    forward and backward over packed variable-length batches); the kernels in *.cu files behind kernels*.cuh.
 #pragma once
 
 #include <span>
@@ -44,6 +44,8 @@ void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, c
 void rope(Tensor& x, const Tensor& positions, const RopeFrequencies& freqs);
 void rope_backward(Tensor& dx, const Tensor& positions, const RopeFrequencies& freqs);
 void dropout(const Tensor& x, const Dropout& dropout, Tensor& out);
+// Byte copies through cudaMemcpy2DAsync (ops_layout.cpp).
+void swap_outer_axes(const Tensor& x, Tensor& y);
 void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config, int64_t step);
 float grad_norm(std::span<const Tensor> grads);
 float clip_grad_norm(std::span<const Tensor> grads, double max_norm);
@@ -53,7 +55,7 @@ float clip_grad_norm(std::span<const Tensor> grads, double max_norm);
 // ops_elementwise.cpp.
 void check_device_errors(int device_index);
 
-// ---- matrix products, LoRA, LM head + cross-entropy (ops_matmul.cpp) ----
+// ---- matrix products, LoRA (ops_matmul.cpp) ----
 void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y, bool accumulate);
 void gemm(bool trans_a, bool trans_b, float alpha, const Tensor& a, const Tensor& b, float beta, Tensor& c);
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw, Tensor& dbias,
@@ -63,6 +65,8 @@ void lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Ten
 void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b,
                           const Tensor& xa, float scale, const Dropout& dropout, Tensor& dx, Tensor& da, Tensor& db,
                           bool accumulate_dx);
+
+// ---- LM head + cross-entropy (ops_cross_entropy.cpp) ----
 CrossEntropyStats cross_entropy(const Tensor& hidden, const Tensor& head, const Tensor& labels, float grad_scale,
                                 Tensor& dhidden, Tensor& dhead, const CrossEntropyOptions& options);
 void token_logprobs(const Tensor& hidden, const Tensor& head, const Tensor& labels, Tensor& logp,
@@ -86,5 +90,8 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& 
 void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                         const Tensor& lse, const Tensor& cu_seqlens, float scale, int64_t window, Tensor& dq,
                         Tensor& dk, Tensor& dv);
+// Queries against a KV cache (ops/attention_decode.h; dispatched from ops/attention_decode.cpp): split-K over the keys.
+void attention_decode(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t start, float scale,
+                      int64_t window, Tensor& out);
 
 }  // namespace swift::ops::cuda

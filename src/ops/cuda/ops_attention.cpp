@@ -1,6 +1,7 @@
 // ops/cuda/ops_attention.cpp — attention and attention_backward on CUDA tensors: unpacks the Tensors, reads the
 // (tiny) cu_seqlens back to the host for the batch size and the longest sequence, and calls the flash-attention
-// launchers of kernels_attention.cuh on the device's stream.
+// launchers of kernels_attention.cuh on the device's stream. attention_decode (queries against a KV cache) calls
+// the split-K launcher of kernels_attention_decode.cuh with a workspace for the splits' partial results.
 //
 // Invariants:
 //  - Arguments were validated by ops/op_checks (shapes, one device, dtypes, cu_seqlens monotone from 0 to T).
@@ -9,9 +10,11 @@
 #include "ops/cuda/cuda_ops.h"
 
 #include <algorithm>
+#include <array>
 
 #include "core/error.h"
 #include "ops/cuda/kernels_attention.cuh"
+#include "ops/cuda/kernels_attention_decode.cuh"
 
 namespace swift::ops::cuda {
 
@@ -67,6 +70,56 @@ void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, co
   check_launch(op, launch_attention_backward(s, dout.raw(), q.raw(), k.raw(), v.raw(), out.raw(), lse.data<float>(),
                                              cu_seqlens.data<int32_t>(), delta.data<float>(), dq.raw(), dk.raw(),
                                              dv.raw(), dtype_code(op, q), stream(q.device().index)));
+}
+
+namespace {
+// Multiprocessors of a device (asked once per device).
+int sm_count(int device) {
+  static std::array<int, 64> counts{};
+  if (device < 0 || device >= static_cast<int>(counts.size())) return 1;
+  if (counts[static_cast<size_t>(device)] == 0) {
+    int n = 0;
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || n <= 0) {
+      cudaGetLastError();
+      n = 1;
+    }
+    counts[static_cast<size_t>(device)] = n;
+  }
+  return counts[static_cast<size_t>(device)];
+}
+}  // namespace
+
+void attention_decode(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t start, float scale,
+                      int64_t window, Tensor& out) {
+  const char* op = "attention_decode";
+  AttentionDecodeArgs a;
+  a.q = q.raw();
+  a.k = k_cache.raw();
+  a.v = v_cache.raw();
+  a.out = out.raw();
+  a.queries = q.size(0);
+  a.start = start;
+  a.window = window;
+  a.hq = static_cast<int32_t>(q.size(1));
+  a.hkv = static_cast<int32_t>(k_cache.size(1));
+  a.head_dim = static_cast<int32_t>(q.size(2));
+  a.scale = scale;
+  a.dtype = dtype_code(op, q);
+  if (q.size(2) > kAttentionDecodeMaxHeadDim) {
+    fail("op {}: head dim D = {} is above the CUDA kernel's limit of {}", op, q.size(2), kAttentionDecodeMaxHeadDim);
+  }
+  if (q.size(0) * q.size(1) > INT32_MAX) fail("op {}: {} query rows x heads exceed the kernel's grid", op, q.size(0) * q.size(1));
+  const AttentionDecodeSplit split = attention_decode_split(a, sm_count(q.device().index));
+  if (split.chunk > kAttentionDecodeMaxChunk) {
+    fail("op {}: {} visible keys exceed the CUDA kernel's limit of {} (use a sliding window or a shorter context)", op,
+         attention_decode_max_keys(a), int64_t{kAttentionDecodeMaxChunk} * kAttentionDecodeMaxSplits);
+  }
+  // Partial results of the splits from the caching allocator, released after the enqueue: every kernel of the
+  // device runs on its one stream, so a later owner's work is ordered after these launches.
+  const int64_t floats = attention_decode_workspace_floats(a, split);
+  Tensor workspace = floats > 0 ? Tensor::empty({floats}, DType::F32, q.device(), MemoryCategory::Workspace) : Tensor();
+  check_launch(op, launch_attention_decode(a, split, floats > 0 ? workspace.data<float>() : nullptr,
+                                           stream(q.device().index)));
 }
 
 }  // namespace swift::ops::cuda

@@ -1,8 +1,9 @@
-// ops/reference/attention_decode.cpp — naive reference of attention against a KV cache, in double.
+// ops/reference/attention_decode.cpp — naive reference of attention against a KV cache, in double (F32 CPU tensors).
 #include <cmath>
 #include <vector>
 
 #include "ops/attention_decode.h"
+#include "ops/op_checks.h"
 
 namespace swift::ops {
 
@@ -10,7 +11,8 @@ namespace ref {
 
 void attention_decode(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t start, float scale,
                       int64_t window, Tensor& out) {
-  detail::check_attention_decode("attention_decode", q, k_cache, v_cache, start, window, out);
+  detail::require_cpu("attention_decode", detail::check_attention_decode("attention_decode", q, k_cache, v_cache,
+                                                                          start, window, out));
   const int64_t tq = q.size(0), hq = q.size(1), d = q.size(2), hkv = k_cache.size(1), group = hq / hkv;
   for (int64_t i = 0; i < tq; ++i) {
     for (int64_t h = 0; h < hq; ++h) {

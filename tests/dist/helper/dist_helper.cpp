@@ -10,6 +10,10 @@
 //   stall               rank 1 sets up the group then sleeps 60 s; rank 0's all_reduce times out
 //                       (SWIFT_DIST_TIMEOUT is set short by the test)
 //   ready DIR           every rank writes DIR/rank<R>.pid and sleeps 60 s (for the Ctrl-C test)
+//   nccl                NCCL on cuda:LOCAL_RANK (a GPU machine; scripts/device/dp-check.sh): started collectives in
+//                       flight with compute-stream work between them, waited out of order, then blocking ones; values
+//                       are multiples of 1/4 with exact sums, so NCCL's order gives the serial bits; rank 0 prints
+//                       "nccl async ok world N"
 // Errors: "dist_helper: error: ..." on stderr, exit 1.
 #include <signal.h>
 #include <unistd.h>
@@ -19,16 +23,84 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "core/error.h"
 #include "dist/init.h"
 #include "dist/launcher.h"
+#include "ops/backends.h"
+#include "ops/ops.h"
 
 namespace {
 
 void sleep_s(int s) { std::this_thread::sleep_for(std::chrono::seconds(s)); }
+
+// Element i of rank r's k-th tensor: a multiple of 1/4 below 2^12, so every sum over a few ranks is exact in fp32.
+float exact_value(int rank, int k, int64_t i) { return 0.25f * static_cast<float>((rank + 1) * ((i + 3 * k) % 11)); }
+
+swift::Tensor exact_tensor(int rank, int k, int64_t n, swift::Device device) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = exact_value(rank, k, i);
+  return swift::Tensor::from_f32({n}, v).to(device);
+}
+
+void expect_sum(const swift::Tensor& device_tensor, int world, int k, int64_t offset, int times, const char* what,
+                int rank) {
+  const swift::Tensor t = device_tensor.to(swift::Device::cpu());
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    float want = 0;
+    for (int r = 0; r < world; ++r) want += exact_value(r, k, offset + i);
+    want *= static_cast<float>(times);
+    if (t.data<float>()[i] != want) {
+      swift::fail("rank {}: {} element {} = {}, expected {}", rank, what, i, t.data<float>()[i], want);
+    }
+  }
+}
+
+int run_nccl_async(const swift::dist::LaunchEnv& env) {
+  using namespace swift;
+  ops::init_backends();  // registers the CUDA backend (as swift's main does)
+  const Device device = Device::cuda(env.local_rank);
+  auto comm = dist::init_communicator(env, device, "nccl");
+  const int w = comm->world_size(), rank = comm->rank();
+  const int64_t n = (int64_t{1} << 20) * w + 3 * w;  // several MB, divisible by the world size
+  std::vector<Tensor> sums;
+  std::vector<std::unique_ptr<dist::CollectiveHandle>> handles;
+  Tensor busy = exact_tensor(rank, 99, n, device), busy_out = Tensor::empty({n}, DType::F32, device);
+  for (int k = 0; k < 8; ++k) {
+    sums.push_back(exact_tensor(rank, k, n, device));
+    handles.push_back(comm->start_all_reduce(sums.back()));
+    ops::add(busy, busy, busy_out);  // compute-stream work while the collectives run
+  }
+  Tensor scatter = exact_tensor(rank, 8, n, device);
+  Tensor own = scatter.slice_rows(rank * (n / w), (rank + 1) * (n / w));  // NCCL's in-place layout
+  handles.push_back(comm->start_reduce_scatter(scatter, own));
+  Tensor mine = exact_tensor(rank, 9, 1000, device), gathered = Tensor::empty({1000 * w}, DType::F32, device);
+  handles.push_back(comm->start_all_gather(mine, gathered));
+  for (size_t h = handles.size(); h-- > 0;) handles[h]->wait();
+  // After wait() the compute stream sees the sum: doubling it there must give twice the sum.
+  Tensor doubled = Tensor::empty({n}, DType::F32, device);
+  ops::add(sums[0], sums[0], doubled);
+  Tensor blocking = exact_tensor(rank, 10, 4097, device);
+  comm->all_reduce(blocking);
+  comm->synchronize();
+  for (int k = 0; k < 8; ++k) expect_sum(sums[static_cast<size_t>(k)], w, k, 0, 1, "started all_reduce", rank);
+  expect_sum(doubled, w, 0, 0, 2, "compute after wait()", rank);
+  expect_sum(own, w, 8, rank * (n / w), 1, "started reduce_scatter", rank);
+  expect_sum(blocking, w, 10, 0, 1, "blocking all_reduce after started ones", rank);
+  const Tensor g = gathered.to(Device::cpu());
+  for (int r = 0; r < w; ++r) {
+    for (int64_t i = 0; i < 1000; ++i) {
+      if (g.data<float>()[r * 1000 + i] != exact_value(r, 9, i)) fail("rank {}: all_gather from rank {} wrong", rank, r);
+    }
+  }
+  comm->barrier();
+  if (rank == 0) std::printf("nccl async ok world %d (backend %s)\n", w, comm->backend().c_str());
+  return 0;
+}
 
 int run(int argc, char** argv) {
   using namespace swift;
@@ -52,6 +124,7 @@ int run(int argc, char** argv) {
     sleep_s(60);
     return 0;
   }
+  if (mode == "nccl") return run_nccl_async(env);
   auto comm = init_communicator(env, Device::cpu(), "cpu", CommOptions{0.0, 4096});
   if (mode == "allreduce") {
     const int w = comm->world_size();

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# On the GPU machine: build bench_decode, then time swift.cpp and the peer (transformers generate,
+# scripts/bench/peer_decode.py) on the same shapes, one after the other in this one call, and print a table:
+# random weights of bench/configs/<model>.json in bf16, batch 1, a 512-token random prompt, 128 new tokens (greedy,
+# KV cache), 1 warm-up run and the median of 3 timed runs each.
+#   scripts/device/bench-decode.sh [case ...]     cases: 05b 7b (default: both); ours-05b ours-7b (swift.cpp only)
+# Carry .device-deps. JSON lines go to $OUT/bench-decode.jsonl, logs to $OUT/bench-decode.log.
+source "$(dirname "$0")/env.sh"
+out=${OUT:-/tmp}
+prompt=${BENCH_PROMPT:-512}
+new_tokens=${BENCH_NEW_TOKENS:-128}
+cmake --build build-gpu -j"$(nproc)" --target bench_decode > "$out/bench-decode-build.log" 2>&1 \
+  || { tail -50 "$out/bench-decode-build.log"; exit 1; }
+cases=("$@")
+[ ${#cases[@]} -gt 0 ] || cases=(05b 7b)
+ours() {  # name config
+  echo "== $1: swift.cpp" >&2
+  build-gpu/bench/bench_decode --config "$2" --prompt "$prompt" --new_tokens "$new_tokens" --runs 3 --warmup 1 \
+    2>>"$out/bench-decode.log" | sed "s/^{/{\"case\": \"$1\", /" | tee -a "$out/bench-decode.jsonl" \
+    || echo "{\"case\": \"$1\", \"impl\": \"swift.cpp\", \"error\": true}" | tee -a "$out/bench-decode.jsonl"
+}
+peer() {  # name config
+  echo "== $1: peer" >&2
+  PYTHONUNBUFFERED=1 python3 scripts/bench/peer_decode.py --config "$2" --prompt "$prompt" --new-tokens "$new_tokens" \
+    --runs 3 --warmup 1 2>>"$out/bench-decode.log" | sed "s/^{/{\"case\": \"$1\", /" | tee -a "$out/bench-decode.jsonl" \
+    || echo "{\"case\": \"$1\", \"impl\": \"peer\", \"error\": true}" | tee -a "$out/bench-decode.jsonl"
+}
+for c in "${cases[@]}"; do
+  case $c in
+    05b) ours "$c" bench/configs/qwen2.5-0.5b.json; peer "$c" bench/configs/qwen2.5-0.5b.json ;;
+    7b) ours "$c" bench/configs/qwen2.5-7b.json; peer "$c" bench/configs/qwen2.5-7b.json ;;
+    ours-05b) ours 05b bench/configs/qwen2.5-0.5b.json ;;
+    ours-7b) ours 7b bench/configs/qwen2.5-7b.json ;;
+    *) echo "unknown case $c" >&2; exit 2 ;;
+  esac
+done
+[ -f "$out/bench-decode.jsonl" ] || exit 0
+python3 - "$out/bench-decode.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+print(f"{'case':6} {'impl':10} {'prefill s':>9} {'prefill tok/s':>13} {'decode tok/s':>12} {'ms/token':>9} {'e2e tok/s':>9} {'peak GiB':>8}")
+for r in rows:
+    impl = "swift.cpp" if r.get("impl") == "swift.cpp" else "peer"
+    if r.get("error"):
+        print(f"{r['case']:6} {impl:10} failed"); continue
+    print(f"{r['case']:6} {impl:10} {r['prefill_s']:>9.4f} {r['prefill_tokens_per_s']:>13.0f} {r['decode_tokens_per_s']:>12.1f} "
+          f"{r['ms_per_token']:>9.3f} {r['e2e_tokens_per_s']:>9.1f} {r['peak_allocated_gib']:>8.2f}")
+PY

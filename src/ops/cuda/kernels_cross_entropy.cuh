@@ -1,0 +1,44 @@
+// ops/cuda/kernels_cross_entropy.cuh — launchers of the kernels of the LM head + cross-entropy (ops_cross_entropy.cpp),
+// callable from C++ (g++) translation units.
+//
+// Invariants: as kernels.cuh — .cu files include only CUDA headers and this header; launchers take raw device
+// pointers, sizes, dtype codes (0 F32, 1 BF16, 2 F16) and a stream, and return the launch status. Row-major; `ld` is
+// a row stride in elements. All math in fp32 (expf / logf); 16-bit outputs are rounded once (nearest even). Launches
+// with nothing to do return cudaSuccess. Logits blocks are (rows, cols) F32 with ld % 4 == 0 and a 16-byte aligned
+// base (every row is then a run of float4), else the launch returns cudaErrorInvalidValue.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+namespace swift::ops::cuda {
+
+// dst[i] = src[rows[i]] for i < count.   src: (T, c); dst: (count, c); same dtype (element size from it).
+cudaError_t launch_gather_rows(const void* src, int dtype, const int32_t* rows, int64_t count, int64_t c, void* dst,
+                               cudaStream_t stream);
+
+// Per row i of a logits block (one thread block per row, one read of the row): lse[i] = log sum_j exp(z[i, j]),
+// label_logit[i] = z[i, labels[i]], loss[i] = lse[i] - label_logit[i], argmax[i] = the first j of the largest z[i, j]
+// (0 when no logit exceeds -inf). labels[i] must lie in [0, cols).
+cudaError_t launch_ce_row_stats(const float* logits, int64_t rows, int64_t cols, int64_t ld, const int32_t* labels,
+                                float* lse, float* label_logit, float* loss, int32_t* argmax, cudaStream_t stream);
+
+// In place: overwrites each logits row with dz[i, j] = coef[i] * (exp(z[i, j] - lse[i]) - (j == labels[i])) in
+// dz_dtype (0 F32, 1 BF16, 2 F16). Row i of dz starts where row i of z starts: its row stride is ld * 4 /
+// sizeof(dz element) elements (ld for F32, 2 ld for 16-bit), so a 16-bit dz fills the first half of each fp32 row.
+// Columns [cols, round_up(cols, 4)) of dz are set to 0.
+cudaError_t launch_ce_dlogits_in_place(float* logits, int64_t rows, int64_t cols, int64_t ld, const int32_t* labels,
+                                       const float* lse, const float* coef, int dz_dtype, cudaStream_t stream);
+
+// out[positions[i], :] = acc[i, :] for i < count (converted to out's dtype).   acc: (count, c) F32; out: (T, c).
+cudaError_t launch_scatter_rows_f32(const float* acc, const int32_t* positions, int64_t count, int64_t c, void* out,
+                                    int out_dtype, cudaStream_t stream);
+// logp[positions[i]] = label_logit[i] - lse[i].
+cudaError_t launch_ce_logp(const float* lse, const float* label_logit, const int32_t* positions, int64_t count,
+                           float* logp, cudaStream_t stream);
+// coef[i] = -dlogp[positions[i]].
+cudaError_t launch_ce_coef_from_dlogp(const float* dlogp, const int32_t* positions, int64_t count, float* coef,
+                                      cudaStream_t stream);
+
+}  // namespace swift::ops::cuda

@@ -1,0 +1,78 @@
+// tests/ops/test_layout.cpp — swap_outer_axes (the Ulysses head exchange's packing, tensor parallelism's shard
+// join): the CPU kernel against the element-by-element reference on odd shapes (A, B, E in 1..13) for byte widths
+// 1, 2 and 4, with guard bytes around the output, and the argument errors.
+//
+// Tolerance: none. The op copies bytes; the CPU result must equal the reference bit for bit, and the reference is
+// itself checked against the index formula y[b][a][e] = x[a][b][e].
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "ops/op_test_util.h"
+#include "ops/ops.h"
+#include "ops/reference.h"
+
+namespace swift::test {
+namespace {
+
+// Bytes that differ between every element: element i of x holds the low bytes of i * 2654435761 + seed.
+Tensor patterned(const Shape& shape, DType dtype, uint32_t seed) {
+  Tensor t = Tensor::empty(shape, dtype);
+  auto* bytes = static_cast<unsigned char*>(t.raw());
+  for (size_t i = 0; i < t.nbytes(); ++i) bytes[i] = static_cast<unsigned char>((i * 2654435761u + seed) >> 7);
+  return t;
+}
+
+TEST(SwapOuterAxes, CpuEqualsReferenceOnOddShapes) {
+  for (DType dtype : {DType::F32, DType::BF16, DType::U8, DType::I32}) {
+    for (int64_t A : {1, 2, 3, 7}) {
+      for (int64_t B : {1, 2, 5, 13}) {
+        for (int64_t E : {1, 3, 11}) {
+          SCOPED_TRACE(std::string(dtype_name(dtype)) + " A=" + std::to_string(A) + " B=" + std::to_string(B) +
+                       " E=" + std::to_string(E));
+          const Tensor x = patterned({A, B, E}, dtype, static_cast<uint32_t>(A * 131 + B * 17 + E));
+          Guarded fast({B, A, E}, dtype), ref({B, A, E}, dtype);
+          ops::swap_outer_axes(x, fast.tensor);
+          ops::ref::swap_outer_axes(x, ref.tensor);
+          EXPECT_TRUE(fast.guards_intact());
+          EXPECT_TRUE(ref.guards_intact());
+          ASSERT_EQ(std::memcmp(fast.tensor.raw(), ref.tensor.raw(), x.nbytes()), 0);
+          const size_t elem = dtype_bytes(dtype, 1);
+          const auto* in = static_cast<const unsigned char*>(x.raw());
+          const auto* out = static_cast<const unsigned char*>(ref.tensor.raw());
+          for (int64_t a = 0; a < A; ++a) {
+            for (int64_t b = 0; b < B; ++b) {
+              ASSERT_EQ(std::memcmp(out + (b * A + a) * E * static_cast<int64_t>(elem),
+                                    in + (a * B + b) * E * static_cast<int64_t>(elem), E * elem), 0)
+                  << "a " << a << " b " << b;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(SwapOuterAxes, SwappingTwiceGivesTheInputBack) {
+  const Tensor x = patterned({6, 4, 5}, DType::F32, 3);
+  Tensor y = Tensor::empty({4, 6, 5}, DType::F32), z = Tensor::empty({6, 4, 5}, DType::F32);
+  ops::swap_outer_axes(x, y);
+  ops::swap_outer_axes(y, z);
+  EXPECT_TRUE(bit_equal(z, x));
+}
+
+TEST(SwapOuterAxes, ArgumentErrorsNameTheOpAndTheTensor) {
+  const Tensor x = patterned({2, 3, 4}, DType::F32, 1);
+  Tensor wrong_shape = Tensor::empty({2, 3, 4}, DType::F32);
+  EXPECT_TRUE(throws_error([&] { ops::swap_outer_axes(x, wrong_shape); }, {"swap_outer_axes", "(B, A, E)"}));
+  Tensor flat = Tensor::empty({24}, DType::F32);
+  EXPECT_TRUE(throws_error([&] { ops::swap_outer_axes(x, flat); }, {"swap_outer_axes", "y", "3 dimensions"}));
+  Tensor other_dtype = Tensor::empty({3, 2, 4}, DType::I32);
+  EXPECT_TRUE(throws_error([&] { ops::swap_outer_axes(x, other_dtype); }, {"swap_outer_axes", "same dtype"}));
+  Tensor buffer = Tensor::empty({48}, DType::F32);
+  Tensor in = buffer.slice_rows(0, 24).view({2, 3, 4}), out = buffer.slice_rows(12, 36).view({3, 2, 4});
+  EXPECT_TRUE(throws_error([&] { ops::swap_outer_axes(in, out); }, {"swap_outer_axes", "overlaps"}));
+}
+
+}  // namespace
+}  // namespace swift::test

@@ -1,0 +1,309 @@
+// tests/train/test_tensor_parallel.cpp — Megatron tensor parallelism on the CPU (issue 6): N thread-ranks over the
+// in-process communicator, each with its own copy of a tiny model sharded by TrainableModel::set_parallel, against
+// one process.
+//
+// What must hold: sharding then gathering gives every tensor back (rows and columns, odd sizes); one forward +
+// backward gives the one-process loss on every rank and, after the group's sum of the partial gradients and the
+// gather of the sharded ones, the one-process gradients, for LoRA and full fine-tuning, GQA, q/k norms (qwen3),
+// q/k/v biases (qwen2), o_proj / down_proj biases (llama attention_bias + mlp_bias: added once), TP 2 and 4, and TP
+// combined with SP; trainer runs of DP x TP and SP x TP ranks follow the one-process run step by step; their
+// checkpoints hold whole tensors, a one-process run resumes from a TP checkpoint and a TP run from a one-process
+// one; heads / intermediate sizes that do not divide, DoRA and ZeRO are refused with messages naming them; the CLI
+// (`NPROC_PER_NODE=2 swift sft --tensor_model_parallel_size 2`) logs the one-process losses and saves the adapter
+// with its whole shapes.
+//
+// Tolerances (F32, CPU), with the reasons of test_sequence_parallel.cpp: the row-parallel outputs are sums of N
+// partial products (o_proj, down_proj) and the partial gradients are summed afterwards, so rounding differs from one
+// process. Loss within 1e-6 relative; gradients within 3e-5 of each tensor's largest element (the same measured
+// noise floor as sequence parallelism: splitting the same tokens' sums moves LoRA gradients by up to ~1e-5); trainer
+// losses within 1e-6 relative and whole parameters after 4 steps within 5e-5 relative in L2 per tensor.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+
+#include "dist/communicator.h"
+#include "io/peft_adapter.h"
+#include "io/safetensors.h"
+#include "model/parallel.h"
+#include "train/data_parallel.h"
+#include "train/parallel.h"
+#include "train/parallel_test_util.h"
+
+namespace swift {
+namespace {
+
+namespace fs = std::filesystem;
+using test::Gradients;
+using test::TinyModelSpec;
+
+TinyModelSpec spec_of(const std::string& type, int64_t heads, int64_t kv, int64_t intermediate = 40) {
+  TinyModelSpec s;
+  s.model_type = type;
+  s.heads = heads;
+  s.kv_heads = kv;
+  s.intermediate = intermediate;
+  return s;
+}
+
+int64_t target_tokens(const model::MicroBatch& b) {
+  int64_t n = 0;
+  for (int64_t t = 0; t < b.labels.numel(); ++t) n += b.labels.data<int32_t>()[t] != -100 ? 1 : 0;
+  return n;
+}
+
+struct Case {
+  std::string name;
+  TinyModelSpec spec;
+  nlohmann::json overrides;  // config.json fields on top of the spec's (biases)
+  int tp, sp;
+  model::TunerType tuner;
+};
+
+io::ModelConfig case_config(const Case& k) {
+  nlohmann::json j = test::tiny_config_json(k.spec);
+  for (const auto& [key, value] : k.overrides.items()) j[key] = value;
+  return io::parse_model_config(j, k.name);
+}
+
+// One forward + backward on one process, or on a rank of a world of SP x TP ranks: then the group sums (partial
+// gradients over TP, every gradient over SP, the statistics over SP) and the whole gradients (gathered over TP).
+Gradients forward_backward(const Case& k, const model::MicroBatch& batch, dist::Communicator* world) {
+  const io::ModelConfig c = case_config(k);
+  auto lm = model::CausalLM::from_weights(c, test::tiny_weights(c, 11));
+  model::LoraAdapters lora;
+  if (k.tuner == model::TunerType::Lora) lora = test::random_lora(c);
+  model::TrainableModel tm(*lm, k.tuner, std::move(lora));
+  std::unique_ptr<train::ParallelWorld> parallel;
+  if (world != nullptr) {
+    parallel = std::make_unique<train::ParallelWorld>(*world, k.sp, k.tp);
+    tm.set_parallel(parallel->groups());
+  }
+  const model::StepStats s =
+      tm.forward_backward(batch, 1.0f / static_cast<float>(target_tokens(batch)), 5, true);
+  if (world == nullptr) return test::collect_gradients(tm, s);
+  const model::ParallelGroups g = parallel->groups();
+  tm.reduce_tensor_parallel_gradients();
+  model::StepStats sum = s;
+  if (g.sequence != nullptr) {
+    const auto sums = train::sum_across_ranks(*g.sequence, {s.loss_sum, static_cast<double>(s.tokens),
+                                                            static_cast<double>(s.correct)});
+    sum = {sums[0], static_cast<int64_t>(sums[1]), static_cast<int64_t>(sums[2])};
+  }
+  Gradients out;
+  out.stats = sum;
+  for (model::Parameter& p : tm.parameters()) {
+    if (g.sequence != nullptr) {
+      Tensor flat = p.grad.view({p.grad.numel()});
+      g.sequence->all_reduce(flat);
+    }
+    const Tensor whole = model::tensor_parallel_gather(*g.tensor, p.grad, p.tp);
+    out.names.push_back(p.name);
+    out.values.emplace_back(whole.data<float>(), whole.data<float>() + whole.numel());
+  }
+  return out;
+}
+
+class TensorParallelStep : public ::testing::TestWithParam<Case> {};
+
+TEST_P(TensorParallelStep, EqualsOneProcessAfterTheGroupSumAndGather) {
+  const Case k = GetParam();
+  const model::MicroBatch batch = test::random_micro_batch({9, 23, 3, 5, 1}, k.spec.vocab, 17);
+  const Gradients one = forward_backward(k, batch, nullptr);
+  const int world = k.tp * k.sp;
+  std::vector<Gradients> ranks(static_cast<size_t>(world));
+  dist::run_ranks(world, [&](dist::Communicator& comm) {
+    ranks[static_cast<size_t>(comm.rank())] = forward_backward(k, batch, &comm);
+  });
+  for (int r = 1; r < world; ++r) {
+    EXPECT_EQ(ranks[static_cast<size_t>(r)].values, ranks[0].values) << "rank " << r;
+    EXPECT_EQ(ranks[static_cast<size_t>(r)].stats.loss_sum, ranks[0].stats.loss_sum) << "rank " << r;
+  }
+  const Gradients& tp = ranks[0];
+  EXPECT_EQ(tp.stats.tokens, one.stats.tokens);
+  EXPECT_EQ(tp.stats.correct, one.stats.correct);
+  EXPECT_NEAR(tp.stats.loss_sum, one.stats.loss_sum, 1e-6 * std::abs(one.stats.loss_sum));
+  std::string where;
+  const double err = test::worst_gradient_error(tp, one, &where);
+  EXPECT_LE(err, 3e-5) << "worst gradient: " << where;
+  std::printf("[ %s ] loss %.9g vs %.9g, worst gradient error %.3g (%s)\n", k.name.c_str(), tp.stats.loss_sum,
+              one.stats.loss_sum, err, where.c_str());
+}
+
+const nlohmann::json kAllBiases = {{"attention_bias", true}, {"mlp_bias", true}};
+
+INSTANTIATE_TEST_SUITE_P(
+    Cpu, TensorParallelStep,
+    ::testing::Values(Case{"qwen3_tp2_lora", spec_of("qwen3", 8, 4), {}, 2, 1, model::TunerType::Lora},
+                      Case{"qwen3_tp2_full", spec_of("qwen3", 8, 4), {}, 2, 1, model::TunerType::Full},
+                      Case{"qwen3_tp4_lora", spec_of("qwen3", 8, 4), {}, 4, 1, model::TunerType::Lora},
+                      Case{"qwen2_gqa_tp2_full", spec_of("qwen2", 4, 2, 36), {}, 2, 1, model::TunerType::Full},
+                      Case{"llama_biases_tp2_full", spec_of("llama", 4, 4, 36), kAllBiases, 2, 1,
+                           model::TunerType::Full},
+                      Case{"llama_biases_tp4_lora", spec_of("llama", 4, 4, 36), kAllBiases, 4, 1,
+                           model::TunerType::Lora},
+                      Case{"qwen3_tp2_sp2_lora", spec_of("qwen3", 8, 4), {}, 2, 2, model::TunerType::Lora},
+                      Case{"qwen3_tp2_sp2_full", spec_of("qwen3", 8, 4), {}, 2, 2, model::TunerType::Full}),
+    [](const auto& info) { return info.param.name; });
+
+TEST(TensorParallel, ShardThenGatherGivesTheTensorBack) {
+  for (int N : {2, 3}) {
+    for (model::TensorParallelLayout layout : {model::TensorParallelLayout::Rows, model::TensorParallelLayout::Columns}) {
+      const int64_t M = 5 * N, K = 7 * N;
+      Tensor whole = Tensor::empty({M, K}, DType::F32);
+      for (int64_t i = 0; i < whole.numel(); ++i) whole.data<float>()[i] = static_cast<float>(i);
+      dist::run_ranks(N, [&](dist::Communicator& comm) {
+        const Tensor shard = model::tensor_parallel_shard(whole, layout, comm.rank(), N, "w");
+        const bool rows = layout == model::TensorParallelLayout::Rows;
+        EXPECT_EQ(shard.size(0), rows ? M / N : M);
+        EXPECT_EQ(shard.size(1), rows ? K : K / N);
+        // Element (m, k) of the shard is element (m, k + r*K/N) (columns) or (m + r*M/N, k) (rows) of the whole.
+        const int r = comm.rank();
+        EXPECT_EQ(shard.data<float>()[shard.size(1) + 1],
+                  rows ? whole.data<float>()[(r * M / N + 1) * K + 1] : whole.data<float>()[K + r * K / N + 1]);
+        const Tensor back = model::tensor_parallel_gather(comm, shard, layout);
+        ASSERT_EQ(back.shape(), whole.shape());
+        EXPECT_EQ(std::memcmp(back.raw(), whole.raw(), whole.nbytes()), 0);
+      });
+    }
+  }
+  const Tensor odd = Tensor::zeros({5, 6}, DType::F32);
+  EXPECT_THROW(model::tensor_parallel_shard(odd, model::TensorParallelLayout::Rows, 0, 2, "odd"), Error);
+}
+
+TEST(TensorParallel, IndivisibleSizesDoraAndZeroAreRefused) {
+  auto expect_refused = [](int world, const TinyModelSpec& spec, bool dora, const std::vector<std::string>& parts) {
+    dist::run_ranks(world, [&](dist::Communicator& comm) {
+      auto lm = test::tiny_model(spec, 1);
+      model::LoraAdapters lora;
+      model::LoraSettings s;
+      s.use_dora = dora;
+      lora = model::create_lora(lm->config(), s, &lm->weights());
+      model::TrainableModel tm(*lm, model::TunerType::Lora, std::move(lora));
+      train::ParallelWorld parallel(comm, 1, world);
+      try {
+        tm.set_parallel(parallel.groups());
+        ADD_FAILURE() << "expected an error";
+      } catch (const Error& e) {
+        for (const std::string& part : parts) EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+      }
+    });
+  };
+  expect_refused(4, spec_of("qwen3", 8, 2), false, {"--tensor_model_parallel_size 4", "2 key/value heads"});
+  expect_refused(2, spec_of("qwen3", 8, 4, 41), false, {"--tensor_model_parallel_size 2", "intermediate_size 41"});
+  expect_refused(2, spec_of("qwen3", 8, 4), true, {"--use_dora true is not supported"});
+  // ZeRO shards the optimizer over ranks that hold the same parameters; with TP they do not.
+  test::RunSpec zero;
+  zero.tp = 2;
+  zero.zero_stage = 1;
+  zero.run_dir = train::create_run_dir(test::fresh_dir("tp_zero").string());
+  try {
+    test::run_world(2, zero);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--deepspeed zero1 with --tensor_model_parallel_size"), std::string::npos)
+        << e.what();
+  }
+}
+
+// ---- trainer ---------------------------------------------------------------------------------------------------
+
+TEST(TensorParallelTrainer, DataSequenceAndTensorRanksEqualOneProcess) {
+  struct Layout {
+    int world, sp, tp;
+    model::TunerType tuner;
+  };
+  for (const Layout& l : {Layout{2, 1, 2, model::TunerType::Lora}, Layout{4, 1, 2, model::TunerType::Full},
+                          Layout{4, 2, 2, model::TunerType::Lora}, Layout{4, 1, 4, model::TunerType::Lora}}) {
+    const std::string name = "w" + std::to_string(l.world) + "_sp" + std::to_string(l.sp) + "_tp" +
+                             std::to_string(l.tp) + (l.tuner == model::TunerType::Lora ? "_lora" : "_full");
+    const int dp = l.world / (l.sp * l.tp);
+    test::RunSpec one;
+    one.tuner = l.tuner;
+    one.batch_size = dp;
+    one.run_dir = train::create_run_dir(test::fresh_dir(name + "_one").string());
+    const test::RunOutput single = test::run_rank(one, nullptr);
+    test::RunSpec par = one;
+    par.sp = l.sp;
+    par.tp = l.tp;
+    par.batch_size = 1;
+    par.run_dir = train::create_run_dir(test::fresh_dir(name + "_par").string());
+    test::expect_same_run(test::run_world(l.world, par), single, name);
+  }
+}
+
+// Checkpoints of a TP run are in the one-process format (whole tensors, the same names and shapes): each kind of run
+// resumes from the other's checkpoint-2 and continues like the run that saved it.
+TEST(TensorParallelTrainer, CheckpointsAreWholeAndResumeAcrossLayouts) {
+  for (model::TunerType tuner : {model::TunerType::Lora, model::TunerType::Full}) {
+    const std::string name = tuner == model::TunerType::Lora ? "lora" : "full";
+    test::RunSpec one;
+    one.tuner = tuner;
+    one.save_steps = 2;
+    one.run_dir = train::create_run_dir(test::fresh_dir("ckpt_one_" + name).string());
+    const test::RunOutput single = test::run_rank(one, nullptr);
+    test::RunSpec par = one;
+    par.tp = 2;
+    par.run_dir = train::create_run_dir(test::fresh_dir("ckpt_tp_" + name).string());
+    const test::RunOutput parallel = test::run_world(2, par);
+    const std::string weights = tuner == model::TunerType::Lora ? "adapter_model.safetensors" : "model.safetensors";
+    for (const char* file : {"optimizer.safetensors", weights.c_str()}) {
+      const io::SafetensorsFile a = io::SafetensorsFile::open((fs::path(one.run_dir) / "checkpoint-2" / file).string());
+      const io::SafetensorsFile b = io::SafetensorsFile::open((fs::path(par.run_dir) / "checkpoint-2" / file).string());
+      ASSERT_EQ(a.names(), b.names()) << file;
+      for (const std::string& n : a.names()) EXPECT_EQ(a.tensor(n).shape(), b.tensor(n).shape()) << file << " " << n;
+    }
+    test::RunSpec from_tp = one;  // one process resumes from the TP checkpoint
+    from_tp.resume = (fs::path(par.run_dir) / "checkpoint-2").string();
+    from_tp.run_dir = train::create_run_dir(test::fresh_dir("ckpt_from_tp_" + name).string());
+    const test::RunOutput a = test::run_rank(from_tp, nullptr);
+    test::RunSpec from_one = par;  // the TP run resumes from the one-process checkpoint
+    from_one.resume = (fs::path(one.run_dir) / "checkpoint-2").string();
+    from_one.run_dir = train::create_run_dir(test::fresh_dir("ckpt_from_one_" + name).string());
+    const test::RunOutput b = test::run_world(2, from_one);
+    ASSERT_EQ(a.losses.size(), 2u);
+    ASSERT_EQ(b.losses.size(), 2u);
+    for (size_t i = 0; i < 2; ++i) {
+      EXPECT_NEAR(a.losses[i], parallel.losses[i + 2], 1e-6 * parallel.losses[i + 2]) << name << " step " << i + 3;
+      EXPECT_NEAR(b.losses[i], single.losses[i + 2], 1e-6 * single.losses[i + 2]) << name << " step " << i + 3;
+    }
+    test::expect_same_end(b, single, "resumed_tp_" + name);
+  }
+}
+
+#ifdef SWIFT_EXE
+TEST(TensorParallelCli, TwoRanksLogTheLossesOfOneProcessAndSaveWholeAdapters) {
+  const fs::path root = test::fresh_dir("tp_cli");
+  const fs::path model = test::tiny_chat_with_four_heads(root / "model");
+  const std::string common = std::string(SWIFT_EXE) + " sft --model " + model.string() + " --dataset " +
+                             SWIFT_FIXTURES_DIR + "/tiny_chat/chat.jsonl --max_steps 3 --logging_steps 1 "
+                             "--lora_dropout 0 --split_dataset_ratio 0 --learning_rate 1e-3 "
+                             "--gradient_accumulation_steps 2 --per_device_train_batch_size 2";
+  const std::string one = common + " --output_dir " + (root / "one").string() + " > " + (root / "one.log").string() +
+                          " 2>&1";
+  ASSERT_EQ(std::system(one.c_str()), 0) << test::file_text(root / "one.log");
+  const std::string two = "NPROC_PER_NODE=2 SWIFT_DIST_LOG_DIR=" + (root / "ranks").string() +
+                          " SWIFT_DIST_TIMEOUT=60 " + common + " --tensor_model_parallel_size 2 --output_dir " +
+                          (root / "two").string() + " > " + (root / "two.log").string() + " 2>&1";
+  ASSERT_EQ(std::system(two.c_str()), 0) << test::file_text(root / "two.log");
+  const fs::path dir_one = test::only_run_dir(root / "one"), dir_two = test::only_run_dir(root / "two");
+  const std::vector<double> a = test::logged_losses(dir_one), b = test::logged_losses(dir_two);
+  ASSERT_EQ(a.size(), 3u);
+  ASSERT_EQ(b.size(), 3u);
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 1e-6 * std::abs(a[i])) << "step " << i + 1;
+  const io::PeftAdapter pa = io::load_peft_adapter((dir_one / "checkpoint-3").string());
+  const io::PeftAdapter pb = io::load_peft_adapter((dir_two / "checkpoint-3").string());
+  ASSERT_EQ(pa.tensors.size(), pb.tensors.size());
+  for (const auto& [name, t] : pa.tensors) {
+    ASSERT_TRUE(pb.tensors.count(name)) << name;
+    EXPECT_EQ(pb.tensors.at(name).shape(), t.shape()) << name;
+  }
+  const std::string log = test::file_text(root / "two.log");
+  EXPECT_NE(log.find("tensor parallel: 2 ranks per replica hold 1/2 of every attention and MLP weight"),
+            std::string::npos) << log;
+}
+#endif
+
+}  // namespace
+}  // namespace swift
