@@ -1,18 +1,29 @@
 // bench/bench_train_step.cpp — one training configuration timed end to end: random weights of the architecture
 // in a config.json (built on the target device, no checkpoint needed), LoRA or full fine-tuning, packed batches
 // of random tokens, forward + backward + clip + AdamW per step. The peer is scripts/bench/peer_train_step.py
-// (transformers + PEFT on the same shapes); scripts/device/bench-train.sh runs both in one call.
+// (transformers + PEFT on the same shapes); scripts/device/bench-train.sh runs both in one call, and
+// scripts/device/bench-dp.sh runs both on 1 and N GPUs (data-parallel scaling).
 //
 //   bench_train_step --config bench/configs/qwen2.5-7b.json --tuner lora --seq 2048 --batch 4
 //       [--gradient_checkpointing [--recompute_num_layers N]] [--steps 6] [--warmup 2] [--device cuda|cpu]
+//   NPROC_PER_NODE=N bench_train_step ... [--zero 0|1|2] [--bucket_mb 25] [--no_overlap]   data parallel
 //   SWIFT_PROFILE=1 bench_train_step ...   adds a per-op time table (ops bracketed by synchronisations)
 //
 // Invariants: prints exactly one JSON line (fields as the peer's) on success; the FLOP count is the peer's
 // formula (forward FLOPs per token x2 for LoRA, x3 for full); times are medians of the timed steps, each step
 // ending with a host read of the gradient norm (a device synchronisation).
+// Data parallel (NPROC_PER_NODE=N, the launcher of `swift`, dist/launcher.h): rank r runs on cuda:LOCAL_RANK
+// (NCCL) or the CPU (shared-memory process group), every rank times the same per-device shape (weak scaling)
+// on its own random batches (seed step * N + r + 1: rank 0 of one process draws what the single-process run
+// draws), and the gradients are reduced as train/trainer.cpp reduces them: GradientReducer buckets started by
+// the backward hook (unless --no_overlap), ZeRO-1/2 through ShardedAdamW, loss scaled by 1 / global targets. A
+// step's time is the slowest rank's; only rank 0 prints, adding world_size, global and per-GPU tokens/s and the
+// largest peak over ranks to the single-process fields (tokens_per_s and model_tflops stay per GPU). One process
+// prints exactly the fields it printed before data parallelism existed.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -23,13 +34,18 @@
 #include "core/error.h"
 #include "core/profile.h"
 #include "core/memory.h"
+#include "dist/bootstrap.h"
+#include "dist/init.h"
+#include "dist/launcher.h"
 #include "io/model_config.h"
 #include "model/causal_lm.h"
 #include "model/lora.h"
 #include "model/training.h"
 #include "ops/backends.h"
 #include "ops/ops.h"
+#include "train/data_parallel.h"
 #include "train/optimizer.h"
+#include "train/zero.h"
 
 using namespace swift;
 
@@ -129,10 +145,23 @@ model::MicroBatch random_batch(int64_t vocab, int64_t seq, int64_t batch, uint32
           Tensor::from_i32({static_cast<int64_t>(cu.size())}, cu), Tensor::from_i32({T}, labels)};
 }
 
+// Every rank's `mine` (the same length on every rank), rank r's at [r * n, (r + 1) * n): exact (each value is
+// added to zeros in double), on every rank. Without a communicator: `mine`.
+std::vector<double> values_of_every_rank(dist::Communicator* comm, const std::vector<double>& mine) {
+  if (comm == nullptr) return mine;
+  const size_t n = mine.size();
+  std::vector<double> slots(n * static_cast<size_t>(comm->world_size()), 0.0);
+  const auto mine_at = static_cast<std::ptrdiff_t>(n * static_cast<size_t>(comm->rank()));
+  std::copy(mine.begin(), mine.end(), slots.begin() + mine_at);
+  return train::sum_across_ranks(*comm, slots);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   ops::tune_cpu_environment(argc, argv);
+  // NPROC_PER_NODE=N: this process launches N ranks of the same command and returns their exit status.
+  if (const int code = dist::maybe_launch(argc, argv); code >= 0) return code;
   ops::init_backends();
   CLI::App app{"bench_train_step: time training steps on random weights of a config.json"};
   std::string config_path, tuner = "lora", device_name = "cuda";
@@ -143,8 +172,8 @@ int main(int argc, char** argv) {
   app.add_option("--tuner", tuner, "lora | full");
   app.add_option("--seq", seq, "tokens per sequence");
   app.add_option("--batch", batch, "sequences per step (packed)");
-  app.add_option("--steps", steps, "timed steps");
-  app.add_option("--warmup", warmup, "untimed steps first");
+  app.add_option("--steps", steps, "timed steps")->check(CLI::PositiveNumber);
+  app.add_option("--warmup", warmup, "untimed steps first")->check(CLI::NonNegativeNumber);
   app.add_option("--lora_rank", rank);
   app.add_option("--lora_alpha", alpha);
   app.add_option("--lora_dropout", dropout);
@@ -153,11 +182,27 @@ int main(int argc, char** argv) {
   int64_t recompute_layers = -1;
   app.add_option("--recompute_num_layers", recompute_layers,
                  "with --gradient_checkpointing: recompute only the first N layers (default: all)");
+  int zero_stage = 0;
+  int64_t bucket_mb = train::GradientReducer::kDefaultBucketBytes >> 20;
+  bool no_overlap = false;
+  app.add_option("--zero", zero_stage, "data parallel: 0 (plain), 1 (AdamW state sharded), 2 (gradients too)")
+      ->check(CLI::Range(0, 2));
+  app.add_option("--bucket_mb", bucket_mb, "data parallel: gradient bucket size in MiB (DDP's bucket_cap_mb)")
+      ->check(CLI::PositiveNumber);
+  app.add_flag("--no_overlap", no_overlap, "data parallel: reduce every bucket after the backward, not during it");
   CLI11_PARSE(app, argc, argv);
+  std::unique_ptr<dist::Communicator> comm;  // data parallel only
   try {
-    const Device device = device_name == "cpu" ? Device::cpu() : Device::cuda(0);
-    SWIFT_CHECK(device.is_cpu() || ops::cuda_device_count() > 0,
+    const dist::LaunchEnv env = dist::detect_launch_env();
+    const int world = env.world_size;
+    const bool cuda = device_name == "cuda";
+    SWIFT_CHECK(!cuda || ops::cuda_device_count() > 0,
                 "--device cuda: no CUDA device visible (or this build has no CUDA backend); use --device cpu");
+    SWIFT_CHECK(!cuda || env.local_rank < ops::cuda_device_count(),
+                "--device cuda: LOCAL_RANK {} needs {} CUDA devices, {} visible; lower NPROC_PER_NODE", env.local_rank,
+                env.local_rank + 1, ops::cuda_device_count());
+    const Device device = cuda ? Device::cuda(env.local_rank) : Device::cpu();
+    if (env.distributed()) comm = dist::init_communicator(env, device);
     const DType matrix_dtype = device.is_cuda() ? DType::BF16 : DType::F32;
     io::ModelConfig config = io::load_model_config(config_path);
     auto lm = model::CausalLM::from_weights(config, random_weights(config, device, matrix_dtype));
@@ -174,41 +219,104 @@ int main(int argc, char** argv) {
     trainable.set_recompute_layers(recompute_layers);
     ops::AdamWConfig adamw;
     adamw.weight_decay = 0.1;
-    train::AdamW optimizer(trainable.parameters(), adamw);
+    std::vector<model::Parameter>& params = trainable.parameters();
+    // Data parallel as train/trainer.cpp does it (one process: no reducer, the plain AdamW).
+    const bool zero = comm && zero_stage >= 1, zero2 = comm && zero_stage == 2;
+    const bool overlap = comm && !no_overlap;
+    std::unique_ptr<train::GradientReducer> reducer =
+        comm ? std::make_unique<train::GradientReducer>(
+                   *comm, params, bucket_mb << 20,
+                   zero2 ? train::GradientReduction::ReduceScatter : train::GradientReduction::AllReduce)
+             : nullptr;
+    std::unique_ptr<train::AdamW> optimizer = zero ? nullptr : std::make_unique<train::AdamW>(params, adamw);
+    std::unique_ptr<train::ShardedAdamW> sharded =
+        zero ? std::make_unique<train::ShardedAdamW>(*reducer, adamw) : nullptr;
+    struct HookGuard {  // the hook points at the reducer: gone before it is
+      model::TrainableModel& model;
+      ~HookGuard() { model.set_backward_hook(nullptr); }
+    } hook_guard{trainable};
+    if (overlap) trainable.set_backward_hook([r = reducer.get()](int64_t stage) { r->on_backward_stage(stage); });
     const int64_t tokens = seq * batch;
+    // Every position but each sequence's last is a target, on every rank: 1 / global targets scales the loss.
+    const float loss_scale = 1.0f / static_cast<float>(static_cast<int64_t>(world) * (tokens - batch));
     std::vector<double> times;
     double last_loss = 0;
+    model::StepStats last_stats;
     for (int64_t step = 0; step < warmup + steps; ++step) {
       if (step == warmup) memory_reset_peaks(device.is_cuda() ? 1 : 0);
-      model::MicroBatch mb = random_batch(config.vocab_size, seq, batch, static_cast<uint32_t>(step + 1));
+      const auto seed = static_cast<uint32_t>(step * world + env.rank + 1);
+      model::MicroBatch mb = random_batch(config.vocab_size, seq, batch, seed);
       const auto t0 = std::chrono::steady_clock::now();
       SWIFT_PROFILE("(whole step: forward, backward, clip, adamw)");  // SWIFT_PROFILE=1: the ops' share of it
       trainable.zero_grad();
-      model::StepStats stats = trainable.forward_backward(mb, 1.0f / static_cast<float>(tokens - batch),
-                                                          static_cast<uint64_t>(step + 1), checkpointing);
-      train::clip_gradients(trainable.parameters(), 1.0);  // returns a host float: synchronises
-      optimizer.step(1e-4);
-      (void)ops::grad_norm(std::span<const Tensor>(&trainable.parameters()[0].grad, 1));  // sync after the update
+      if (overlap) reducer->expect_last_backward();
+      last_stats = trainable.forward_backward(mb, loss_scale, seed, checkpointing);
+      if (reducer) reducer->finish();
+      // Both return a host float: they synchronise.
+      if (zero2) {
+        (void)sharded->clip_shard_gradients(1.0);
+      } else {
+        (void)train::clip_gradients(params, 1.0);
+      }
+      if (sharded) {
+        sharded->step(1e-4);
+      } else {
+        optimizer->step(1e-4);
+      }
+      (void)ops::grad_norm(std::span<const Tensor>(&params[0].grad, 1));  // sync after the update
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (step >= warmup) times.push_back(seconds);
-      last_loss = stats.loss_sum / static_cast<double>(std::max<int64_t>(stats.tokens, 1));
+      last_loss = last_stats.loss_sum / static_cast<double>(std::max<int64_t>(last_stats.tokens, 1));
       std::fprintf(stderr, "step %lld: %.4f s, loss %.4f\n", static_cast<long long>(step), seconds, last_loss);
+    }
+    // A data-parallel step lasts as long as its slowest rank's.
+    const std::vector<double> every_rank_times = values_of_every_rank(comm.get(), times);
+    for (size_t s = 0; s < times.size(); ++s) {
+      for (int r = 0; r < world; ++r) {
+        times[s] = std::max(times[s], every_rank_times[static_cast<size_t>(r) * times.size() + s]);
+      }
     }
     std::sort(times.begin(), times.end());
     const double step_s = times[times.size() / 2];
     const double flops = forward_flops_per_token(config, seq) * (type == model::TunerType::Lora ? 2 : 3) * tokens;
     const MemoryStats mem = memory_stats(device.is_cuda() ? 1 : 0);
-    std::printf("%s\n", fmt::format("{{\"impl\": \"swift.cpp\", \"config\": \"{}\", \"tuner\": \"{}\", \"seq\": {}, \"batch\": {}, "
-                                    "\"gradient_checkpointing\": {}, \"recompute_num_layers\": {}, \"trainable\": {}, "
-                                    "\"step_s_median\": {:.4f}, "
-                                    "\"tokens_per_s\": {:.1f}, \"model_tflops\": {:.1f}, \"peak_allocated_gib\": {:.2f}, "
-                                    "\"last_loss\": {:.4f}}}",
-                                    config_path, tuner, seq, batch, checkpointing, recompute_layers, trainable.trainable_count(), step_s,
-                                    tokens / step_s, flops / step_s / 1e12, mem.total_peak / 1073741824.0, last_loss)
-                            .c_str());
+    const double peak_gib = static_cast<double>(mem.total_peak) / 1073741824.0;
+    const std::vector<double> every_rank_peak = values_of_every_rank(comm.get(), {peak_gib});
+    if (comm) {  // the loss of the last step over every rank's targets
+      const std::vector<double> sum =
+          train::sum_across_ranks(*comm, {last_stats.loss_sum, static_cast<double>(last_stats.tokens)});
+      last_loss = sum[0] / std::max(sum[1], 1.0);
+    }
+    if (env.rank == 0) {
+      std::string json = fmt::format("{{\"impl\": \"swift.cpp\", \"config\": \"{}\", \"tuner\": \"{}\", \"seq\": {}, \"batch\": {}, "
+                                     "\"gradient_checkpointing\": {}, \"recompute_num_layers\": {}, \"trainable\": {}, "
+                                     "\"step_s_median\": {:.4f}, "
+                                     "\"tokens_per_s\": {:.1f}, \"model_tflops\": {:.1f}, \"peak_allocated_gib\": {:.2f}, "
+                                     "\"last_loss\": {:.4f}}}",
+                                     config_path, tuner, seq, batch, checkpointing, recompute_layers, trainable.trainable_count(), step_s,
+                                     tokens / step_s, flops / step_s / 1e12, mem.total_peak / 1073741824.0, last_loss);
+      if (comm) {
+        json.pop_back();  // the closing brace: the data-parallel fields follow
+        json += fmt::format(", \"world_size\": {}, \"global_tokens_per_s\": {:.1f}, \"per_gpu_tokens_per_s\": {:.1f}, "
+                            "\"peak_allocated_gib_max_rank\": {:.2f}, \"zero\": {}, \"bucket_mb\": {}, \"overlap\": {}, "
+                            "\"buckets\": {}, \"buckets_started_during_backward\": {}, \"comm_backend\": \"{}\"}}",
+                            world, static_cast<double>(world) * tokens / step_s, tokens / step_s,
+                            *std::max_element(every_rank_peak.begin(), every_rank_peak.end()), zero_stage, bucket_mb,
+                            overlap, reducer->layout().buckets.size(), reducer->started_during_backward(),
+                            comm->backend());
+      }
+      std::printf("%s\n", json.c_str());
+      std::fflush(stdout);
+    }
     std::fprintf(stderr, "%s", memory_report(device.is_cuda() ? 1 : 0).c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_train_step: %s\n", e.what());
+    if (comm) {  // the other ranks stop at once instead of waiting for the timeout
+      try {
+        comm->abort(e.what());
+      } catch (const std::exception&) {  // already aborted: the launcher stops the others
+      }
+    }
     return 1;
   }
   return 0;

@@ -268,6 +268,8 @@ int run_training(Command command, const Args& raw) {
   tc.save_total_limit = tr.save_total_limit.value_or(-1);
   tc.per_device_eval_batch_size = tr.per_device_eval_batch_size;
   tc.seed = static_cast<uint64_t>(tr.seed);
+  // fp16 weights and activations need dynamic loss scaling (transformers' GradScaler path); bf16 and fp32 do not.
+  tc.loss_scaling = placement.activations == DType::F16;
   tc.resume_from_checkpoint = tr.resume_from_checkpoint.value_or("");
   tc.args_json = args.to_json();
   tc.model_config_json = loaded.config_json;

@@ -89,8 +89,9 @@ Placement place_model_for_training(model::CausalLM& model, const ModelArguments&
   if (dtype == "float32") {
     matrices = DType::F32;
   } else if (dtype != "bfloat16") {
-    fail("--torch_dtype {}: training on CUDA supports bfloat16 (default) and float32; float16 needs dynamic loss "
-         "scaling, which is not built yet",
+    fail("--torch_dtype {}: training on CUDA supports bfloat16 (default) and float32; float16 is not enabled yet: "
+         "its dynamic loss scaling is built (train/loss_scaler.h) but the F16 attention and LoRA kernels are not, and "
+         "it has not been validated on a GPU (use bfloat16)",
          dtype);
   }
   const Device device = Device::cuda(local_rank);

@@ -252,6 +252,12 @@ float clip_grad_norm(std::span<const Tensor> grads, double max_norm) {
   return norm;
 }
 
+void scale_gradients(std::span<const Tensor> grads, float factor) {
+  if (!std::isfinite(factor)) fail("scale_gradients: factor = {} must be finite", factor);
+  dispatch("scale_gradients", detail::check_grads("scale_gradients", grads, true),
+           [&] { cpu::scale_gradients(grads, factor); }, [&] { cuda::scale_gradients(grads, factor); });
+}
+
 }  // namespace swift::ops
 
 // ---- DoRA (CPU kernels in ops/cpu/dora.cpp, CUDA in ops/cuda/ops_dora.cpp) ------------------------------

@@ -255,6 +255,9 @@ float grad_norm(std::span<const Tensor> grads);
 // multiplied, as torch). Returns total (before clipping);
 // a non-finite total makes the grads non-finite too (error_if_nonfinite=False): the trainer checks it.
 float clip_grad_norm(std::span<const Tensor> grads, double max_norm);
+// Every grad (F32, in place) *= factor: torch.amp.GradScaler.unscale_'s multiply by inv_scale (fp16 loss scaling,
+// train/loss_scaler.h). A non-finite element stays non-finite (the trainer finds it through grad_norm).
+void scale_gradients(std::span<const Tensor> grads, float factor);
 
 // ---- DoRA linear (PEFT's weight-decomposed LoRA, lora/dora.py DoraLinearLayer) -------------------------------
 // The weight norm, one entry per output row (PEFT: torch.linalg.norm(W + scale * B A, dim=1)), recomputed from the

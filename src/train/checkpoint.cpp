@@ -44,10 +44,13 @@ nlohmann::json read_json(const fs::path& path) {
 }  // namespace
 
 nlohmann::json TrainerState::to_json() const {
-  return {{"global_step", global_step},   {"epoch", epoch},
-          {"batch_in_epoch", batch_in_epoch}, {"consumed_tokens", consumed_tokens},
-          {"best_metric", best_metric},   {"best_model_checkpoint", best_checkpoint},
-          {"log_history", log_history}};
+  nlohmann::json j = {{"global_step", global_step},   {"epoch", epoch},
+                      {"batch_in_epoch", batch_in_epoch}, {"consumed_tokens", consumed_tokens},
+                      {"best_metric", best_metric},   {"best_model_checkpoint", best_checkpoint},
+                      {"log_history", log_history}};
+  if (loss_scaler || skipped_steps > 0) j["skipped_steps"] = skipped_steps;
+  if (loss_scaler) j["loss_scaler"] = loss_scaler->to_json();
+  return j;
 }
 
 TrainerState TrainerState::from_json(const nlohmann::json& j, const std::string& source) {
@@ -60,9 +63,13 @@ TrainerState TrainerState::from_json(const nlohmann::json& j, const std::string&
     s.best_metric = j.value("best_metric", 0.0);
     s.best_checkpoint = j.value("best_model_checkpoint", "");
     s.log_history = j.value("log_history", nlohmann::json::array());
+    s.skipped_steps = j.value("skipped_steps", int64_t{0});
   } catch (const nlohmann::json::exception& e) {
     fail("'{}': malformed trainer state: {}", source, e.what());
   }
+  if (j.contains("loss_scaler")) s.loss_scaler = LossScalerState::from_json(j["loss_scaler"], source);
+  SWIFT_CHECK(s.skipped_steps >= 0 && s.skipped_steps <= s.global_step,
+              "'{}': skipped_steps {} is outside [0, global_step {}]", source, s.skipped_steps, s.global_step);
   return s;
 }
 

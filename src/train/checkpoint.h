@@ -5,7 +5,8 @@
 //   LoRA: adapter_config.json + adapter_model.safetensors (PEFT loads them as they are)
 //   full: model.safetensors (or shards + index) + config.json (+ tokenizer files copied by the caller)
 //   optimizer.safetensors   exp_avg.<param name>, exp_avg_sq.<param name> (F32)
-//   trainer_state.json      global_step, optimizer_steps, epoch, data position, best metric, log history
+//   trainer_state.json      global_step, optimizer_steps, epoch, data position, best metric, log history; fp16
+//                           runs: skipped_steps and loss_scaler {scale, growth_tracker} (train/loss_scaler.h)
 //   args.json               the run's resolved arguments
 // Invariants:
 //  - Everything is written into checkpoint-N.tmp/, fsynced, then renamed to checkpoint-N: a crash never leaves
@@ -17,12 +18,14 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "model/training.h"
+#include "train/loss_scaler.h"
 #include "train/optimizer.h"
 
 namespace swift::train {
@@ -34,6 +37,10 @@ struct TrainerState {
   int64_t consumed_tokens = 0;
   double best_metric = 0;       // lowest eval_loss seen (valid when best_checkpoint is set)
   std::string best_checkpoint;
+  // fp16 loss scaling: steps whose update was skipped (the LR schedule advanced global_step - skipped_steps times)
+  // and the scaler's state; absent (nullopt, 0) otherwise.
+  int64_t skipped_steps = 0;
+  std::optional<LossScalerState> loss_scaler;
   nlohmann::json log_history = nlohmann::json::array();
   nlohmann::json to_json() const;
   static TrainerState from_json(const nlohmann::json& json, const std::string& source);

@@ -197,10 +197,16 @@ TrainResult Trainer::train_loop() {
                    static_cast<long long>(state.batch_in_epoch));
     }
   }
+  // fp16: dynamic loss scaling, continuing the checkpoint's scale on resume (a checkpoint of a run without scaling
+  // starts at the initial scale). skipped_steps stays from the checkpoint either way: it indexes the LR schedule.
+  std::unique_ptr<LossScaler> scaler = c.loss_scaling ? std::make_unique<LossScaler>(c.loss_scaler) : nullptr;
+  if (scaler && state.loss_scaler) scaler->restore(*state.loss_scaler);
+  state.loss_scaler.reset();
+  if (scaler) state.loss_scaler = scaler->state();
   // Only rank 0 writes the run directory.
   std::unique_ptr<TrainingLog> log = main ? std::make_unique<TrainingLog>(c.run_dir) : nullptr;
   CheckpointContents contents{&model_, optimizer.get(), {}, c.args_json, c.model_config_json, c.extra_files,
-                              c.base_model_name_or_path};
+                              c.base_model_name_or_path, {}};
   TrainResult result;
   result.max_steps = max_steps_;
   auto save = [&]() {
@@ -258,13 +264,15 @@ TrainResult Trainer::train_loop() {
     if (dp) n = static_cast<int64_t>(sum_across_ranks(*c.comm, {static_cast<double>(n)})[0]);
     model_.zero_grad();
     model::StepStats step_stats;
+    // The loss gradient's coefficient: 1 / tokens, times the loss scale (a power of two: exact) under fp16.
+    const float grad_coefficient = n > 0 ? (1.0f / static_cast<float>(n)) * (scaler ? scaler->scale() : 1.0f) : 0.0f;
     for (size_t k = 0; k < micro.size(); ++k) {
       if (n == 0) break;  // no target token in the whole step: nothing to learn from
       // Dropout masks: micro-batch k of replica r is micro-batch k * DP + r of the step.
       const int64_t micro_index = static_cast<int64_t>(k) * replicas() + replica();
       // The last micro-batch's backward starts the gradient buckets as they become final (DDP's overlap).
       if (reducer && c.overlap_reduction && k + 1 == micro.size()) reducer->expect_last_backward();
-      const model::StepStats s = model_.forward_backward(to_micro_batch(micro[k]), 1.0f / static_cast<float>(n),
+      const model::StepStats s = model_.forward_backward(to_micro_batch(micro[k]), grad_coefficient,
                                                          step_seed(c.seed, step, micro_index), c.gradient_checkpointing);
       step_stats.loss_sum += s.loss_sum;
       step_stats.tokens += s.tokens;
@@ -291,11 +299,38 @@ TrainResult Trainer::train_loop() {
       interrupted = sum[4] > 0;
     }
     const double loss = n > 0 ? step_stats.loss_sum / static_cast<double>(n) : 0.0;
+    if (c.on_gradients) c.on_gradients(step + 1, params);
+    if (scaler) {  // GradScaler.unscale_: every rank holds the same reduced gradients (ZeRO-2: its pieces among them)
+      std::vector<Tensor> grads;
+      grads.reserve(params.size());
+      for (const model::Parameter& p : params) grads.push_back(p.grad);
+      ops::scale_gradients(grads, scaler->inverse_scale());
+    }
     const float grad_norm =
         zero2                  ? sharded->clip_shard_gradients(c.max_grad_norm)
         : tensor_parallel_group() ? clip_tensor_parallel_gradients(params, c.max_grad_norm, *tensor_parallel_group())
                                : clip_gradients(params, c.max_grad_norm);
-    if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
+    // The LR of this step: the schedule advances only on optimizer steps taken (transformers skips
+    // lr_scheduler.step() when the scaler skipped the optimizer step).
+    const double lr = schedule.lr(step - state.skipped_steps);
+    // fp16: a non-finite unscaled gradient (seen through its norm, collective in every mode, so every rank agrees)
+    // skips the update and backs the scale off; the step still counts and is logged.
+    bool overflow = false;
+    if (scaler) {
+      const float scale_used = scaler->scale();
+      overflow = !std::isfinite(grad_norm);
+      scaler->update(overflow);
+      state.loss_scaler = scaler->state();
+      if (overflow) {
+        ++state.skipped_steps;
+        if (main) {
+          std::fprintf(stderr, "%sstep %lld: fp16 gradients overflowed at loss scale %g; update skipped, loss scale now %g\n",
+                       tty ? "\n" : "", static_cast<long long>(step + 1), static_cast<double>(scale_used),
+                       static_cast<double>(scaler->scale()));
+        }
+      }
+    }
+    if (!overflow && (!std::isfinite(loss) || !std::isfinite(grad_norm))) {
       if (c.skip_nonfinite) {
         if (main) {
           std::fprintf(stderr, "warning: step %lld: non-finite loss (%g) or gradient norm (%g); update skipped\n",
@@ -309,11 +344,12 @@ TrainResult Trainer::train_loop() {
            "step to '{}'. Lower --learning_rate, check the data, or pass --skip_nonfinite_steps true to skip such "
            "steps", step + 1, loss, grad_norm, dir);
     }
-    const double lr = schedule.lr(step);
-    if (zero) {
-      sharded->step(lr);
-    } else {
-      optimizer->step(lr);
+    if (!overflow) {  // an overflowed step leaves the parameters and the AdamW state (and its step count) as they were
+      if (zero) {
+        sharded->step(lr);
+      } else {
+        optimizer->step(lr);
+      }
     }
     ++state.global_step;
     state.consumed_tokens += n;
@@ -399,6 +435,8 @@ TrainResult Trainer::train_loop() {
   result.best_checkpoint = state.best_checkpoint;
   result.train_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   result.tokens_per_second = static_cast<double>(run_tokens) / std::max(result.train_seconds, 1e-9);
+  result.skipped_steps = state.skipped_steps;
+  result.loss_scale = scaler ? scaler->scale() : 0.0f;
   return result;
 }
 

@@ -16,6 +16,13 @@
 //  - A non-finite loss or gradient norm stops the run after saving checkpoint-<step> with the parameters of
 //    the last good step (unless skip_nonfinite: the step's update is skipped and the run continues), and the
 //    error names the step.
+//  - fp16 (TrainerConfig::loss_scaling, train/loss_scaler.h; transformers' GradScaler path): the loss gradient is
+//    multiplied by the scale; after the backward (and the data-parallel reduction) the gradients are multiplied by
+//    1 / scale (ops::scale_gradients), then clipped; a step whose unscaled gradient norm is not finite (the norm is
+//    computed anyway for clipping, so the inf / NaN check costs no extra pass) skips the optimizer update and the LR
+//    schedule's advance (the schedule is indexed by the optimizer steps taken), halves the scale, and is logged
+//    (grad_norm inf or NaN) and counted in global_step as transformers does. The scaler state and the count of
+//    skipped steps are saved in trainer_state.json and restored on resume.
 //  - Ctrl-C (SIGINT) finishes the current optimizer step, saves a checkpoint and returns (interrupted = true);
 //    a second Ctrl-C ends the process at once.
 //
@@ -65,6 +72,7 @@
 #include "dist/communicator.h"
 #include "model/training.h"
 #include "ops/ops.h"
+#include "train/loss_scaler.h"
 #include "train/parallel.h"
 #include "train/scheduler.h"
 
@@ -91,6 +99,9 @@ struct TrainerConfig {
   int64_t per_device_eval_batch_size = 1;
   uint64_t seed = 42;
   bool skip_nonfinite = false;
+  // fp16 training: dynamic loss scaling with these settings (GradScaler's defaults); false: no scaling.
+  bool loss_scaling = false;
+  LossScalerConfig loss_scaler;
   std::string resume_from_checkpoint;
   // Data parallel: the communicator of the ranks (not owned); null or world size 1: a single process.
   dist::Communicator* comm = nullptr;
@@ -113,6 +124,9 @@ struct TrainerConfig {
   // normaliser) and the step's loss (tests; tools that audit the data order). Data parallel: this rank's
   // micro-batches, the global token count and loss.
   std::function<void(int64_t step, const std::vector<data::Batch>& micro, int64_t target_tokens, double loss)> on_step;
+  // Called with the 1-based step after its backward (and gradient reduction), before unscaling and clipping: the
+  // gradients are still multiplied by the loss scale (tests inject an overflow here).
+  std::function<void(int64_t step, std::vector<model::Parameter>& params)> on_gradients;
 };
 
 struct TrainResult {
@@ -123,6 +137,8 @@ struct TrainResult {
   bool interrupted = false;
   double train_seconds = 0;
   double tokens_per_second = 0;
+  int64_t skipped_steps = 0;     // fp16: optimizer steps skipped for non-finite gradients (the whole run)
+  float loss_scale = 0;          // fp16: the scale at the end; 0 without loss scaling
 };
 
 class Trainer {

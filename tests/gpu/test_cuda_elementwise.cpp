@@ -1,6 +1,6 @@
 // tests/gpu/test_cuda_elementwise.cpp — the CUDA element-wise ops (add, swiglu, swiglu_backward, embedding,
 // embedding_backward, rmsnorm, rmsnorm_backward, rope, rope_backward, dropout, adamw_step, grad_norm,
-// clip_grad_norm) against the CPU reference ops::ref (and the fast CPU kernels where the contract is bit-exact).
+// clip_grad_norm, scale_gradients) against the CPU reference ops::ref (and the fast CPU kernels where the contract is bit-exact).
 // Compiled only in CUDA builds; label gpu: fails without a device.
 //
 // Invariants:
@@ -17,6 +17,7 @@
 #ifdef SWIFT_WITH_CUDA
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 
 #include "ops/backends.h"
@@ -573,6 +574,25 @@ TEST(OpsCudaElementwise, GradNormAndClipMatchCpu) {
   // Empty list and all-empty tensors: 0.
   std::vector<Tensor> empty_dev = {Tensor::zeros({0}, DType::F32, Device::cuda())};
   EXPECT_EQ(ops::grad_norm(empty_dev), 0.0f);
+}
+
+TEST(OpsCudaElementwise, ScaleGradientsMatchesCpu) {
+  ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
+  // One fp32 multiply per element, as the reference: bit-exact; an inf / NaN stays non-finite.
+  for (const float factor : {1.0f / 65536.0f, 0.37f, 3.0f}) {
+    std::vector<Tensor> cpu, dev;
+    uint32_t seed = 2100;
+    for (int64_t n : {int64_t{1}, int64_t{0}, int64_t{16385}, int64_t{1000003}, int64_t{7}}) {
+      cpu.push_back(random_tensor({n}, DType::F32, ++seed, -1e4f, 1e4f));
+      dev.push_back(cpu.back().to(Device::cuda()));
+    }
+    cpu[4].data<float>()[3] = std::numeric_limits<float>::infinity();
+    dev[4] = cpu[4].to(Device::cuda());
+    ops::ref::scale_gradients(cpu, factor);
+    ops::scale_gradients(dev, factor);
+    for (size_t i = 0; i < cpu.size(); ++i) EXPECT_TRUE(bit_equal(dev[i].to(Device::cpu()), cpu[i])) << factor << " " << i;
+    EXPECT_FALSE(std::isfinite(ops::grad_norm(dev)));
+  }
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // tests/ops/test_adamw.cpp — AdamW, gradient norm and clipping against torch (fixture written by
 // scripts/golden/make_adamw_fixture.py: torch.optim.AdamW(foreach=False) for 5 steps with a changing lr and
-// weight decay, a beta1 < 0.5 case, and clip_grad_norm_), the fast kernel against the reference, and errors.
+// weight decay, a beta1 < 0.5 case, and clip_grad_norm_), the fast kernel against the reference (AdamW, norm,
+// scale_gradients: GradScaler's unscale multiply), and errors.
 //
 // Invariants:
 //  - exp_avg and exp_avg_sq must equal torch's bit for bit (same fp32 operations, same fused multiply-adds).
@@ -13,6 +14,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 
 #include "op_test_util.h"
 #include "ops/ops.h"
@@ -155,6 +157,34 @@ TEST(OpsAdamW, NonFiniteNormPropagatesAsTorch) {
   const float total = ops::clip_grad_norm(grads, 1.0);
   EXPECT_TRUE(std::isnan(total));
   EXPECT_TRUE(std::isnan(grads[1].item(0)));  // torch multiplies by the NaN coefficient too
+}
+
+TEST(OpsAdamW, ScaleGradientsMatchesReferenceAndUnscalesExactly) {
+  // Sizes across the CPU chunking; one multiply per element: the fast kernel equals the reference bit for bit.
+  const std::vector<int64_t> sizes = {1, 0, 7, 16385, 100003};
+  for (const float factor : {0.37f, 65536.0f}) {
+    std::vector<Tensor> fast, ref, original;
+    uint32_t seed = 70;
+    for (int64_t n : sizes) {
+      original.push_back(random_tensor({n}, DType::F32, ++seed, -1e-3f, 1e-3f));
+      fast.push_back(original.back().clone());
+      ref.push_back(original.back().clone());
+    }
+    ops::scale_gradients(fast, factor);
+    ops::ref::scale_gradients(ref, factor);
+    for (size_t i = 0; i < sizes.size(); ++i) EXPECT_TRUE(bit_equal(fast[i], ref[i])) << factor << " " << sizes[i];
+    if (factor == 65536.0f) {  // a power of two and back (the loss scaler's unscale): the original bits
+      ops::scale_gradients(fast, 1.0f / 65536.0f);
+      for (size_t i = 0; i < sizes.size(); ++i) EXPECT_TRUE(bit_equal(fast[i], original[i])) << sizes[i];
+    }
+  }
+  // A non-finite element stays non-finite, so the norm the trainer checks is not finite.
+  std::vector<Tensor> grads = {Tensor::from_f32({3}, {1.0f, std::numeric_limits<float>::infinity(), 2.0f})};
+  ops::scale_gradients(grads, 1.0f / 65536.0f);
+  EXPECT_FALSE(std::isfinite(ops::grad_norm(grads)));
+  EXPECT_TRUE(throws_error([&] { ops::scale_gradients(grads, std::nanf("")); }, {"scale_gradients", "factor"}));
+  std::vector<Tensor> bf16 = {Tensor::zeros({4}, DType::BF16)};
+  EXPECT_TRUE(throws_error([&] { ops::scale_gradients(bf16, 0.5f); }, {"scale_gradients", "grads[0]", "F32"}));
 }
 
 TEST(OpsAdamW, Errors) {

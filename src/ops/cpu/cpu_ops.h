@@ -57,6 +57,7 @@ void token_logprobs_backward(const Tensor& hidden, const Tensor& head, const Ten
 void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config, int64_t step);
 float grad_norm(std::span<const Tensor> grads);
 float clip_grad_norm(std::span<const Tensor> grads, double max_norm);
+void scale_gradients(std::span<const Tensor> grads, float factor);
 
 // ---- helpers shared by the kernels ------------------------------------------------------------------------
 // n elements of dtype (F32/BF16/F16) at src, converted to fp32 into dst. Exact.

@@ -170,4 +170,17 @@ float clip_grad_norm(std::span<const Tensor> grads, double max_norm) {
   return total;
 }
 
+void scale_gradients(std::span<const Tensor> grads, float factor) {
+  SWIFT_PROFILE("scale_gradients");
+  const std::vector<Chunk> chunks = chunks_of(grads.size(), [&](size_t i) { return grads[i].numel(); });
+  const int64_t count = static_cast<int64_t>(chunks.size());
+#pragma omp parallel for schedule(static) if (count > 1)
+  for (int64_t ci = 0; ci < count; ++ci) {
+    const Chunk& ch = chunks[static_cast<size_t>(ci)];
+    float* g = grads[ch.tensor].data<float>();
+#pragma omp simd
+    for (int64_t i = ch.begin; i < ch.end; ++i) g[i] *= factor;
+  }
+}
+
 }  // namespace swift::ops::cpu

@@ -1,8 +1,8 @@
-// ops/cuda/elementwise.cu — add, swiglu, swiglu_backward and dropout on CUDA (F32 or BF16 activations).
+// ops/cuda/elementwise.cu — add, swiglu, swiglu_backward and dropout on CUDA (F32, BF16 or F16 activations).
 //
 // Invariants:
 //  - One thread handles a group of 4 consecutive elements (grid-stride over groups): with every pointer aligned
-//    to 4 elements the group is one 16-byte (F32) or 8-byte (BF16) load/store per tensor, else (and for the
+//    to 4 elements the group is one 16-byte (F32) or 8-byte (BF16 / F16) load/store per tensor, else (and for the
 //    tail) element by element. All inputs of a group are loaded before any output is stored, by the same
 //    thread: outputs may be their inputs (ops.h's in-place rules).
 //  - Arithmetic is fp32 with explicit __f*_rn intrinsics where the CPU kernels (and torch) round each operation,
@@ -10,6 +10,7 @@
 //  - Dropout: group g is exactly philox block g (counter = i / 4, word = i % 4) of ops/philox.h, so the mask equals
 //    the CPU's bit for bit; kept values are x * keep_scale, dropped x * 0 (NaN stays NaN, as the CPU kernel).
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <type_traits>
 
@@ -32,6 +33,14 @@ __device__ __forceinline__ void load4(const T* p, int64_t i, float (&v)[4]) {
     v[1] = q.y;
     v[2] = q.z;
     v[3] = q.w;
+  } else if constexpr (std::is_same_v<T, __half>) {  // fp16 widens exactly to fp32
+    const uint2 q = *reinterpret_cast<const uint2*>(p + i);
+    const float2 lo = __half22float2(*reinterpret_cast<const __half2*>(&q.x));
+    const float2 hi = __half22float2(*reinterpret_cast<const __half2*>(&q.y));
+    v[0] = lo.x;
+    v[1] = lo.y;
+    v[2] = hi.x;
+    v[3] = hi.y;
   } else {  // bf16 is the high half of an fp32: widening is a shift (exact)
     const uint2 q = *reinterpret_cast<const uint2*>(p + i);
     v[0] = __uint_as_float(q.x << 16);
@@ -45,6 +54,12 @@ template <typename T>
 __device__ __forceinline__ void store4(T* p, int64_t i, const float (&v)[4]) {
   if constexpr (std::is_same_v<T, float>) {
     *reinterpret_cast<float4*>(p + i) = make_float4(v[0], v[1], v[2], v[3]);
+  } else if constexpr (std::is_same_v<T, __half>) {  // each element rounded once, to nearest even (as __float2half_rn)
+    auto bits = [](float f) { return static_cast<uint32_t>(__half_as_ushort(__float2half_rn(f))); };
+    uint2 q;
+    q.x = bits(v[0]) | (bits(v[1]) << 16);
+    q.y = bits(v[2]) | (bits(v[3]) << 16);
+    *reinterpret_cast<uint2*>(p + i) = q;
   } else {
     auto bits = [](float f) { return static_cast<uint32_t>(__bfloat16_as_ushort(__float2bfloat16_rn(f))); };
     uint2 q;
@@ -105,13 +120,15 @@ unsigned blocks_for(int64_t n) {
 template <int kIn, int kOut, typename Fn>
 cudaError_t launch_map(const MapArgs<kIn, kOut>& args, int dtype, int64_t n, Fn fn, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  if (dtype != 0 && dtype != 1) return cudaErrorInvalidValue;
+  if (dtype < 0 || dtype > 2) return cudaErrorInvalidValue;
   const size_t group_bytes = dtype == 0 ? 16 : 8;
   bool vectorized = true;
   for (int k = 0; k < kIn; ++k) vectorized = vectorized && aligned(args.in[k], group_bytes);
   for (int k = 0; k < kOut; ++k) vectorized = vectorized && aligned(args.out[k], group_bytes);
   if (dtype == 0) {
     map_kernel<float><<<blocks_for(n), kThreads, 0, stream>>>(args, n, vectorized, fn);
+  } else if (dtype == 2) {
+    map_kernel<__half><<<blocks_for(n), kThreads, 0, stream>>>(args, n, vectorized, fn);
   } else {
     map_kernel<__nv_bfloat16><<<blocks_for(n), kThreads, 0, stream>>>(args, n, vectorized, fn);
   }
@@ -183,7 +200,7 @@ cudaError_t launch_swiglu_backward(const void* dout, const void* gate, const voi
 cudaError_t launch_dropout(const void* x, void* out, int dtype, int64_t n, uint64_t seed, uint32_t threshold,
                            float keep_scale, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  if (dtype != 0 && dtype != 1) return cudaErrorInvalidValue;
+  if (dtype < 0 || dtype > 2) return cudaErrorInvalidValue;
   const size_t elem = dtype == 0 ? 4 : 2;
   if (threshold == 0 && keep_scale == 1.0f) {  // p = 0: identity, no RNG (as the CPU kernel)
     if (x == out) return cudaSuccess;
@@ -192,6 +209,9 @@ cudaError_t launch_dropout(const void* x, void* out, int dtype, int64_t n, uint6
   const bool vectorized = aligned(x, 4 * elem) && aligned(out, 4 * elem);
   if (dtype == 0) {
     dropout_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const float*>(x), static_cast<float*>(out), n,
+                                                           seed, threshold, keep_scale, vectorized);
+  } else if (dtype == 2) {
+    dropout_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const __half*>(x), static_cast<__half*>(out), n,
                                                            seed, threshold, keep_scale, vectorized);
   } else {
     dropout_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(x),

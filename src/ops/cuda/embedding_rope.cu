@@ -179,6 +179,7 @@ cudaError_t launch_embedding(const void* table, int table_dtype, const int32_t* 
   switch (out_dtype) {
     case 0: return embedding_out<float>(table_dtype, table, ids, out, tokens, vocab, c, stream);
     case 1: return embedding_out<__nv_bfloat16>(table_dtype, table, ids, out, tokens, vocab, c, stream);
+    case 2: return embedding_out<__half>(table_dtype, table, ids, out, tokens, vocab, c, stream);
     default: return cudaErrorInvalidValue;
   }
 }
@@ -195,7 +196,7 @@ cudaError_t launch_embedding_backward(const void* dout, int dtype, const int32_t
                                       int64_t vocab, int64_t c, int64_t padding_id, void* scratch,
                                       size_t scratch_bytes, cudaStream_t stream) {
   if (tokens == 0 || c == 0) return cudaSuccess;
-  if (tokens > 0x7fffffff || (dtype != 0 && dtype != 1)) return cudaErrorInvalidValue;
+  if (tokens > 0x7fffffff || dtype < 0 || dtype > 2) return cudaErrorInvalidValue;
   BackwardScratch s;
   size_t total = 0;
   cudaError_t status = layout_backward_scratch(scratch, tokens, s, total);
@@ -213,6 +214,9 @@ cudaError_t launch_embedding_backward(const void* dout, int dtype, const int32_t
   if (dtype == 0) {
     embedding_backward_kernel<<<static_cast<unsigned>(tokens), threads, 0, stream>>>(
         static_cast<const float*>(dout), s.keys_out, s.values_out, dtable, tokens, vocab, c, padding_id);
+  } else if (dtype == 2) {
+    embedding_backward_kernel<<<static_cast<unsigned>(tokens), threads, 0, stream>>>(
+        static_cast<const __half*>(dout), s.keys_out, s.values_out, dtable, tokens, vocab, c, padding_id);
   } else {
     embedding_backward_kernel<<<static_cast<unsigned>(tokens), threads, 0, stream>>>(
         static_cast<const __nv_bfloat16*>(dout), s.keys_out, s.values_out, dtable, tokens, vocab, c, padding_id);
@@ -232,6 +236,9 @@ cudaError_t launch_rope(void* x, int dtype, const int32_t* positions, int64_t to
   } else if (dtype == 1) {
     rope_kernel<<<static_cast<unsigned>(tokens), threads, 0, stream>>>(static_cast<__nv_bfloat16*>(x), positions,
                                                                        heads, half, params);
+  } else if (dtype == 2) {
+    rope_kernel<<<static_cast<unsigned>(tokens), threads, 0, stream>>>(static_cast<__half*>(x), positions, heads, half,
+                                                                       params);
   } else {
     return cudaErrorInvalidValue;
   }

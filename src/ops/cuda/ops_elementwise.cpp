@@ -304,4 +304,14 @@ float clip_grad_norm(std::span<const Tensor> grads, double max_norm) {
   return total;
 }
 
+void scale_gradients(std::span<const Tensor> grads, float factor) {
+  const std::vector<MultiTensorChunk> chunks = grad_chunks(grads);
+  if (chunks.empty()) return;
+  const int device = grads[0].device().index;
+  const cudaStream_t s = stream(device);
+  ScratchLease lease("scale_gradients", device, chunks.size() * sizeof(MultiTensorChunk));
+  const MultiTensorChunk* device_chunks = upload_chunks("scale_gradients", chunks, lease, s);
+  check_launch("scale_gradients", launch_scale(device_chunks, static_cast<int64_t>(chunks.size()), factor, s));
+}
+
 }  // namespace swift::ops::cuda

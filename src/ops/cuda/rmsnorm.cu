@@ -1,4 +1,4 @@
-// ops/cuda/rmsnorm.cu — RMSNorm forward and backward on CUDA (F32 or BF16 activations; F32/BF16/F16 weight).
+// ops/cuda/rmsnorm.cu — RMSNorm forward and backward on CUDA (F32, BF16 or F16 activations; F32/BF16/F16 weight).
 //
 // Invariants:
 //  - One row per group of kRowThreads threads: a warp per row when C <= 1024 (8 rows per 256-thread block: the
@@ -216,6 +216,7 @@ cudaError_t launch_rmsnorm(const void* x, const void* weight, int weight_dtype, 
   switch (dtype) {
     case 0: return rmsnorm_act<float>(weight_dtype, x, weight, y, rstd, n, c, eps, stream);
     case 1: return rmsnorm_act<__nv_bfloat16>(weight_dtype, x, weight, y, rstd, n, c, eps, stream);
+    case 2: return rmsnorm_act<__half>(weight_dtype, x, weight, y, rstd, n, c, eps, stream);
     default: return cudaErrorInvalidValue;
   }
 }
@@ -237,6 +238,9 @@ cudaError_t launch_rmsnorm_backward(const void* dy, const void* x, const void* w
     case 1:
       return rmsnorm_backward_act<__nv_bfloat16>(dy, x, weight, weight_dtype, rstd, dx, dweight, n, c, accumulate_dx,
                                                  scratch, scratch_bytes, stream);
+    case 2:
+      return rmsnorm_backward_act<__half>(dy, x, weight, weight_dtype, rstd, dx, dweight, n, c, accumulate_dx, scratch,
+                                          scratch_bytes, stream);
     default: return cudaErrorInvalidValue;
   }
 }

@@ -246,4 +246,12 @@ float clip_grad_norm(std::span<const Tensor> grads, double max_norm) {
   return total;
 }
 
+void scale_gradients(std::span<const Tensor> grads, float factor) {
+  detail::require_cpu("scale_gradients", detail::check_grads("scale_gradients", grads, true));
+  for (const Tensor& g : grads) {
+    float* p = g.data<float>();
+    for (int64_t i = 0; i < g.numel(); ++i) p[i] = p[i] * factor;
+  }
+}
+
 }  // namespace swift::ops::ref
