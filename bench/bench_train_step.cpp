@@ -31,6 +31,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "bench/random_weights.h"
 #include "core/error.h"
 #include "core/profile.h"
 #include "core/memory.h"
@@ -57,69 +58,6 @@ double forward_flops_per_token(const io::ModelConfig& c, int64_t seq) {
   const double per_layer = 2 * (C * Hq * D + 2 * C * Hkv * D + Hq * D * C + 3 * C * F);
   const double attention = 2.0 * seq * Hq * D;
   return c.num_hidden_layers * (per_layer + attention) + 2 * C * c.vocab_size;
-}
-
-// Random weights of the architecture, made on `device`: matrices in `matrix_dtype` filled from one random pool
-// (copied with rotating offsets: values only need to be non-degenerate for timing), norms 1, biases small.
-std::map<std::string, Tensor> random_weights(const io::ModelConfig& c, Device device, DType matrix_dtype) {
-  std::mt19937 gen(1234);
-  std::uniform_real_distribution<float> uni(-0.03f, 0.03f);
-  const int64_t pool_n = int64_t{1} << 22;
-  std::vector<float> pool_values(static_cast<size_t>(pool_n));
-  for (float& v : pool_values) v = uni(gen);
-  Tensor pool_f32 = Tensor::from_f32({pool_n}, pool_values);
-  Tensor pool_host = Tensor::empty({pool_n}, matrix_dtype);
-  ops::cast(pool_f32, pool_host);
-  Tensor pool = pool_host.to(device, MemoryCategory::Workspace);
-  int64_t rotate = 0;
-  auto matrix = [&](const Shape& shape) {
-    Tensor t = Tensor::empty(shape, matrix_dtype, device, MemoryCategory::Weights);
-    Tensor flat = t.view({t.numel()});
-    for (int64_t done = 0; done < t.numel();) {
-      const int64_t offset = (rotate = (rotate + 7919) % (pool_n / 2));
-      const int64_t n = std::min(t.numel() - done, pool_n - offset);
-      flat.slice_rows(done, done + n).copy_from(pool.slice_rows(offset, offset + n));
-      done += n;
-    }
-    return t;
-  };
-  auto vector = [&](int64_t n, float value) {
-    return Tensor::from_f32({n}, std::vector<float>(static_cast<size_t>(n), value)).to(device, MemoryCategory::Weights);
-  };
-  const int64_t C = c.hidden_size, F = c.intermediate_size, V = c.vocab_size, D = c.head_dim;
-  const int64_t Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
-  std::map<std::string, Tensor> w;
-  w["model.embed_tokens.weight"] = matrix({V, C});
-  w["model.norm.weight"] = vector(C, 1.0f);
-  if (!c.tie_word_embeddings) w["lm_head.weight"] = matrix({V, C});
-  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-    const std::string p = "model.layers." + std::to_string(i) + ".";
-    w[p + "input_layernorm.weight"] = vector(C, 1.0f);
-    w[p + "post_attention_layernorm.weight"] = vector(C, 1.0f);
-    w[p + "self_attn.q_proj.weight"] = matrix({Hq * D, C});
-    w[p + "self_attn.k_proj.weight"] = matrix({Hkv * D, C});
-    w[p + "self_attn.v_proj.weight"] = matrix({Hkv * D, C});
-    w[p + "self_attn.o_proj.weight"] = matrix({C, Hq * D});
-    if (c.attention_bias) {
-      w[p + "self_attn.q_proj.bias"] = vector(Hq * D, 0.01f);
-      w[p + "self_attn.k_proj.bias"] = vector(Hkv * D, 0.01f);
-      w[p + "self_attn.v_proj.bias"] = vector(Hkv * D, 0.01f);
-    }
-    if (c.attention_output_bias) w[p + "self_attn.o_proj.bias"] = vector(C, 0.01f);
-    if (c.qk_norm) {
-      w[p + "self_attn.q_norm.weight"] = vector(D, 1.0f);
-      w[p + "self_attn.k_norm.weight"] = vector(D, 1.0f);
-    }
-    w[p + "mlp.gate_proj.weight"] = matrix({F, C});
-    w[p + "mlp.up_proj.weight"] = matrix({F, C});
-    w[p + "mlp.down_proj.weight"] = matrix({C, F});
-    if (c.mlp_bias) {
-      w[p + "mlp.gate_proj.bias"] = vector(F, 0.01f);
-      w[p + "mlp.up_proj.bias"] = vector(F, 0.01f);
-      w[p + "mlp.down_proj.bias"] = vector(C, 0.01f);
-    }
-  }
-  return w;
 }
 
 model::MicroBatch random_batch(int64_t vocab, int64_t seq, int64_t batch, uint32_t seed) {
@@ -205,7 +143,7 @@ int main(int argc, char** argv) {
     if (env.distributed()) comm = dist::init_communicator(env, device);
     const DType matrix_dtype = device.is_cuda() ? DType::BF16 : DType::F32;
     io::ModelConfig config = io::load_model_config(config_path);
-    auto lm = model::CausalLM::from_weights(config, random_weights(config, device, matrix_dtype));
+    auto lm = model::CausalLM::from_weights(config, bench::random_weights(config, device, matrix_dtype));
     const model::TunerType type = model::tuner_type_from_string(tuner);
     model::LoraAdapters adapters;
     if (type == model::TunerType::Lora) {

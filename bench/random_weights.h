@@ -1,5 +1,5 @@
 // bench/random_weights.h — random weights of the architecture in a config.json, made directly on the target device,
-// for benchmarks that need the shapes of a model and not its checkpoint (bench_decode).
+// for benchmarks that need the shapes of a model and not its checkpoint (bench_decode, bench_train_step).
 //
 // Invariants: matrices (V, C), (Hq*D, C), ... in `matrix_dtype` are filled by device-to-device copies from one pool of
 // 4M values drawn once on the host (uniform in [-0.03, 0.03): non-degenerate activations, cheap to make even for 7B

@@ -96,9 +96,12 @@ TrainableModel::TrainableModel(CausalLM& model, TunerType type, LoraAdapters lor
   SWIFT_CHECK(type == TunerType::Full || static_cast<int64_t>(lora_.layers.size()) == c.num_hidden_layers,
               "LoRA training needs adapters for all {} layers (create_lora)", c.num_hidden_layers);
   const bool full = type == TunerType::Full;
+  int64_t stage = -1;  // the backward stage that writes the gradients of the parameters added next
   auto add_param = [&](const std::string& name, Tensor& value, Tensor& grad) {
     grad = zeros_like(value, MemoryCategory::Gradients);
     params_.push_back({name, value, grad});
+    grad_handles_.push_back({&grad});
+    first_grad_stage_.push_back(stage);
   };
   // Full: every weight gets an F32 master copy; LoRA: the frozen base weights are used as stored.
   auto weight = [&](const Tensor& base, const std::string& name, Tensor& grad) {
@@ -120,6 +123,7 @@ TrainableModel::TrainableModel(CausalLM& model, TunerType type, LoraAdapters lor
     const LayerWeights& lw = w.layers[static_cast<size_t>(i)];
     Layer& l = layers_[static_cast<size_t>(i)];
     const std::string p = "model.layers." + std::to_string(i) + ".";
+    stage = i;
     l.input_norm = weight(lw.input_norm, p + "input_layernorm.weight", l.grad_input_norm);
     const std::array<std::pair<const Tensor*, const Tensor*>, kLinearKinds> base = {{
         {&lw.q_proj, &lw.q_bias}, {&lw.k_proj, &lw.k_bias}, {&lw.v_proj, &lw.v_bias}, {&lw.o_proj, &lw.o_bias},
@@ -143,6 +147,7 @@ TrainableModel::TrainableModel(CausalLM& model, TunerType type, LoraAdapters lor
     l.k_norm = weight(lw.k_norm, p + "self_attn.k_norm.weight", l.grad_k_norm);
     l.post_norm = weight(lw.post_attention_norm, p + "post_attention_layernorm.weight", l.grad_post_norm);
   }
+  stage = c.num_hidden_layers;  // the head: written by the loss's backward, before any layer's
   final_norm_ = weight(w.final_norm, "model.norm.weight", grad_final_norm_);
   if (!full) {  // the base head (the base embedding when tied), or its modules_to_save copy
     lm_head_ = w.lm_head;
@@ -153,6 +158,11 @@ TrainableModel::TrainableModel(CausalLM& model, TunerType type, LoraAdapters lor
   } else if (tied_) {
     lm_head_ = embed_;
     grad_lm_head_ = grad_embed_;
+    for (size_t i = 0; i < params_.size(); ++i) {  // the embedding's gradient is first written by the head's backward
+      if (grad_handles_[i].front() != &grad_embed_) continue;
+      grad_handles_[i].push_back(&grad_lm_head_);
+      first_grad_stage_[i] = stage;
+    }
   } else {
     lm_head_ = weight(w.lm_head, "lm_head.weight", grad_lm_head_);
   }
@@ -166,7 +176,42 @@ int64_t TrainableModel::trainable_count() const {
 }
 
 void TrainableModel::zero_grad() {
-  for (Parameter& p : params_) p.grad.zero_();
+  for (Parameter& p : params_) {
+    if (p.grad.defined()) p.grad.zero_();  // with a gradient provider, only the ones bound now
+  }
+}
+
+void TrainableModel::set_gradient_provider(std::function<Tensor(size_t)> provider) {
+  SWIFT_CHECK(!provider || parallel_.tp_size() == 1,
+              "gradient storage on demand (ZeRO-2) with tensor parallelism is not supported");
+  gradient_provider_ = std::move(provider);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    bind_gradient(i, gradient_provider_ ? Tensor() : zeros_like(params_[i].value, MemoryCategory::Gradients));
+  }
+}
+
+void TrainableModel::release_gradient(size_t param) {
+  SWIFT_CHECK(param < params_.size(), "release_gradient: parameter {} of {}", param, params_.size());
+  SWIFT_CHECK(gradient_provider_ != nullptr, "release_gradient({}) without a gradient provider", params_[param].name);
+  bind_gradient(param, Tensor());
+}
+
+void TrainableModel::bind_gradient(size_t param, const Tensor& grad) {
+  params_[param].grad = grad;
+  for (Tensor* handle : grad_handles_[param]) *handle = grad;
+}
+
+void TrainableModel::provide_gradients(int64_t stage) {
+  if (!gradient_provider_) return;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (first_grad_stage_[i] != stage || params_[i].grad.defined()) continue;
+    Tensor grad = gradient_provider_(i);
+    SWIFT_CHECK(grad.defined() && grad.dtype() == DType::F32 && grad.shape() == params_[i].value.shape() &&
+                    grad.device() == device_,
+                "gradient provider: the gradient of {} must be F32 of shape {} on {}", params_[i].name,
+                params_[i].value.str(), device_.str());
+    bind_gradient(i, grad);
+  }
 }
 
 std::map<std::string, Tensor> TrainableModel::full_weights() const {
@@ -433,6 +478,7 @@ StepStats TrainableModel::run(const MicroBatch& host_batch, float grad_scale, ui
   Tensor hidden = act({T, C}), rstd = stat({T});
   ops::rmsnorm(x, final_norm_, static_cast<float>(c.rms_norm_eps), hidden, rstd);
   Tensor dhidden = backward ? act({T, C}) : Tensor();
+  if (backward) provide_gradients(L);  // the head's gradients are written by the loss below
   Tensor dhead = backward ? grad_lm_head_ : Tensor();
   const ops::CrossEntropyStats ce = ops::cross_entropy(hidden, lm_head_, local_tokens(b.labels), grad_scale, dhidden, dhead);
   StepStats stats{ce.loss_sum, ce.tokens, ce.correct};
@@ -447,10 +493,12 @@ StepStats TrainableModel::run(const MicroBatch& host_batch, float grad_scale, ui
       Tensor out = act({T, C});
       layer_forward(i, b, inputs[static_cast<size_t>(i)], a, out, seed, training);
     }
+    provide_gradients(i);
     layer_backward(i, b, a, d, seed);
     if (backward_hook_) backward_hook_(i);
     a = Activations{};  // free this block's activations before the next
   }
+  provide_gradients(-1);
   if (grad_embed_.defined()) ops::embedding_backward(d, local_tokens(b.ids), grad_embed_, padding_id_);
   if (backward_hook_) backward_hook_(-1);
   return stats;

@@ -3,8 +3,10 @@
 //
 // Invariants:
 //  - Trainable parameters and their gradients are F32; frozen base weights keep their stored dtype. Gradients
-//    accumulate (+=) across micro-batches until zero_grad(); the loss gradient is scaled by `grad_scale`, so the
-//    trainer passes 1 / (valid tokens of the whole accumulated batch), as transformers >= 4.46 normalises.
+//    accumulate (+=) across micro-batches until zero_grad() (with a gradient provider: from the zeroed storage it
+//    provides until its owner releases it; the model's copies of a gradient handle always equal Parameter::grad);
+//    the loss gradient is scaled by `grad_scale`, so the trainer passes 1 / (valid tokens of the whole accumulated
+//    batch), as transformers >= 4.46 normalises.
 //  - Gradient checkpointing keeps only each block's input; the block is recomputed (same dropout masks: they
 //    are a pure function of the seed) right before its backward. Without it every activation is kept.
 //    set_recompute_layers(n) limits the recompute to the first n blocks (Megatron's "block" method,
@@ -102,6 +104,16 @@ class TrainableModel {
   // Called with i right after layer i's backward (L-1 .. 0), then with -1 after the embedding's: those parameters'
   // gradients are final for this micro-batch (data parallel starts reducing them). Empty: none.
   void set_backward_hook(std::function<void(int64_t layer)> hook) { backward_hook_ = std::move(hook); }
+  // Gradient storage on demand (ZeRO-2's sharded gradients, train/data_parallel.h). With a provider the model keeps
+  // no gradient of its own: set_gradient_provider releases every Parameter::grad, and right before the backward
+  // first writes a parameter's gradient (the head stage before the loss: LM head, final norm and a tied embedding;
+  // layer i before its backward; the embedding before its lookup's backward) an undefined grad is bound to
+  // provider(index), a zeroed F32 tensor of the parameter's shape, in the Parameter and in the model's own handles.
+  // The owner hands a gradient back with release_gradient(index) once it is final (its stage was reported through
+  // the backward hook); the next backward asks for it again. nullptr: every gradient is allocated again (zeros) and
+  // kept. Not with tensor parallelism (its shards rebind gradients themselves).
+  void set_gradient_provider(std::function<Tensor(size_t param)> provider);
+  void release_gradient(size_t param);
   // With gradient checkpointing, recompute only blocks 0 .. n-1 and keep the activations of the others; n < 0
   // (the default): every block recomputes.
   void set_recompute_layers(int64_t n) { recompute_layers_ = n; }
@@ -149,6 +161,9 @@ class TrainableModel {
   void shard_for_tensor_parallel();  // set_parallel with a TP group: parameters -> this rank's shards
   StepStats run(const MicroBatch& batch, float grad_scale, uint64_t dropout_seed, bool checkpoint, bool backward);
   void compute_dora_norms();
+  // Gradient provider: binds the undefined gradients first written at `stage` (layer index, kHead, or -1).
+  void provide_gradients(int64_t stage);
+  void bind_gradient(size_t param, const Tensor& grad);
 
   CausalLM& model_;
   TunerType type_;
@@ -163,6 +178,12 @@ class TrainableModel {
   DType act_dtype_ = DType::F32;            // activation storage dtype (BF16 on CUDA, math in fp32)
   const MicroBatch* host_batch_ = nullptr;  // during run(): the host copy of the batch (rope reads positions)
   std::function<void(int64_t)> backward_hook_;  // set_backward_hook
+  std::function<Tensor(size_t)> gradient_provider_;  // set_gradient_provider
+  // Per parameter: the model's own copies of its gradient handle (grad_w, grad_a, grad_embed_, a tied
+  // grad_lm_head_, ...), which follow Parameter::grad, and the backward stage that writes it first (layer index,
+  // num_hidden_layers for the head, -1 for the embedding).
+  std::vector<std::vector<Tensor*>> grad_handles_;
+  std::vector<int64_t> first_grad_stage_;
   int64_t recompute_layers_ = -1;               // set_recompute_layers
   ParallelGroups parallel_;                 // sequence / tensor parallel groups (none by default)
 };

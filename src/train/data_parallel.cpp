@@ -11,6 +11,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "ops/ops.h"
 
 namespace swift::train {
 
@@ -114,6 +115,51 @@ GradientReducer::~GradientReducer() {
     } catch (const std::exception&) {  // the group is aborted; whoever destroys us is already unwinding an error
     }
   }
+  if (model_ != nullptr) {  // the model keeps its own gradients again
+    model_->set_backward_hook(nullptr);
+    try {
+      model_->set_gradient_provider(nullptr);
+    } catch (const std::exception&) {  // out of memory while unwinding: the model is left without gradients
+    }
+  }
+}
+
+void GradientReducer::shard_gradient_storage(model::TrainableModel& model) {
+  SWIFT_CHECK(how_ == GradientReduction::ReduceScatter, "sharded gradient storage needs the reduce-scatter (ZeRO-2)");
+  SWIFT_CHECK(&model.parameters() == &params_, "sharded gradient storage: the reducer was built on other parameters");
+  SWIFT_CHECK(model_ == nullptr, "sharded gradient storage: already set");
+  int64_t total = 0;
+  last_bucket_.assign(params_.size(), 0);
+  for (size_t b = 0; b < layout_.buckets.size(); ++b) {
+    shard_offset_.push_back(total);
+    total += layout_.buckets[b].piece;
+    for (const GradientBuckets::Span& s : layout_.buckets[b].spans) last_bucket_[s.param] = b;
+  }
+  shard_ = Tensor::zeros({std::max<int64_t>(1, total)}, DType::F32, comm_.device(), MemoryCategory::Gradients);
+  shard_written_.assign(layout_.buckets.size(), 0);
+  model_ = &model;
+  const Device device = comm_.device();
+  model.set_gradient_provider([this, device](size_t param) {
+    return Tensor::zeros(params_[param].value.shape(), DType::F32, device, MemoryCategory::Gradients);
+  });
+  model.set_backward_hook([this](int64_t stage) { on_backward_stage(stage); });
+}
+
+std::vector<Tensor> GradientReducer::shard_gradients_as_full() const {
+  SWIFT_CHECK(model_ != nullptr, "shard_gradients_as_full: the gradients are not sharded");
+  std::vector<Tensor> full;
+  for (const model::Parameter& p : params_) full.push_back(Tensor::zeros(p.value.shape(), DType::F32, comm_.device()));
+  for (size_t b = 0; b < layout_.buckets.size(); ++b) {
+    const GradientBuckets::Bucket& bucket = layout_.buckets[b];
+    const int64_t lo = std::min(bucket.numel, comm_.rank() * bucket.piece), hi = std::min(bucket.numel, lo + bucket.piece);
+    for (const GradientBuckets::Span& s : bucket.spans) {
+      const int64_t a = std::max(lo, s.offset_in_bucket), e = std::min(hi, s.offset_in_bucket + s.numel);
+      if (a >= e) continue;
+      const int64_t in_param = s.offset_in_param + (a - s.offset_in_bucket), in_shard = shard_offset_[b] + (a - lo);
+      flat(full[s.param]).slice_rows(in_param, in_param + (e - a)).copy_from(shard_.slice_rows(in_shard, in_shard + (e - a)));
+    }
+  }
+  return full;
 }
 
 void GradientReducer::expect_last_backward() {
@@ -123,6 +169,7 @@ void GradientReducer::expect_last_backward() {
 }
 
 void GradientReducer::on_backward_stage(int64_t stage) {
+  if (model_ != nullptr) return on_sharded_backward_stage(stage);
   if (!armed_) return;
   while (next_bucket_ < layout_.buckets.size() && stage <= layout_.buckets[next_bucket_].ready_stage) {
     start_bucket(next_bucket_++);
@@ -130,7 +177,31 @@ void GradientReducer::on_backward_stage(int64_t stage) {
   }
 }
 
+// Sharded storage: every backward reduces every bucket; its last report (-1, the embedding) starts what is left.
+void GradientReducer::on_sharded_backward_stage(int64_t stage) {
+  while (next_bucket_ < layout_.buckets.size() && stage <= layout_.buckets[next_bucket_].ready_stage) {
+    start_bucket(next_bucket_++);
+    ++started_during_backward_;
+  }
+  if (stage != -1) return;
+  SWIFT_CHECK(next_bucket_ == layout_.buckets.size(), "sharded gradients: {} of {} buckets started by the backward's end",
+              next_bucket_, layout_.buckets.size());
+  next_bucket_ = 0;
+}
+
 void GradientReducer::finish() {
+  if (model_ != nullptr) {  // every backward reduced its buckets: wait for the last ones; an unreached piece is zero
+    SWIFT_CHECK(next_bucket_ == 0, "sharded gradients: finish() inside a backward");
+    const size_t first = in_flight_[0].handle && in_flight_[1].handle && in_flight_[1].bucket < in_flight_[0].bucket;
+    complete(in_flight_[first]);
+    complete(in_flight_[1 - first]);
+    for (size_t b = 0; b < layout_.buckets.size(); ++b) {
+      if (!shard_written_[b]) shard_.slice_rows(shard_offset_[b], shard_offset_[b] + layout_.buckets[b].piece).zero_();
+      shard_written_[b] = 0;
+    }
+    armed_ = false;
+    return;
+  }
   if (!armed_) {
     next_bucket_ = 0;
     started_during_backward_ = 0;
@@ -153,6 +224,11 @@ void GradientReducer::start_bucket(size_t b) {
     buffer.slice_rows(s.offset_in_bucket, s.offset_in_bucket + s.numel)
         .copy_from(flat(params_[s.param].grad).slice_rows(s.offset_in_param, s.offset_in_param + s.numel));
   }
+  if (model_ != nullptr) {  // packed: the gradients whose last span this is go back to the provider
+    for (const GradientBuckets::Span& s : bucket.spans) {
+      if (last_bucket_[s.param] == b) model_->release_gradient(s.param);
+    }
+  }
   slot.bucket = b;
   if (how_ == GradientReduction::AllReduce) {
     Tensor data = buffer.slice_rows(0, bucket.numel);
@@ -171,6 +247,18 @@ void GradientReducer::complete(InFlight& slot) {
   handle->wait();
   const GradientBuckets::Bucket& bucket = layout_.buckets[slot.bucket];
   const Tensor buffer = staging_[slot.bucket % 2];
+  if (model_ != nullptr) {  // this rank's piece (padding included: zero) into the shard accumulator
+    const int64_t off = shard_offset_[slot.bucket], r = comm_.rank();
+    Tensor dst = shard_.slice_rows(off, off + bucket.piece);
+    const Tensor own = buffer.slice_rows(r * bucket.piece, (r + 1) * bucket.piece);
+    if (shard_written_[slot.bucket]) {
+      ops::add(dst, own, dst);
+    } else {
+      dst.copy_from(own);
+    }
+    shard_written_[slot.bucket] = 1;
+    return;
+  }
   // AllReduce: every element; ReduceScatter: the elements of this rank's piece.
   int64_t lo = 0, hi = bucket.numel;
   if (how_ == GradientReduction::ReduceScatter) {

@@ -20,6 +20,16 @@
 //    alternate (one reducing while the next is packed; more would only queue behind it on the one communication
 //    stream or thread), and a slot is written back before it is reused.
 //  - Staging memory: two slots of at most bucket_bytes + 4 (W - 1) bytes, on the communicator's device.
+//  - Sharded gradient storage (shard_gradient_storage, ZeRO-2 as DeepSpeed does it): the model keeps no gradients;
+//    it asks the reducer for each parameter's (zeroed) gradient right before its backward writes it. Every
+//    micro-batch's backward then reduce-scatters each bucket once it is final (whether or not armed), packing it into
+//    a staging slot, which releases the parameters whose last span it holds; the reduced piece of this rank is added
+//    (copied, for the first micro-batch of the step) into the shard accumulator shard_gradients(): this rank's pieces
+//    end to end, bucket after bucket, the layout of ShardedAdamW's moments (train/zero.h). Persistent gradient memory
+//    per rank: the shard S <= N / W + buckets elements, plus the two slots; during a backward, the gradients of the
+//    parameters not yet packed (about one layer and the buckets that wait for it; a tied embedding's from the head to
+//    the end). The sums are per micro-batch and then across micro-batches, not across micro-batches and then ranks:
+//    with accumulation, fp32 rounding differs from the other modes.
 //  - sum_across_ranks() gathers the values of every rank (all_gather of their 8-byte patterns) and adds them in
 //    double in rank order on every rank: exact for counts, identical on every rank, no fp32 rounding.
 //  - A solo communicator (world size 1) makes every call the identity.
@@ -81,6 +91,18 @@ class GradientReducer {
   void finish();
   // Everything after the backward, without overlap (finish() with nothing armed).
   void reduce() { finish(); }
+  // ZeRO-2's gradient storage (ReduceScatter only; see the head comment): installs the model's gradient provider and
+  // backward hook (the reducer must outlive them: its destructor removes both). The model's gradients are those of
+  // `params` (model.parameters()). Every rank calls it before its first backward.
+  void shard_gradient_storage(model::TrainableModel& model);
+  bool shards_gradient_storage() const { return model_ != nullptr; }
+  // With sharded storage: after finish(), the step's reduced gradients of this rank's pieces, (S) F32, bucket b's
+  // piece at shard_offset(b) (elements past a bucket's end stay zero). Undefined without.
+  const Tensor& shard_gradients() const { return shard_; }
+  int64_t shard_offset(size_t bucket) const { return shard_offset_[bucket]; }
+  // Full-size copies of the parameters' gradients holding this rank's reduced pieces (zeros elsewhere), for
+  // inspection (the trainer's on_gradients callback); sharded storage only.
+  std::vector<Tensor> shard_gradients_as_full() const;
 
   const GradientBuckets& layout() const { return layout_; }
   dist::Communicator& comm() { return comm_; }
@@ -100,6 +122,7 @@ class GradientReducer {
   };
   void start_bucket(size_t b);
   void complete(InFlight& slot);  // waits for the slot's collective and writes its result back
+  void on_sharded_backward_stage(int64_t stage);
 
   dist::Communicator& comm_;
   std::vector<model::Parameter>& params_;
@@ -110,6 +133,12 @@ class GradientReducer {
   size_t next_bucket_ = 0;
   bool armed_ = false;
   int64_t started_during_backward_ = 0;
+  // Sharded gradient storage (null model_: off).
+  model::TrainableModel* model_ = nullptr;
+  Tensor shard_;                         // (S) F32: this rank's reduced pieces, accumulated over the step
+  std::vector<int64_t> shard_offset_;    // per bucket: where its piece lies in shard_
+  std::vector<uint8_t> shard_written_;   // per bucket: its piece received a micro-batch's sum this step
+  std::vector<size_t> last_bucket_;      // per parameter: the bucket holding its last span
 };
 
 // Element-wise sum of `values` over all ranks, in double (every rank passes the same number of values).

@@ -172,7 +172,9 @@ TrainResult Trainer::train_loop() {
     model::TrainableModel& model;
     ~HookGuard() { model.set_backward_hook(nullptr); }
   } hook_guard{model_};
-  if (reducer && c.overlap_reduction) {
+  if (zero2) {  // DeepSpeed's ZeRO-2: no full gradients; every micro-batch reduce-scatters into this rank's shard
+    reducer->shard_gradient_storage(model_);
+  } else if (reducer && c.overlap_reduction) {
     model_.set_backward_hook([r = reducer.get()](int64_t stage) { r->on_backward_stage(stage); });
   }
   const LrSchedule schedule(c.schedule, c.learning_rate, max_steps_,
@@ -299,11 +301,22 @@ TrainResult Trainer::train_loop() {
       interrupted = sum[4] > 0;
     }
     const double loss = n > 0 ? step_stats.loss_sum / static_cast<double>(n) : 0.0;
-    if (c.on_gradients) c.on_gradients(step + 1, params);
+    if (c.on_gradients && zero2) {  // the model holds no gradients: this rank's pieces, in full-size copies
+      std::vector<model::Parameter> shown = params;
+      const std::vector<Tensor> grads = reducer->shard_gradients_as_full();
+      for (size_t i = 0; i < shown.size(); ++i) shown[i].grad = grads[i];
+      c.on_gradients(step + 1, shown);
+    } else if (c.on_gradients) {
+      c.on_gradients(step + 1, params);
+    }
     if (scaler) {  // GradScaler.unscale_: every rank holds the same reduced gradients (ZeRO-2: its pieces among them)
       std::vector<Tensor> grads;
       grads.reserve(params.size());
-      for (const model::Parameter& p : params) grads.push_back(p.grad);
+      if (zero2) {
+        grads.push_back(reducer->shard_gradients());
+      } else {
+        for (const model::Parameter& p : params) grads.push_back(p.grad);
+      }
       ops::scale_gradients(grads, scaler->inverse_scale());
     }
     const float grad_norm =

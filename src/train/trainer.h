@@ -125,7 +125,9 @@ struct TrainerConfig {
   // micro-batches, the global token count and loss.
   std::function<void(int64_t step, const std::vector<data::Batch>& micro, int64_t target_tokens, double loss)> on_step;
   // Called with the 1-based step after its backward (and gradient reduction), before unscaling and clipping: the
-  // gradients are still multiplied by the loss scale (tests inject an overflow here).
+  // gradients are still multiplied by the loss scale (tests inject an overflow here). With --deepspeed zero2 the
+  // model holds no gradients: `params` is a copy whose grads hold this rank's reduced pieces (zeros elsewhere), and
+  // writing to them changes nothing.
   std::function<void(int64_t step, std::vector<model::Parameter>& params)> on_gradients;
 };
 

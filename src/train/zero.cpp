@@ -26,7 +26,7 @@ ShardedAdamW::ShardedAdamW(GradientReducer& reducer, const ops::AdamWConfig& con
   SWIFT_CHECK(config.eps > 0, "--adam_epsilon must be positive, got {}", config.eps);
   SWIFT_CHECK(config.weight_decay >= 0, "--weight_decay must be >= 0, got {}", config.weight_decay);
   for (const model::Parameter& p : params_) {
-    SWIFT_CHECK(p.value.dtype() == DType::F32 && p.grad.dtype() == DType::F32,
+    SWIFT_CHECK(p.value.dtype() == DType::F32 && (!p.grad.defined() || p.grad.dtype() == DType::F32),
                 "ZeRO: parameter {} must be F32 with an F32 gradient", p.name);
     decay_.push_back(weight_decay_applies(p.name) ? 1 : 0);
   }
@@ -51,13 +51,19 @@ Tensor ShardedAdamW::piece_of(const Tensor& param_tensor, const Piece& p) const 
   return flat(param_tensor).slice_rows(p.offset_in_param, p.offset_in_param + p.numel);
 }
 
+Tensor ShardedAdamW::gradient_of(const Piece& p) const {
+  const Tensor& shard = reducer_.shard_gradients();
+  if (shard.defined()) return shard.slice_rows(p.offset_in_state, p.offset_in_state + p.numel);  // same layout
+  return piece_of(params_[p.param].grad, p);
+}
+
 void ShardedAdamW::step(double lr) {
   SWIFT_CHECK(reducer_.idle(), "ZeRO: step() while gradient reductions are still in flight (call finish() first)");
   ++steps_;
   std::vector<ops::AdamWTensor> with_decay, without_decay;
   for (const Piece& p : pieces_) {
     const model::Parameter& param = params_[p.param];
-    ops::AdamWTensor t{piece_of(param.value, p), piece_of(param.grad, p),
+    ops::AdamWTensor t{piece_of(param.value, p), gradient_of(p),
                        exp_avg_.slice_rows(p.offset_in_state, p.offset_in_state + p.numel),
                        exp_avg_sq_.slice_rows(p.offset_in_state, p.offset_in_state + p.numel)};
     (decay_[p.param] ? with_decay : without_decay).push_back(t);
@@ -115,7 +121,7 @@ void ShardedAdamW::all_gather_parameters() {
 float ShardedAdamW::clip_shard_gradients(double max_norm) {
   std::vector<Tensor> grads;
   grads.reserve(pieces_.size());
-  for (const Piece& p : pieces_) grads.push_back(piece_of(params_[p.param].grad, p));
+  for (const Piece& p : pieces_) grads.push_back(gradient_of(p));
   const double local = grads.empty() ? 0.0 : static_cast<double>(ops::grad_norm(grads));
   const double squares = comm_.world_size() > 1 ? sum_across_ranks(comm_, {local * local})[0] : local * local;
   const float total = static_cast<float>(std::sqrt(squares));

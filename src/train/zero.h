@@ -10,13 +10,13 @@
 // Memory per rank (N trainable F32 elements, W ranks, B = bucket elements):
 //   plain data parallel: gradients N (reduced in place) + AdamW 2N + staging 2B.
 //   ZeRO-1: gradients N (all-reduced, every element) + AdamW 2S + staging 2B.
-//   ZeRO-2: gradients N + AdamW 2S + staging 2B; the reduced gradient exists only for this rank's pieces, written
-//     over the rank's own gradient elements there (no extra buffer); the other elements keep this rank's local,
-//     unreduced sums and are never read. The N gradient floats stay allocated: they are the backward's
-//     accumulation buffers, owned by TrainableModel; freeing them bucket by bucket as DeepSpeed does needs the model
-//     to take its gradient storage from the reducer (not done). What ZeRO-2 saves here over ZeRO-1 is traffic:
-//     reduce-scatter + all_gather of the parameters move 2N (W-1)/W elements per rank and step, as a plain
-//     all-reduce does, where ZeRO-1's all-reduce + all_gather move 3N (W-1)/W.
+//   ZeRO-2 (the trainer's, with the reducer's sharded gradient storage): gradients S (the shard accumulator) + the
+//     gradients of the parameters whose buckets are not yet packed during a backward (about a layer) + AdamW 2S +
+//     staging 2B, as DeepSpeed's ZeRO-2: the model keeps no full gradient; each micro-batch's backward
+//     reduce-scatters every bucket and adds this rank's piece into the accumulator. Traffic: W-1/W of N per
+//     micro-batch for the reduce-scatter, plus the parameters' all_gather per step.
+//   ZeRO-2 on a reducer without sharded storage (tests): gradients N, the reduced sums written over this rank's own
+//     pieces of them; the other elements keep local sums and are never read.
 //
 // Invariants:
 //  - AdamW is element-wise, so the updated parameters are bit-identical to the unsharded AdamW on the same
@@ -65,6 +65,8 @@ class ShardedAdamW {
     int64_t offset_in_param, offset_in_state, numel;
   };
   Tensor piece_of(const Tensor& param_tensor, const Piece& p) const;
+  // The reduced gradient of a piece: in the reducer's shard accumulator (sharded storage) or in the parameter's.
+  Tensor gradient_of(const Piece& p) const;
   void all_gather_parameters();
 
   GradientReducer& reducer_;

@@ -133,6 +133,13 @@ inline model::MicroBatch random_micro_batch(const std::vector<int32_t>& lengths,
   return b;
 }
 
+// The micro-batch's target tokens (labels != -100): the loss normaliser of a one-process run.
+inline int64_t target_tokens(const model::MicroBatch& b) {
+  int64_t n = 0;
+  for (int64_t t = 0; t < b.labels.numel(); ++t) n += b.labels.data<int32_t>()[t] != -100 ? 1 : 0;
+  return n;
+}
+
 // LoRA adapters with random A and B (init_weights false), so every LoRA gradient is non-zero from the first step.
 inline model::LoraAdapters random_lora(const io::ModelConfig& c, uint64_t seed = 3) {
   model::LoraSettings s;

@@ -52,12 +52,6 @@ using test::run_rank;
 using test::run_world;
 using test::TinyModelSpec;
 
-int64_t target_tokens(const model::MicroBatch& b) {
-  int64_t n = 0;
-  for (int64_t t = 0; t < b.labels.numel(); ++t) n += b.labels.data<int32_t>()[t] != -100 ? 1 : 0;
-  return n;
-}
-
 struct Case {
   std::string name;
   TinyModelSpec spec;
@@ -81,7 +75,7 @@ Gradients forward_backward(const Case& k, const model::MicroBatch& batch, dist::
   model::TrainableModel tm(*lm, k.tuner, std::move(lora));
   if (sp != nullptr) tm.set_parallel({sp, nullptr});
   const model::StepStats s =
-      tm.forward_backward(batch, 1.0f / static_cast<float>(target_tokens(batch)), 5, k.checkpointing);
+      tm.forward_backward(batch, 1.0f / static_cast<float>(test::target_tokens(batch)), 5, k.checkpointing);
   Gradients g = test::collect_gradients(tm, s);
   if (sp == nullptr) return g;
   // The group's sums: statistics in double, gradients by all-reduce (what the trainer's reducer does).

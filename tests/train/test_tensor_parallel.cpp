@@ -47,12 +47,6 @@ TinyModelSpec spec_of(const std::string& type, int64_t heads, int64_t kv, int64_
   return s;
 }
 
-int64_t target_tokens(const model::MicroBatch& b) {
-  int64_t n = 0;
-  for (int64_t t = 0; t < b.labels.numel(); ++t) n += b.labels.data<int32_t>()[t] != -100 ? 1 : 0;
-  return n;
-}
-
 struct Case {
   std::string name;
   TinyModelSpec spec;
@@ -81,7 +75,7 @@ Gradients forward_backward(const Case& k, const model::MicroBatch& batch, dist::
     tm.set_parallel(parallel->groups());
   }
   const model::StepStats s =
-      tm.forward_backward(batch, 1.0f / static_cast<float>(target_tokens(batch)), 5, true);
+      tm.forward_backward(batch, 1.0f / static_cast<float>(test::target_tokens(batch)), 5, true);
   if (world == nullptr) return test::collect_gradients(tm, s);
   const model::ParallelGroups g = parallel->groups();
   tm.reduce_tensor_parallel_gradients();

@@ -2,6 +2,8 @@
 // directory holds logging.jsonl, curves and checkpoints (a LoRA checkpoint is a PEFT adapter), save_total_limit
 // prunes, and resuming from checkpoint-N gives bit-identical losses to the run that never stopped (CPU),
 // for LoRA with dropout and for full fine-tuning, with gradient accumulation and packing.
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -102,7 +104,8 @@ class TrainerResume : public ::testing::TestWithParam<std::tuple<model::TunerTyp
 TEST_P(TrainerResume, LossFallsAndResumeIsBitIdentical) {
   const auto [tuner, packing] = GetParam();
   const fs::path root = fs::path(testing::TempDir()) /
-                        ("swift_trainer_" + std::to_string(static_cast<int>(tuner)) + (packing ? "_packed" : ""));
+                        ("swift_trainer_" + std::to_string(static_cast<int>(tuner)) + (packing ? "_packed_" : "_") +
+                         std::to_string(::getpid()));  // per process: concurrent runs of this test never share it
   fs::remove_all(root);
   const RunOutput full = run(tuner, (root / "a").string(), 9, "", packing);
   ASSERT_EQ(full.losses.size(), 9u);
