@@ -310,6 +310,10 @@ void add_training_options(std::vector<OptionSpec>& t) {
                .default_value = "true", .help = "Shuffle batches (besides --dataset_shuffle)."});
   t.push_back({.name = "group_by_length", .type = boolean, .group = G::training, .commands = c,
                .default_value = "false", .help = "Batch samples of similar length together."});
+  t.push_back({.name = "ddp_bucket_cap_mb", .type = integer, .group = G::training, .commands = c,
+               .default_value = "25",
+               .help = "Data parallel: MiB of gradients per reduction bucket (each bucket's collective starts as soon "
+                       "as its gradients are final in the backward)."});
   t.push_back({.name = "ddp_find_unused_parameters", .type = boolean, .group = G::training, .commands = c,
                .help = "Accepted for compatibility (gradient reduction knows its parameters)."});
   t.push_back({.name = "neftune_noise_alpha", .type = number, .group = G::training, .commands = c,

@@ -278,6 +278,12 @@ int run_training(Command command, const Args& raw) {
   tc.comm = comm.get();
   tc.parallel = parallel.get();
   tc.zero_stage = zero_stage;
+  if (args.has("ddp_bucket_cap_mb") && !args.is_none("ddp_bucket_cap_mb")) {
+    const int64_t mb = args.get_int("ddp_bucket_cap_mb");
+    SWIFT_CHECK(mb > 0 && mb <= 4096, "--ddp_bucket_cap_mb {}: give the MiB per gradient bucket, 1 to 4096 (default 25)",
+                mb);
+    tc.reduce_bucket_bytes = mb << 20;
+  }
   train::Trainer trainer(tc, trainable, *loader, prepared.val);
   if (comm) {
     std::fprintf(stderr, "data parallel: %d ranks, global batch %lld = %lld per device x %lld accumulation x %d%s\n",

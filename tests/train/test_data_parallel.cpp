@@ -881,6 +881,28 @@ TEST(DataParallel, CliRejectsZero3AndOffload) {
     EXPECT_NE(file_bytes(root / "log").find(expected), std::string::npos) << value << ":\n" << file_bytes(root / "log");
   }
 }
+
+// --ddp_bucket_cap_mb sizes the reduction buckets; out of range it is refused naming the argument. A 1 MiB bucket
+// cap trains as the default does (the tiny model's gradients fit one bucket either way: the losses are equal).
+TEST(DataParallel, CliBucketCap) {
+  const fs::path root = fresh_dir("cli_bucket");
+  const std::string tiny = std::string(SWIFT_FIXTURES_DIR) + "/tiny_chat";
+  const std::string base = "NPROC_PER_NODE=2 SWIFT_DIST_LOG_DIR=" + (root / "ranks").string() + " " + SWIFT_EXE +
+                           " sft --model " + tiny + " --dataset " + tiny + "/chat.jsonl --max_steps 2 --logging_steps 1"
+                           " --lora_dropout 0 --split_dataset_ratio 0 --save_steps 100";
+  const std::string bad = base + " --ddp_bucket_cap_mb 0 --output_dir " + (root / "bad").string() + " > " +
+                          (root / "bad.log").string() + " 2>&1";
+  EXPECT_NE(std::system(bad.c_str()), 0);
+  EXPECT_NE(file_bytes(root / "bad.log").find("--ddp_bucket_cap_mb 0: give the MiB per gradient bucket"),
+            std::string::npos)
+      << file_bytes(root / "bad.log");
+  for (const std::string cap : {"25", "1"}) {
+    const std::string cmd = base + " --ddp_bucket_cap_mb " + cap + " --output_dir " + (root / cap).string() + " > " +
+                            (root / (cap + ".log")).string() + " 2>&1";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << file_bytes(root / (cap + ".log"));
+  }
+  EXPECT_EQ(logged_losses(only_run_dir(root / "25")), logged_losses(only_run_dir(root / "1")));
+}
 #endif
 
 }  // namespace
