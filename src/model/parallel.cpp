@@ -103,6 +103,38 @@ void scatter_heads(dist::Communicator& sp, const Tensor& x, int64_t heads, Tenso
   sp.all_to_all(packed, y);
 }
 
+int64_t sequence_parallel_kv_heads(int64_t heads, int64_t P) {
+  if (heads % P == 0) return heads;
+  SWIFT_CHECK(P % heads == 0,
+              "--sequence_parallel_size {}: the model has {} key/value heads; Ulysses splits them over the group or "
+              "repeats them, which needs one to divide the other",
+              P, heads);
+  return P;
+}
+
+void repeat_heads(const Tensor& x, int64_t heads, int64_t repeats, Tensor& y) {
+  const int64_t T = x.size(0), D = x.size(1) / heads;
+  SWIFT_CHECK(y.size(0) == T && y.size(1) == heads * repeats * D, "repeat_heads: {} -> {} for {} heads x {}", x.str(),
+              y.str(), heads, repeats);
+  // (R, T*H, D) holds R copies of x; swapped to (T*H, R, D) it is y.
+  Tensor copies = Tensor::empty({repeats, T * heads, D}, x.dtype(), x.device(), MemoryCategory::Activations);
+  const Tensor rows = x.view({T * heads, D});
+  for (int64_t j = 0; j < repeats; ++j) copies.slice_rows(j, j + 1).view({T * heads, D}).copy_from(rows);
+  Tensor y_view = y.view({T * heads, repeats, D});
+  ops::swap_outer_axes(copies, y_view);
+}
+
+void sum_repeated_heads(const Tensor& y, int64_t heads, int64_t repeats, Tensor& x) {
+  const int64_t T = x.size(0), D = x.size(1) / heads;
+  SWIFT_CHECK(y.size(0) == T && y.size(1) == heads * repeats * D, "sum_repeated_heads: {} -> {} for {} heads x {}",
+              y.str(), x.str(), heads, repeats);
+  Tensor copies = Tensor::empty({repeats, T * heads, D}, y.dtype(), y.device(), MemoryCategory::Activations);
+  ops::swap_outer_axes(y.view({T * heads, repeats, D}), copies);
+  Tensor sum = x.view({T * heads, D});
+  sum.copy_from(copies.slice_rows(0, 1).view({T * heads, D}));
+  for (int64_t j = 1; j < repeats; ++j) ops::add(sum, copies.slice_rows(j, j + 1).view({T * heads, D}), sum);
+}
+
 void gather_heads(dist::Communicator& sp, const Tensor& x, int64_t heads, Tensor& y) {
   check_exchange("gather_heads", sp, y, x, heads);
   const int64_t P = sp.world_size(), Ts = y.size(0), chunk = y.size(1) / P;

@@ -73,4 +73,12 @@ MicroBatch pad_for_sequence_parallel(const MicroBatch& batch, int64_t sp_size, i
 void scatter_heads(dist::Communicator& sp, const Tensor& x, int64_t heads, Tensor& y);
 void gather_heads(dist::Communicator& sp, const Tensor& x, int64_t heads, Tensor& y);
 
+// Key/value heads the SP exchange splits: `heads` when P divides it; else P (each rank gets one copy of the key/value
+// head its query heads use, as ms-swift repeats them) when `heads` divides P; otherwise an error naming both.
+int64_t sequence_parallel_kv_heads(int64_t heads, int64_t P);
+// repeat_heads: x (T, H*D) -> y (T, H*R*D), head h*R + j of y = head h of x (j < R).
+// sum_repeated_heads: the adjoint: y (T, H*R*D) -> x (T, H*D), head h of x = the sum over j in order of y's h*R + j.
+void repeat_heads(const Tensor& x, int64_t heads, int64_t repeats, Tensor& y);
+void sum_repeated_heads(const Tensor& y, int64_t heads, int64_t repeats, Tensor& x);
+
 }  // namespace swift::model

@@ -9,7 +9,8 @@
 // Sequence parallel (P ranks): T is this rank's share of the padded batch; q, k, v are exchanged right after their
 // projections (scatter_heads: all Ta = P*T tokens, H/P heads), so qk-norm, rope and attention run on whole sequences
 // with global positions; the attention output goes back (gather_heads) before o_proj. The backward exchanges the
-// gradients the other way round at the same two places.
+// gradients the other way round at the same two places. With fewer key/value heads than ranks each is repeated
+// (repeat_heads) so every rank gets the one its query heads use; the repeats' gradients are summed on the way back.
 // Tensor parallel (N ranks): the linears hold this rank's shards (model/parallel.h), so q/k/v carry Hq/N and Hkv/N
 // heads and gate/up F/N units; o_proj's and down_proj's outputs are partial sums, all-reduced before the residual
 // add; in the backward the input gradients of q/k/v and of gate/up are partial sums, all-reduced before the norms'
@@ -286,7 +287,10 @@ void TrainableModel::layer_forward(int64_t i, const MicroBatch& b, const Tensor&
   dist::Communicator* tp = parallel_.tp_size() > 1 ? parallel_.tensor : nullptr;
   const int64_t Hq_r = Hq / parallel_.tp_size(), Hkv_r = Hkv / parallel_.tp_size(), F_r = F / parallel_.tp_size();
   dist::Communicator* sp = parallel_.sp_size() > 1 ? parallel_.sequence : nullptr;
-  const int64_t Ta = T * parallel_.sp_size(), hq = Hq_r / parallel_.sp_size(), hkv = Hkv_r / parallel_.sp_size();
+  // SP with fewer key/value heads than ranks: each is repeated kv_repeat times before the exchange (one per rank).
+  const int64_t Hkv_x = sp != nullptr ? sequence_parallel_kv_heads(Hkv_r, parallel_.sp_size()) : Hkv_r;
+  const int64_t kv_repeat = Hkv_x / Hkv_r;
+  const int64_t Ta = T * parallel_.sp_size(), hq = Hq_r / parallel_.sp_size(), hkv = Hkv_x / parallel_.sp_size();
   a.x_in = x_in;
   a.h1 = act({T, C});
   a.rstd1 = stat({T});
@@ -303,8 +307,15 @@ void TrainableModel::layer_forward(int64_t i, const MicroBatch& b, const Tensor&
     a.k = act({Ta, hkv * D});
     a.v = act({Ta, hkv * D});
     scatter_heads(*sp, q, Hq_r, a.q);
-    scatter_heads(*sp, k, Hkv_r, a.k);
-    scatter_heads(*sp, v, Hkv_r, a.v);
+    if (kv_repeat > 1) {
+      Tensor k_rep = act({T, Hkv_x * D}), v_rep = act({T, Hkv_x * D});
+      repeat_heads(k, Hkv_r, kv_repeat, k_rep);
+      repeat_heads(v, Hkv_r, kv_repeat, v_rep);
+      k = k_rep;
+      v = v_rep;
+    }
+    scatter_heads(*sp, k, Hkv_x, a.k);
+    scatter_heads(*sp, v, Hkv_x, a.v);
   }
   if (c.qk_norm) {
     a.q3 = act({Ta, hq, D});
@@ -393,7 +404,9 @@ void TrainableModel::layer_backward(int64_t i, const MicroBatch& b, Activations&
   ops::rmsnorm_backward(d_h, a.x_mid, l.post_norm, a.rstd2, d, l.grad_post_norm, /*accumulate_dx=*/true);
   // Attention block: d is now the gradient of x_mid, and the residual gradient of x_in.
   dist::Communicator* sp = parallel_.sp_size() > 1 ? parallel_.sequence : nullptr;
-  const int64_t Ta = T * parallel_.sp_size(), hq = Hq_r / parallel_.sp_size(), hkv = Hkv_r / parallel_.sp_size();
+  const int64_t Hkv_x = sp != nullptr ? sequence_parallel_kv_heads(Hkv_r, parallel_.sp_size()) : Hkv_r;
+  const int64_t kv_repeat = Hkv_x / Hkv_r;  // see layer_forward
+  const int64_t Ta = T * parallel_.sp_size(), hq = Hq_r / parallel_.sp_size(), hkv = Hkv_x / parallel_.sp_size();
   Tensor d_attn = act({T, Hq_r * D});
   lin_back(LinearKind::O, d, a.attn.view({T, Hq_r * D}), d_attn, false);
   Tensor d_heads = d_attn;  // the gradient of attention's output, in its layout (Ta, hq * D)
@@ -416,10 +429,17 @@ void TrainableModel::layer_backward(int64_t i, const MicroBatch& b, Activations&
                           l.grad_k_norm);
   }
   if (sp != nullptr) {  // back to this rank's tokens with every head, for the projections' backward
-    Tensor dq_tokens = act({T, Hq_r * D}), dk_tokens = act({T, Hkv_r * D}), dv_tokens = act({T, Hkv_r * D});
+    Tensor dq_tokens = act({T, Hq_r * D}), dk_tokens = act({T, Hkv_x * D}), dv_tokens = act({T, Hkv_x * D});
     gather_heads(*sp, dq, Hq_r, dq_tokens);
-    gather_heads(*sp, dk, Hkv_r, dk_tokens);
-    gather_heads(*sp, dv, Hkv_r, dv_tokens);
+    gather_heads(*sp, dk, Hkv_x, dk_tokens);
+    gather_heads(*sp, dv, Hkv_x, dv_tokens);
+    if (kv_repeat > 1) {  // the repeated heads' gradients add up into each key/value head
+      Tensor dk_sum = act({T, Hkv_r * D}), dv_sum = act({T, Hkv_r * D});
+      sum_repeated_heads(dk_tokens, Hkv_r, kv_repeat, dk_sum);
+      sum_repeated_heads(dv_tokens, Hkv_r, kv_repeat, dv_sum);
+      dk_tokens = dk_sum;
+      dv_tokens = dv_sum;
+    }
     dq = dq_tokens;
     dk = dk_tokens;
     dv = dv_tokens;
@@ -577,9 +597,10 @@ void TrainableModel::set_parallel(const ParallelGroups& groups) {
     }
   }
   if (P > 1) {
-    SWIFT_CHECK((Hq / N) % P == 0 && (Hkv / N) % P == 0,
-                "--sequence_parallel_size {}: Ulysses splits the attention heads over the group, but this model has {} "
-                "query and {} key/value heads{}; pick a size that divides both (e.g. {})",
+    SWIFT_CHECK((Hq / N) % P == 0 && ((Hkv / N) % P == 0 || P % (Hkv / N) == 0),
+                "--sequence_parallel_size {}: Ulysses splits the attention heads over the group (key/value heads are "
+                "repeated when there are fewer than ranks), but this model has {} query and {} key/value heads{}; pick "
+                "a size that divides the query heads and divides or is a multiple of the key/value heads (e.g. {})",
                 P, Hq / N, Hkv / N, N > 1 ? " per tensor-parallel rank" : "", std::gcd(Hq / N, Hkv / N));
     SWIFT_CHECK(groups.sequence->device() == device_,
                 "--sequence_parallel_size: the group communicates on {} but the model lives on {}",

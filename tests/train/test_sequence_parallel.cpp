@@ -136,7 +136,11 @@ INSTANTIATE_TEST_SUITE_P(
              model::TunerType::Full, false},
         Case{"mistral_window_sp2_lora", spec_of("mistral", 4, 2, 5), "", 2, model::TunerType::Lora, true},
         Case{"golden_llama_gqa_sp2_full", {}, "llama_gqa_llama3", 2, model::TunerType::Full, true},
-        Case{"golden_llama_yarn_sp2_lora", {}, "llama_yarn", 2, model::TunerType::Lora, false}),
+        Case{"golden_llama_yarn_sp2_lora", {}, "llama_yarn", 2, model::TunerType::Lora, false},
+        // Fewer key/value heads than ranks: each is repeated to the ranks that need it, gradients summed back.
+        Case{"llama_kv1_sp2_lora", spec_of("llama", 4, 1), "", 2, model::TunerType::Lora, true},
+        Case{"qwen3_kv2_sp4_full", spec_of("qwen3", 8, 2), "", 4, model::TunerType::Full, false},
+        Case{"golden_llama_gqa_sp4_full", {}, "llama_gqa_llama3", 4, model::TunerType::Full, true}),
     [](const auto& info) { return info.param.name; });
 
 // Dynamic NTK rope scales each sequence by its own length: with SP it must still see whole sequences.
@@ -216,8 +220,8 @@ TEST(SequenceParallel, PaddingIsASequenceOfItsOwnWithoutLoss) {
 }
 
 TEST(SequenceParallel, HeadsThatDoNotDivideTheGroupAreRefused) {
-  // llama_gqa_llama3 has 4 query and 2 key/value heads: 4 ranks cannot split the key/value heads.
-  dist::run_ranks(4, [](dist::Communicator& comm) {
+  // llama_gqa_llama3 has 4 query and 2 key/value heads: 3 ranks can neither split nor repeat them.
+  dist::run_ranks(3, [](dist::Communicator& comm) {
     auto lm = model::CausalLM::load(std::string(SWIFT_FIXTURES_DIR) + "/golden/llama_gqa_llama3");
     model::TrainableModel tm(*lm, model::TunerType::Full);
     try {
@@ -225,7 +229,7 @@ TEST(SequenceParallel, HeadsThatDoNotDivideTheGroupAreRefused) {
       ADD_FAILURE() << "expected an error";
     } catch (const Error& e) {
       const std::string m = e.what();
-      EXPECT_NE(m.find("--sequence_parallel_size 4"), std::string::npos) << m;
+      EXPECT_NE(m.find("--sequence_parallel_size 3"), std::string::npos) << m;
       EXPECT_NE(m.find("4 query and 2 key/value heads"), std::string::npos) << m;
     }
   });
@@ -307,14 +311,15 @@ TEST(SequenceParallelCli, RefusesHeadsThatDoNotDivideAndAWorldTooSmall) {
   const fs::path root = fresh_dir("cli_errors");
   const std::string tiny = std::string(SWIFT_FIXTURES_DIR) + "/tiny_chat";
   const std::string base = std::string(SWIFT_EXE) + " sft --model " + tiny + " --dataset " + tiny +
-                           "/chat.jsonl --max_steps 1 --sequence_parallel_size 2";
-  const std::string heads = "NPROC_PER_NODE=2 SWIFT_DIST_LOG_DIR=" + (root / "ranks").string() + " " + base +
+                           "/chat.jsonl --max_steps 1 --sequence_parallel_size ";
+  // tiny_chat's 2 query heads cannot be split over 3 ranks (its 1 key/value head could be repeated).
+  const std::string heads = "NPROC_PER_NODE=3 SWIFT_DIST_LOG_DIR=" + (root / "ranks").string() + " " + base + "3" +
                             " --output_dir " + (root / "a").string() + " > " + (root / "heads.log").string() + " 2>&1";
   EXPECT_NE(std::system(heads.c_str()), 0);
   const std::string h = file_text(root / "heads.log") + file_text(root / "ranks" / "rank1.log");
-  EXPECT_NE(h.find("--sequence_parallel_size 2: Ulysses splits the attention heads"), std::string::npos) << h;
+  EXPECT_NE(h.find("--sequence_parallel_size 3: Ulysses splits the attention heads"), std::string::npos) << h;
   EXPECT_NE(h.find("2 query and 1 key/value heads"), std::string::npos) << h;
-  const std::string alone = base + " --output_dir " + (root / "b").string() + " > " + (root / "alone.log").string() +
+  const std::string alone = base + "2 --output_dir " + (root / "b").string() + " > " + (root / "alone.log").string() +
                             " 2>&1";
   EXPECT_NE(std::system(alone.c_str()), 0);
   const std::string s = file_text(root / "alone.log");
