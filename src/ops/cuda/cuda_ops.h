@@ -13,7 +13,8 @@
 //  - Files: ops_elementwise.cpp (cast, add, swiglu, embedding, rmsnorm, rope, dropout, optimizer, norms),
 //    ops_matmul.cpp (linear, gemm, LoRA; cuBLASLt), ops_cross_entropy.cpp (LM head + cross-entropy, token
 //    log-probabilities), ops_dora.cpp (DoRA weight norm, linear and backward), ops_attention.cpp (flash attention
-//    forward and backward over packed variable-length batches); the kernels in *.cu files behind kernels*.cuh.
+//    forward and backward over packed variable-length batches); the kernels in *.cu files behind kernels*.cuh;
+//    op_support.h holds the wrappers' shared helpers (dtype codes, workspaces, LoRA's rank-r products with dy).
 #pragma once
 
 #include <span>

@@ -37,8 +37,11 @@
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/kernels.cuh"
 #include "ops/cuda/kernels_cross_entropy.cuh"
+#include "ops/cuda/op_support.h"
 
 namespace swift::ops::cuda {
+
+using namespace support;
 
 namespace {
 
@@ -47,21 +50,6 @@ namespace {
 // chunk stays small against its product (the Timing test in tests/gpu/test_cuda_cross_entropy.cpp sweeps B).
 constexpr int64_t kDefaultWorkspaceBytes = int64_t{1} << 30;
 constexpr int64_t kLogitsRowAlign = 4;  // ld % 4 == 0: every fp32 row (and 16-bit dz row) is 16-byte aligned
-
-int code(DType d) { return static_cast<int>(d); }  // kernels' dtype codes: F32 0, BF16 1, F16 2
-int64_t esize(DType d) { return d == DType::F32 ? 4 : 2; }
-int dev(const Tensor& t) { return t.device().index; }
-
-void check_launch(const char* op, cudaError_t status) {
-  if (status != cudaSuccess) fail("op {}: CUDA kernel launch failed: {}", op, cudaGetErrorString(status));
-}
-
-void* offset(void* p, int64_t elems, DType d) { return static_cast<char*>(p) + elems * esize(d); }
-
-// At least one element, so that raw() is a real device pointer.
-Tensor workspace(int64_t numel, DType dtype, int device) {
-  return Tensor::empty({std::max<int64_t>(numel, 1)}, dtype, Device::cuda(device), MemoryCategory::Workspace);
-}
 
 // Splits `total` into the fewest chunks of at most `most` and returns the balanced chunk size.
 int64_t balanced_chunk(int64_t total, int64_t most) {

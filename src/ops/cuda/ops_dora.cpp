@@ -30,51 +30,16 @@
 #include "ops/cuda/kernels_dora.cuh"
 #include "ops/cuda/kernels_elementwise.cuh"
 #include "ops/cuda/kernels_matmul.cuh"
+#include "ops/cuda/op_support.h"
 #include "ops/philox.h"
 
 namespace swift::ops::cuda {
 
+using namespace support;
+
 namespace {
 
 constexpr int64_t kChunkBytes = int64_t{64} << 20;  // weight conversion / F32 row chunks
-
-int code(DType d) { return static_cast<int>(d); }  // F32 0, BF16 1, F16 2
-int64_t esize(DType d) { return d == DType::F32 ? 4 : 2; }
-int dev(const Tensor& t) { return t.device().index; }
-
-void check_launch(const char* op, cudaError_t status) {
-  if (status != cudaSuccess) fail("op {}: CUDA kernel launch failed: {}", op, cudaGetErrorString(status));
-}
-
-const void* offset(const void* p, int64_t elems, DType d) { return static_cast<const char*>(p) + elems * esize(d); }
-void* offset(void* p, int64_t elems, DType d) { return static_cast<char*>(p) + elems * esize(d); }
-
-// At least one element, so that raw() is a real device pointer even for empty shapes.
-Tensor workspace(int64_t numel, DType dtype, int device) {
-  return Tensor::empty({std::max<int64_t>(numel, 1)}, dtype, Device::cuda(device), MemoryCategory::Workspace);
-}
-
-void convert(const char* op, const void* src, DType src_dtype, void* dst, DType dst_dtype, int64_t n, int device) {
-  check_launch(op, launch_cast(src, code(src_dtype), dst, code(dst_dtype), n, stream(device)));
-}
-
-// An F32 tensor in `dtype` (the same tensor when it already is).
-Tensor as_dtype(const char* op, const Tensor& t, DType dtype) {
-  if (t.dtype() == dtype) return t;
-  Tensor out = workspace(t.numel(), dtype, dev(t));
-  convert(op, t.raw(), t.dtype(), out.raw(), dtype, t.numel(), dev(t));
-  return out;
-}
-
-struct DropoutParams {
-  uint64_t seed = 0;
-  uint32_t threshold = 0;  // 0: keep everything (no RNG)
-  float keep_scale = 1.0f;
-};
-DropoutParams params_of(const Dropout& d) {
-  if (d.p == 0.0f) return {};
-  return {d.seed, dropout_threshold(d.p), 1.0f / (1.0f - d.p)};
-}
 
 // Rows per F32 (rows, k) chunk.
 int64_t chunk_rows(int64_t n, int64_t k) {
@@ -274,25 +239,7 @@ void dora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, co
   Tensor dh = workspace(n * m, act, device);
   check_launch(op, launch_dora_scale_rows(dy.raw(), code(act), magnitude.data<float>(), weight_norm.data<float>(),
                                           0.0f, n, m, dh.raw(), s));
-  if (db.defined() && r > 0) {  // db (m, r) += scale dh^T xa
-    const Tensor xa_c = as_dtype(op, xa, act);
-    MatmulArgs args;
-    args.trans_a = true;
-    args.n = m;
-    args.m = r;
-    args.k = n;
-    args.a = dh.raw();
-    args.lda = m;
-    args.b = xa_c.raw();
-    args.ldb = r;
-    args.ab_dtype = code(act);
-    args.d = db.raw();
-    args.ldd = r;
-    args.d_dtype = code(DType::F32);
-    args.alpha = scale;
-    args.beta = 1.0f;
-    matmul(op, device, args);
-  }
+  if (db.defined() && r > 0) add_lora_db(op, device, dh.raw(), n, m, xa, act, scale, db);  // db += scale dh^T xa
   if (!dx.defined() && !da.defined()) return;
   if (k == 0) return;  // dx (n, 0) and da (r, 0) are empty
 
@@ -300,20 +247,7 @@ void dora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, co
   Tensor gb;
   if (r > 0) {
     gb = workspace(n * r, DType::F32, device);
-    const Tensor b_c = as_dtype(op, b, act);
-    MatmulArgs args;
-    args.n = n;
-    args.m = r;
-    args.k = m;
-    args.a = dh.raw();
-    args.lda = m;
-    args.b = b_c.raw();
-    args.ldb = r;
-    args.ab_dtype = code(act);
-    args.d = gb.raw();
-    args.ldd = r;
-    args.d_dtype = code(DType::F32);
-    matmul(op, device, args);
+    lora_dy_b(op, device, dh.raw(), n, m, b, act, gb);
   }
   const bool dropped = dropout.p != 0.0f;
   const DropoutParams d = params_of(dropout);

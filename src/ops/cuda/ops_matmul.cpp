@@ -29,28 +29,19 @@
 #include "ops/cuda/blas.h"
 #include "ops/cuda/kernels.cuh"
 #include "ops/cuda/kernels_lora.cuh"
+#include "ops/cuda/op_support.h"
 #include "ops/cuda/kernels_matmul.cuh"
 #include "ops/op_checks.h"
 #include "ops/philox.h"
 
 namespace swift::ops::cuda {
 
+using namespace support;
+
 namespace {
 
 constexpr int64_t kConvertBytes = int64_t{64} << 20;    // weight conversion chunk
 constexpr int64_t kLoraChunkBytes = int64_t{64} << 20;  // F32 dropout(x) / (g a) row chunks
-
-int code(DType d) { return static_cast<int>(d); }  // kernels' dtype codes: F32 0, BF16 1, F16 2
-int code(const Tensor& t) { return code(t.dtype()); }
-int64_t esize(DType d) { return d == DType::F32 ? 4 : 2; }
-int dev(const Tensor& t) { return t.device().index; }
-
-void check_launch(const char* op, cudaError_t status) {
-  if (status != cudaSuccess) fail("op {}: CUDA kernel launch failed: {}", op, cudaGetErrorString(status));
-}
-
-const void* offset(const void* p, int64_t elems, DType d) { return static_cast<const char*>(p) + elems * esize(d); }
-void* offset(void* p, int64_t elems, DType d) { return static_cast<char*>(p) + elems * esize(d); }
 
 // SWIFT_PROFILE=1: times a part of an op on the device (stream synchronised at both ends; nested in the op's own
 // region, so the table shows where inside the op the time goes). Off: nothing.
@@ -70,14 +61,7 @@ class DeviceRegion {
   std::optional<profile::Scope> scope_;  // destroyed after the synchronisation above
 };
 
-Tensor workspace(int64_t numel, DType dtype, int device) {
-  return Tensor::empty({numel}, dtype, Device::cuda(device), MemoryCategory::Workspace);
-}
 
-// Converts `n` elements into `dst` (dtype conversion on the device's stream).
-void convert(const char* op, const void* src, DType src_dtype, void* dst, DType dst_dtype, int64_t n, int device) {
-  check_launch(op, launch_cast(src, code(src_dtype), dst, code(dst_dtype), n, stream(device)));
-}
 
 // The bias as the product can take it: F32 or y's dtype as is, anything else converted to F32 (M elements).
 struct BiasArg {
@@ -174,14 +158,6 @@ void input_grad(const char* op, const Tensor& dy, const Tensor& w, Tensor& dx, b
   }
 }
 
-struct DropoutParams {
-  uint64_t seed = 0;
-  uint32_t threshold = 0;
-  float keep_scale = 1.0f;
-};
-DropoutParams params_of(const Dropout& d) {
-  return {d.seed, dropout_threshold(d.p), d.p > 0.0f ? 1.0f / (1.0f - d.p) : 1.0f};
-}
 
 // Whether the one-pass LoRA kernels (lora.cu) take a (rows, cols) activation t with rank r: r 8 / 16, cols % 8 == 0,
 // F32 or BF16, 16-byte aligned.
@@ -195,13 +171,6 @@ int64_t lora_rows(int64_t n, int64_t k) {
   return std::clamp<int64_t>(kLoraChunkBytes / std::max<int64_t>(k * 4, 1), 1, std::max<int64_t>(n, 1));
 }
 
-// A copy of an F32 tensor in `dtype` (the same tensor when it already is).
-Tensor as_dtype(const char* op, const Tensor& t, DType dtype) {
-  if (t.dtype() == dtype) return t;
-  Tensor out = workspace(t.numel(), dtype, dev(t));
-  convert(op, t.raw(), t.dtype(), out.raw(), dtype, t.numel(), dev(t));
-  return out;
-}
 
 }  // namespace
 
@@ -348,41 +317,12 @@ void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, co
   Tensor g = want_g ? workspace(n * r, DType::F32, device) : Tensor();
   if (db.defined()) {  // db (m, r) += scale dy^T xa
     DeviceRegion region("lora_linear_backward.db", device);
-    const Tensor xa_c = as_dtype(op, xa, act);
-    MatmulArgs args;
-    args.trans_a = true;
-    args.n = m;
-    args.m = r;
-    args.k = n;
-    args.a = dy.raw();
-    args.lda = m;
-    args.b = xa_c.raw();
-    args.ldb = r;
-    args.ab_dtype = code(act);
-    args.d = db.raw();
-    args.ldd = r;
-    args.d_dtype = code(DType::F32);
-    args.alpha = scale;
-    args.beta = 1.0f;
-    matmul(op, device, args);
+    add_lora_db(op, device, dy.raw(), n, m, xa, act, scale, db);
   }
   if (!want_g) return;
   {  // g (n, r) = dy b, F32
     DeviceRegion region("lora_linear_backward.g", device);
-    const Tensor b_c = as_dtype(op, b, act);
-    MatmulArgs args;
-    args.n = n;
-    args.m = r;
-    args.k = m;
-    args.a = dy.raw();
-    args.lda = m;
-    args.b = b_c.raw();
-    args.ldb = r;
-    args.ab_dtype = code(act);
-    args.d = g.raw();
-    args.ldd = r;
-    args.d_dtype = code(DType::F32);
-    matmul(op, device, args);
+    lora_dy_b(op, device, dy.raw(), n, m, b, act, g);
   }
   if (k == 0) return;
   const DropoutParams d = params_of(dropout);
