@@ -90,8 +90,8 @@ Placement place_model_for_training(model::CausalLM& model, const ModelArguments&
     matrices = DType::F32;
   } else if (dtype != "bfloat16") {
     fail("--torch_dtype {}: training on CUDA supports bfloat16 (default) and float32; float16 is not enabled yet: "
-         "its dynamic loss scaling is built (train/loss_scaler.h) but the F16 attention and LoRA kernels are not, and "
-         "it has not been validated on a GPU (use bfloat16)",
+         "its dynamic loss scaling (train/loss_scaler.h) and F16 kernels are built, but they have not been validated "
+         "on a GPU (use bfloat16)",
          dtype);
   }
   const Device device = Device::cuda(local_rank);
@@ -144,8 +144,8 @@ Placement place_model_for_inference(model::CausalLM& model, const ModelArguments
   if (dtype == "float32") {
     matrices = DType::F32;
   } else if (dtype != "bfloat16" && !dtype.empty()) {
-    fail("--torch_dtype {}: inference on CUDA supports bfloat16 (default) and float32; float16 activations are not "
-         "built (use bfloat16)", dtype);
+    fail("--torch_dtype {}: inference on CUDA supports bfloat16 (default) and float32; float16 is not enabled yet: "
+         "its kernels are built but have not been validated on a GPU (use bfloat16)", dtype);
   }
   const Device device = Device::cuda(index);
   model.place(device, matrices);

@@ -27,9 +27,10 @@ void require_float(const char* op, const char* name, const Tensor& t) {
 }
 
 void require_activation(const char* op, const char* name, const Tensor& t, const char* like_name, const Tensor* like) {
-  const bool allowed = t.dtype() == DType::F32 || (t.dtype() == DType::BF16 && t.device().is_cuda());
+  const bool allowed =
+      t.dtype() == DType::F32 || ((t.dtype() == DType::BF16 || t.dtype() == DType::F16) && t.device().is_cuda());
   if (!allowed) {
-    fail("{}: {} {} must be F32 (BF16 activations are accepted on CUDA devices only)", op, name, desc(t));
+    fail("{}: {} {} must be F32 (BF16 and F16 activations are accepted on CUDA devices only)", op, name, desc(t));
   }
   if (like != nullptr && like->defined() && like->dtype() != t.dtype()) {
     fail("{}: {} {} and {} {} must have the same activation dtype", op, name, desc(t), like_name, desc(*like));

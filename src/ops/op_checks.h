@@ -25,8 +25,8 @@ std::string desc(const Tensor& t);
 void require_defined(const char* op, const char* name, const Tensor& t);
 void require_dtype(const char* op, const char* name, const Tensor& t, DType dtype);
 void require_float(const char* op, const char* name, const Tensor& t);
-// Activations (inputs, outputs and their gradients) are F32 on every device, or BF16 on CUDA (bf16 storage,
-// fp32 math). With `like`, t must also have like's dtype (one activation dtype per op call).
+// Activations (inputs, outputs and their gradients) are F32 on every device, or BF16 / F16 on CUDA (16-bit
+// storage, fp32 math). With `like`, t must also have like's dtype (one activation dtype per op call).
 void require_activation(const char* op, const char* name, const Tensor& t, const char* like_name = nullptr,
                         const Tensor* like = nullptr);
 void require_rank(const char* op, const char* name, const Tensor& t, int64_t rank, const char* letters);

@@ -1,6 +1,6 @@
 // tests/gpu/test_cuda_attention.cpp — attention and attention_backward on CUDA against the CPU references
-// (ops::ref, double precision): F32 (generic fp32 kernels) and BF16 (tensor-core kernels for D = 64/128, the
-// generic kernel for other D), packed variable-length batches with odd lengths, GQA ratios 1/2/7, windows.
+// (ops::ref, double precision): F32 (generic fp32 kernels), BF16 and F16 (tensor-core kernels for D = 64/128,
+// the generic kernel for other D), packed variable-length batches with odd lengths, GQA ratios 1/2/7, windows.
 // Also prints (does not assert) the time and TFLOP/s of a T = 8192 (4 x 2048), Hq 28, Hkv 4, D 128 BF16 case.
 //
 // Invariants:
@@ -11,7 +11,9 @@
 //  - Tolerances (written once, with why): F32 rel-norm 2e-5, max-abs 2e-5 * (1 + max|ref|) — fp32 sums vs
 //    double; BF16 out/dq/dk/dv rel-norm 1.5e-2 and max-abs 4e-2 * max|ref| — bf16 storage of the result
 //    (2^-9 relative) plus bf16 P / dS operands of the tensor-core products (measured ~2e-3 .. 3.5e-3 rel);
-//    lse (always F32) abs 2e-5 (F32) and 2e-3 (BF16). The relative norm is skipped when the reference is ~0.
+//    F16 (10 mantissa bits, 8x finer roundings than bf16's 7) BF16's bounds / 8 rounded up: rel-norm 2e-3,
+//    max-abs 5e-3 * max|ref|; lse (always F32) abs 2e-5 (F32) and 2e-3 (BF16, F16). The relative norm is
+//    skipped when the reference is ~0.
 #include <gtest/gtest.h>
 
 #ifdef SWIFT_WITH_CUDA
@@ -87,11 +89,12 @@ Metrics compare(const Tensor& got, const Tensor& ref) {
 
 void expect_close(const char* what, DType dtype, const Tensor& got, const Tensor& ref) {
   const Metrics m = compare(got, ref);
-  const bool f32 = dtype == DType::F32;
-  const double rel_tol = f32 ? 2e-5 : 1.5e-2;
+  const bool f32 = dtype == DType::F32, f16 = dtype == DType::F16;
+  // F16 (10 mantissa bits) rounds P, dS and the outputs 8x finer than BF16 (7): BF16's bounds / 8, rounded up.
+  const double rel_tol = f32 ? 2e-5 : (f16 ? 2e-3 : 1.5e-2);
   // The absolute floor covers references that are exactly zero (a single-token sequence has dq = dk = 0: the
   // kernels' dP - delta cancels to rounding level, ~1e-7, instead of exactly).
-  const double abs_tol = f32 ? 2e-5 * (1.0 + m.max_ref) : 4e-2 * m.max_ref + 1e-5;
+  const double abs_tol = f32 ? 2e-5 * (1.0 + m.max_ref) : (f16 ? 5e-3 : 4e-2) * m.max_ref + 1e-5;
   if (m.max_ref > 1e-3) {
     EXPECT_LE(m.rel, rel_tol) << what << " relative norm error";
   }
@@ -207,6 +210,14 @@ TEST(OpsCudaAttention, BF16MatchesReference) {
   ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
   uint32_t seed = 500;
   for (const Case& c : cases()) run_case(c, DType::BF16, seed += 10);
+}
+
+// F16: the tensor-core kernels' f16 mma path (D 64 / 128) and the generic kernel for other D. Inputs as BF16's
+// (q, k in [-2, 2]): in fp16's range. lse keeps BF16's bound (fp32 math on exact 16-bit inputs either way).
+TEST(OpsCudaAttention, F16MatchesReference) {
+  ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
+  uint32_t seed = 900;
+  for (const Case& c : cases()) run_case(c, DType::F16, seed += 10);
 }
 
 // Prints (does not assert) forward and backward time for the model-sized shape; checks only that it runs.

@@ -1,7 +1,8 @@
 // tests/gpu/test_cuda_f16_kernels.cpp — F16 activations in the CUDA element-wise kernels (add, swiglu,
-// swiglu_backward, dropout, rmsnorm), called through their launchers with dtype code 2: the ops' argument checks
-// still refuse F16 activations (ops::require_activation) until every kernel of the training step takes them
-// (attention and the LoRA rank-r kernels do not yet), so the kernels are tested one level below the op.
+// swiglu_backward, dropout, rmsnorm), called through their launchers with dtype code 2, one level below the op
+// (written while the ops' checks still refused F16; ops::require_activation now accepts F16 on CUDA, and the
+// attention and LoRA kernels' F16 paths are tested through their ops in test_cuda_attention / test_cuda_decode /
+// test_cuda_matmul).
 // Compiled only in CUDA builds; label gpu: fails without a device.
 //
 // Invariants:

@@ -369,8 +369,23 @@ TEST(OpsErrors, CudaTensorsThrowNoKernelAndMixedDevicesThrow) {
     EXPECT_TRUE(throws_error([&] { ops::linear(x, w, Tensor(), y_cpu); }, {"linear:", "different devices"}));
     Tensor cu = Tensor::from_i32({2}, {0, 4}).to(Device::cuda());
     EXPECT_TRUE(throws_error([&] { ops::check_cu_seqlens(cu, 3, "attention"); }, {"attention: cu_seqlens", "ends at 4"}));
+    // BF16 and F16 activations pass the argument checks on CUDA: the fake backend is reached.
+    for (DType act : {DType::BF16, DType::F16}) {
+      Tensor h = Tensor::zeros({3, 7}, act, Device::cuda());
+      EXPECT_TRUE(throws_error([&] { ops::add(h, h, h); }, {"op add: no CUDA kernel yet"})) << dtype_name(act);
+    }
   }
   register_device_backend(DeviceType::CUDA, nullptr);
+}
+
+// Activations are F32 on the CPU: BF16 and F16 ones are refused by the argument checks, naming the rule.
+TEST(OpsErrors, CpuActivationsMustBeF32) {
+  for (DType act : {DType::BF16, DType::F16}) {
+    Tensor h = Tensor::zeros({3, 7}, act);
+    EXPECT_TRUE(throws_error([&] { ops::add(h, h, h); },
+                             {"add: a", "must be F32 (BF16 and F16 activations are accepted on CUDA devices only)"}))
+        << dtype_name(act);
+  }
 }
 
 }  // namespace

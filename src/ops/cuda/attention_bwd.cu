@@ -6,14 +6,16 @@
 //  - P is recomputed from q, k and the forward's lse: P = exp(scale q.k - lse); dS = P (dP - delta) with
 //    dP = dout . v; dq = scale dS k, dk = scale dS^T q, dv = P^T dout. dk and dv of a kv head sum the Hq/Hkv
 //    query heads of its group inside one block (a fixed loop order), so results are identical run to run.
-//  - BF16 tensor-core path (D in {64, 128}): kernel dkdv is parallel over (64-key block, kv head, sequence)
-//    and loops over the group's heads and the visible query tiles (double-buffered with cp.async); kernel dq
-//    is parallel over (64-query block, head, sequence) and loops over visible key tiles. Products on
-//    mma.sync m16n8k16 (bf16 operands, fp32 accumulate); P and dS are rounded to bf16 only as operands.
+//  - BF16 / F16 tensor-core path (D in {64, 128}; kernels are templates on the 16-bit element type T): kernel
+//    dkdv is parallel over (64-key block, kv head, sequence) and loops over the group's heads and the visible
+//    query tiles (double-buffered with cp.async); kernel dq is parallel over (64-query block, head, sequence) and
+//    loops over visible key tiles. Products on mma.sync m16n8k16 (T operands, fp32 accumulate); P and dS are
+//    rounded to T only as operands.
 //  - Generic path (F32, other D): one warp per query and head for dq, one warp per key and kv head for dk/dv;
 //    fp32 math throughout.
 //  - Masked pairs (j > i, i - j >= window, rows past the sequence end) get P = 0 exactly.
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include "ops/cuda/attention_common.cuh"
 #include "ops/cuda/kernels_attention.cuh"
@@ -58,7 +60,7 @@ __global__ void __launch_bounds__(256) attention_delta(BwdParams p) {
   if (lane == 0) p.delta[h * p.tokens + tok] = acc;
 }
 
-// ---- BF16 tensor-core kernels ------------------------------------------------------------------------------
+// ---- BF16 / F16 tensor-core kernels --------------------------------------------------------------------------
 constexpr int kThreads = 128;
 constexpr int kBlk = 64;  // keys per dkdv block, queries per dq block, keys per dq tile
 
@@ -74,8 +76,8 @@ constexpr int dq_smem_bytes() {
   return (2 * kBlk + 4 * kBlk) * (D + 8) * 2;  // Q, dO, 2 x (K, V)
 }
 
-template <int D>
-__global__ void __launch_bounds__(kThreads) attention_dkdv_bf16(BwdParams p) {
+template <typename T, int D>
+__global__ void __launch_bounds__(kThreads) attention_dkdv_tc(BwdParams p) {
   constexpr int kLd = D + 8, kBq = dkdv_bq<D>();
   const int b = blockIdx.z, kvh = blockIdx.y;
   const int k0 = (gridDim.x - 1 - blockIdx.x) * kBlk;
@@ -86,15 +88,15 @@ __global__ void __launch_bounds__(kThreads) attention_dkdv_bf16(BwdParams p) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 
   extern __shared__ __align__(16) unsigned char smem[];
-  __nv_bfloat16* sK = reinterpret_cast<__nv_bfloat16*>(smem);
-  __nv_bfloat16* sV = sK + kBlk * kLd;
-  __nv_bfloat16* sQ = sV + kBlk * kLd;    // 2 stages
-  __nv_bfloat16* sdO = sQ + 2 * kBq * kLd;  // 2 stages
+  T* sK = reinterpret_cast<T*>(smem);
+  T* sV = sK + kBlk * kLd;
+  T* sQ = sV + kBlk * kLd;    // 2 stages
+  T* sdO = sQ + 2 * kBq * kLd;  // 2 stages
   float* sLse = reinterpret_cast<float*>(sdO + 2 * kBq * kLd);  // 2 stages
   float* sDelta = sLse + 2 * kBq;                                // 2 stages
 
-  const auto* q = static_cast<const __nv_bfloat16*>(p.q);
-  const auto* dout = static_cast<const __nv_bfloat16*>(p.dout);
+  const auto* q = static_cast<const T*>(p.q);
+  const auto* dout = static_cast<const T*>(p.dout);
 
   // visible queries: i in [k0, min(len - 1, k0 + 63 + window - 1)]
   const int q_first = (k0 / kBq) * kBq;
@@ -115,8 +117,8 @@ __global__ void __launch_bounds__(kThreads) attention_dkdv_bf16(BwdParams p) {
     }
   };
 
-  load_tile<kBlk, D, kThreads>(sK, static_cast<const __nv_bfloat16*>(p.k), begin, len, k0, p.hkv, kvh);
-  load_tile<kBlk, D, kThreads>(sV, static_cast<const __nv_bfloat16*>(p.v), begin, len, k0, p.hkv, kvh);
+  load_tile<kBlk, D, kThreads>(sK, static_cast<const T*>(p.k), begin, len, k0, p.hkv, kvh);
+  load_tile<kBlk, D, kThreads>(sV, static_cast<const T*>(p.v), begin, len, k0, p.hkv, kvh);
   issue(0, 0);
   cp_async_commit();
 
@@ -138,8 +140,8 @@ __global__ void __launch_bounds__(kThreads) attention_dkdv_bf16(BwdParams p) {
     }
     const int st = it & 1;
     const int qt = q_first + (it % tiles_per_head) * kBq;
-    const __nv_bfloat16* cQ = sQ + st * kBq * kLd;
-    const __nv_bfloat16* cdO = sdO + st * kBq * kLd;
+    const T* cQ = sQ + st * kBq * kLd;
+    const T* cdO = sdO + st * kBq * kLd;
     const float* cLse = sLse + st * kBq;
     const float* cDelta = sDelta + st * kBq;
 
@@ -164,10 +166,10 @@ __global__ void __launch_bounds__(kThreads) attention_dkdv_bf16(BwdParams p) {
         uint32_t bq[4], bo[4];
         ldmatrix_x4(bq, cQ + brow);
         ldmatrix_x4(bo, cdO + brow);
-        mma_bf16(s[n], ak0, bq[0], bq[1]);
-        mma_bf16(s[n], ak1, bq[2], bq[3]);
-        mma_bf16(dp[n], av0, bo[0], bo[1]);
-        mma_bf16(dp[n], av1, bo[2], bo[3]);
+        mma_m16n8k16<T>(s[n], ak0, bq[0], bq[1]);
+        mma_m16n8k16<T>(s[n], ak1, bq[2], bq[3]);
+        mma_m16n8k16<T>(dp[n], av0, bo[0], bo[1]);
+        mma_m16n8k16<T>(dp[n], av1, bo[2], bo[3]);
       }
     }
 
@@ -194,24 +196,24 @@ __global__ void __launch_bounds__(kThreads) attention_dkdv_bf16(BwdParams p) {
 #pragma unroll
     for (int ks = 0; ks < kBq / 16; ++ks) {
       uint32_t ap[4], ads[4];
-      acc_to_a(ap, s[2 * ks], s[2 * ks + 1]);
-      acc_to_a(ads, dp[2 * ks], dp[2 * ks + 1]);
+      acc_to_a<T>(ap, s[2 * ks], s[2 * ks + 1]);
+      acc_to_a<T>(ads, dp[2 * ks], dp[2 * ks + 1]);
 #pragma unroll
       for (int dt = 0; dt < D / 16; ++dt) {
         const int brow = (ks * 16 + (lane & 15)) * kLd + dt * 16 + (lane >> 4) * 8;
         uint32_t bo[4], bq[4];
         ldmatrix_x4_trans(bo, cdO + brow);
         ldmatrix_x4_trans(bq, cQ + brow);
-        mma_bf16(dv[2 * dt], ap, bo[0], bo[1]);
-        mma_bf16(dv[2 * dt + 1], ap, bo[2], bo[3]);
-        mma_bf16(dk[2 * dt], ads, bq[0], bq[1]);
-        mma_bf16(dk[2 * dt + 1], ads, bq[2], bq[3]);
+        mma_m16n8k16<T>(dv[2 * dt], ap, bo[0], bo[1]);
+        mma_m16n8k16<T>(dv[2 * dt + 1], ap, bo[2], bo[3]);
+        mma_m16n8k16<T>(dk[2 * dt], ads, bq[0], bq[1]);
+        mma_m16n8k16<T>(dk[2 * dt + 1], ads, bq[2], bq[3]);
       }
     }
   }
 
-  auto* gdk = static_cast<__nv_bfloat16*>(p.dk);
-  auto* gdv = static_cast<__nv_bfloat16*>(p.dv);
+  auto* gdk = static_cast<T*>(p.dk);
+  auto* gdv = static_cast<T*>(p.dv);
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int j = key_base + 8 * r;
@@ -219,14 +221,14 @@ __global__ void __launch_bounds__(kThreads) attention_dkdv_bf16(BwdParams p) {
     const int64_t off = ((begin + j) * p.hkv + kvh) * D + 2 * t;
 #pragma unroll
     for (int n = 0; n < D / 8; ++n) {
-      *reinterpret_cast<uint32_t*>(gdk + off + n * 8) = pack_bf16(dk[n][2 * r] * p.scale, dk[n][2 * r + 1] * p.scale);
-      *reinterpret_cast<uint32_t*>(gdv + off + n * 8) = pack_bf16(dv[n][2 * r], dv[n][2 * r + 1]);
+      *reinterpret_cast<uint32_t*>(gdk + off + n * 8) = pack2<T>(dk[n][2 * r] * p.scale, dk[n][2 * r + 1] * p.scale);
+      *reinterpret_cast<uint32_t*>(gdv + off + n * 8) = pack2<T>(dv[n][2 * r], dv[n][2 * r + 1]);
     }
   }
 }
 
-template <int D>
-__global__ void __launch_bounds__(kThreads) attention_dq_bf16(BwdParams p) {
+template <typename T, int D>
+__global__ void __launch_bounds__(kThreads) attention_dq_tc(BwdParams p) {
   constexpr int kLd = D + 8;
   const int b = blockIdx.z, h = blockIdx.y;
   const int q0 = (gridDim.x - 1 - blockIdx.x) * kBlk;
@@ -237,21 +239,21 @@ __global__ void __launch_bounds__(kThreads) attention_dq_bf16(BwdParams p) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 
   extern __shared__ __align__(16) unsigned char smem[];
-  __nv_bfloat16* sQ = reinterpret_cast<__nv_bfloat16*>(smem);
-  __nv_bfloat16* sdO = sQ + kBlk * kLd;
-  __nv_bfloat16* sK = sdO + kBlk * kLd;  // 2 stages
-  __nv_bfloat16* sV = sK + 2 * kBlk * kLd;
+  T* sQ = reinterpret_cast<T*>(smem);
+  T* sdO = sQ + kBlk * kLd;
+  T* sK = sdO + kBlk * kLd;  // 2 stages
+  T* sV = sK + 2 * kBlk * kLd;
 
-  const auto* k = static_cast<const __nv_bfloat16*>(p.k);
-  const auto* v = static_cast<const __nv_bfloat16*>(p.v);
+  const auto* k = static_cast<const T*>(p.k);
+  const auto* v = static_cast<const T*>(p.v);
 
   const int q_last = min(q0 + kBlk, len) - 1;
   int k_first = p.window > 0 ? max(0, q0 - p.window + 1) : 0;
   k_first = (k_first / kBlk) * kBlk;
   const int n_tiles = (q_last - k_first) / kBlk + 1;
 
-  load_tile<kBlk, D, kThreads>(sQ, static_cast<const __nv_bfloat16*>(p.q), begin, len, q0, p.hq, h);
-  load_tile<kBlk, D, kThreads>(sdO, static_cast<const __nv_bfloat16*>(p.dout), begin, len, q0, p.hq, h);
+  load_tile<kBlk, D, kThreads>(sQ, static_cast<const T*>(p.q), begin, len, q0, p.hq, h);
+  load_tile<kBlk, D, kThreads>(sdO, static_cast<const T*>(p.dout), begin, len, q0, p.hq, h);
   load_tile<kBlk, D, kThreads>(sK, k, begin, len, k_first, p.hkv, kvh);
   load_tile<kBlk, D, kThreads>(sV, v, begin, len, k_first, p.hkv, kvh);
   cp_async_commit();
@@ -279,8 +281,8 @@ __global__ void __launch_bounds__(kThreads) attention_dq_bf16(BwdParams p) {
       load_tile<kBlk, D, kThreads>(sV + st * kBlk * kLd, v, begin, len, kb + kBlk, p.hkv, kvh);
       cp_async_commit();
     }
-    const __nv_bfloat16* cK = sK + (it & 1) * kBlk * kLd;
-    const __nv_bfloat16* cV = sV + (it & 1) * kBlk * kLd;
+    const T* cK = sK + (it & 1) * kBlk * kLd;
+    const T* cV = sV + (it & 1) * kBlk * kLd;
 
     // S = Q_w K^T, dP = dO_w V^T (16 queries x 64 keys per warp)
     float s[kBlk / 8][4], dp[kBlk / 8][4];
@@ -303,10 +305,10 @@ __global__ void __launch_bounds__(kThreads) attention_dq_bf16(BwdParams p) {
         uint32_t bk[4], bv[4];
         ldmatrix_x4(bk, cK + brow);
         ldmatrix_x4(bv, cV + brow);
-        mma_bf16(s[n], aq0, bk[0], bk[1]);
-        mma_bf16(s[n], aq1, bk[2], bk[3]);
-        mma_bf16(dp[n], ao0, bv[0], bv[1]);
-        mma_bf16(dp[n], ao1, bv[2], bv[3]);
+        mma_m16n8k16<T>(s[n], aq0, bk[0], bk[1]);
+        mma_m16n8k16<T>(s[n], aq1, bk[2], bk[3]);
+        mma_m16n8k16<T>(dp[n], ao0, bv[0], bv[1]);
+        mma_m16n8k16<T>(dp[n], ao1, bv[2], bv[3]);
       }
     }
 
@@ -331,26 +333,26 @@ __global__ void __launch_bounds__(kThreads) attention_dq_bf16(BwdParams p) {
 #pragma unroll
     for (int ks = 0; ks < kBlk / 16; ++ks) {
       uint32_t a[4];
-      acc_to_a(a, dp[2 * ks], dp[2 * ks + 1]);
+      acc_to_a<T>(a, dp[2 * ks], dp[2 * ks + 1]);
 #pragma unroll
       for (int dt = 0; dt < D / 16; ++dt) {
         uint32_t bk[4];
         ldmatrix_x4_trans(bk, cK + (ks * 16 + (lane & 15)) * kLd + dt * 16 + (lane >> 4) * 8);
-        mma_bf16(dq[2 * dt], a, bk[0], bk[1]);
-        mma_bf16(dq[2 * dt + 1], a, bk[2], bk[3]);
+        mma_m16n8k16<T>(dq[2 * dt], a, bk[0], bk[1]);
+        mma_m16n8k16<T>(dq[2 * dt + 1], a, bk[2], bk[3]);
       }
     }
   }
 
-  auto* gdq = static_cast<__nv_bfloat16*>(p.dq);
+  auto* gdq = static_cast<T*>(p.dq);
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int i = row_base + 8 * r;
     if (i >= len) continue;
-    __nv_bfloat16* dst = gdq + ((begin + i) * p.hq + h) * D + 2 * t;
+    T* dst = gdq + ((begin + i) * p.hq + h) * D + 2 * t;
 #pragma unroll
     for (int n = 0; n < D / 8; ++n) {
-      *reinterpret_cast<uint32_t*>(dst + n * 8) = pack_bf16(dq[n][2 * r] * p.scale, dq[n][2 * r + 1] * p.scale);
+      *reinterpret_cast<uint32_t*>(dst + n * 8) = pack2<T>(dq[n][2 * r] * p.scale, dq[n][2 * r + 1] * p.scale);
     }
   }
 }
@@ -493,18 +495,18 @@ cudaError_t launch_generic(const BwdParams& p, cudaStream_t stream) {
   return cudaErrorInvalidValue;
 }
 
-template <int D>
-cudaError_t launch_bf16(const BwdParams& p, int max_seqlen, cudaStream_t stream) {
+template <typename T, int D>
+cudaError_t launch_tc(const BwdParams& p, int max_seqlen, cudaStream_t stream) {
   constexpr int smem_kv = dkdv_smem_bytes<D>(), smem_q = dq_smem_bytes<D>();
-  cudaError_t st = cudaFuncSetAttribute(attention_dkdv_bf16<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_kv);
+  cudaError_t st = cudaFuncSetAttribute(attention_dkdv_tc<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_kv);
   if (st != cudaSuccess) return st;
-  st = cudaFuncSetAttribute(attention_dq_bf16<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_q);
+  st = cudaFuncSetAttribute(attention_dq_tc<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_q);
   if (st != cudaSuccess) return st;
   const unsigned blocks = static_cast<unsigned>((max_seqlen + kBlk - 1) / kBlk);
-  attention_dkdv_bf16<D><<<dim3(blocks, p.hkv, p.batch), kThreads, smem_kv, stream>>>(p);
+  attention_dkdv_tc<T, D><<<dim3(blocks, p.hkv, p.batch), kThreads, smem_kv, stream>>>(p);
   st = cudaGetLastError();
   if (st != cudaSuccess) return st;
-  attention_dq_bf16<D><<<dim3(blocks, p.hq, p.batch), kThreads, smem_q, stream>>>(p);
+  attention_dq_tc<T, D><<<dim3(blocks, p.hq, p.batch), kThreads, smem_q, stream>>>(p);
   return cudaGetLastError();
 }
 
@@ -520,16 +522,22 @@ cudaError_t launch_attention_backward(const AttentionShape& s, const void* dout,
   BwdParams p{dout, q, k, v, out, lse, cu_seqlens, delta, dq, dk, dv, s.tokens, s.batch, s.hq, s.hkv, s.head_dim,
               s.window > 0 && s.window < s.max_seqlen ? static_cast<int>(s.window) : 0, s.scale};
   const unsigned delta_blocks = static_cast<unsigned>((s.tokens * s.hq + 7) / 8);
+  if (dtype < 0 || dtype > 2) return cudaErrorInvalidValue;
   if (dtype == 1) attention_delta<__nv_bfloat16><<<delta_blocks, 256, 0, stream>>>(p);
+  else if (dtype == 2) attention_delta<__half><<<delta_blocks, 256, 0, stream>>>(p);
   else attention_delta<float><<<delta_blocks, 256, 0, stream>>>(p);
   cudaError_t st = cudaGetLastError();
   if (st != cudaSuccess) return st;
-  bool tc = dtype == 1;
+  bool tc = dtype != 0;
   const void* ptrs[] = {dout, q, k, v, dq, dk, dv};
   for (const void* ptr : ptrs) tc = tc && aligned16(ptr);
-  if (tc && s.head_dim == 64) return launch_bf16<64>(p, s.max_seqlen, stream);
-  if (tc && s.head_dim == 128) return launch_bf16<128>(p, s.max_seqlen, stream);
+  if (tc && (s.head_dim == 64 || s.head_dim == 128)) {
+    return with_tc_types(dtype, s.head_dim, [&](auto types) {
+      return launch_tc<typename decltype(types)::Elem, decltype(types)::kHeadDim>(p, s.max_seqlen, stream);
+    });
+  }
   if (dtype == 1) return launch_generic<__nv_bfloat16>(p, stream);
+  if (dtype == 2) return launch_generic<__half>(p, stream);
   return launch_generic<float>(p, stream);
 }
 

@@ -11,6 +11,7 @@
 //    reading value rows coalesced. Scores of the chunk live in shared memory (chunk <= kAttentionDecodeMaxChunk).
 //  - No atomics: results are deterministic run to run.
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <cmath>
 
@@ -24,8 +25,10 @@ constexpr int kThreads = 128, kWarps = kThreads / 32;
 
 __device__ __forceinline__ float load_f32(const float* p, int64_t i) { return p[i]; }
 __device__ __forceinline__ float load_f32(const __nv_bfloat16* p, int64_t i) { return __bfloat162float(p[i]); }
+__device__ __forceinline__ float load_f32(const __half* p, int64_t i) { return __half2float(p[i]); }
 __device__ __forceinline__ void store(float* p, int64_t i, float v) { p[i] = v; }
 __device__ __forceinline__ void store(__nv_bfloat16* p, int64_t i, float v) { p[i] = __float2bfloat16_rn(v); }
+__device__ __forceinline__ void store(__half* p, int64_t i, float v) { p[i] = __float2half_rn(v); }
 
 __device__ __forceinline__ float warp_sum(float v) {
   for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
@@ -223,12 +226,14 @@ cudaError_t launch_attention_decode(const AttentionDecodeArgs& a, const Attentio
   if (a.queries == 0 || a.hq == 0 || a.head_dim == 0) return cudaSuccess;
   if (a.hkv <= 0 || a.hq % a.hkv != 0 || a.head_dim > kAttentionDecodeMaxHeadDim || s.splits < 1 ||
       s.chunk < 1 || s.chunk > kAttentionDecodeMaxChunk || s.splits > kAttentionDecodeMaxSplits ||
-      (s.splits > 1 && workspace == nullptr) || a.queries * a.hq > 0x7fffffff) {
+      (s.splits > 1 && workspace == nullptr) || a.queries * a.hq > 0x7fffffff || a.dtype < 0 || a.dtype > 2) {
     return cudaErrorInvalidValue;
   }
   Params p{a.q, a.k, a.v, a.out, s.splits > 1 ? workspace : nullptr, a.queries, a.start, a.window,
            a.hq, a.hkv, a.head_dim, s.splits, s.chunk, a.scale};
-  return a.dtype == 1 ? launch<__nv_bfloat16>(p, stream) : launch<float>(p, stream);
+  if (a.dtype == 1) return launch<__nv_bfloat16>(p, stream);
+  if (a.dtype == 2) return launch<__half>(p, stream);
+  return launch<float>(p, stream);
 }
 
 }  // namespace swift::ops::cuda

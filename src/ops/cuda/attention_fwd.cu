@@ -1,17 +1,19 @@
 // ops/cuda/attention_fwd.cu — causal (optionally sliding-window) attention forward over packed variable-length
-// sequences with grouped-query heads: a flash-attention-2 tensor-core kernel for BF16 with D in {64, 128}, and
-// a generic fp32-math kernel (one warp per query and head) for F32 and any other D.
+// sequences with grouped-query heads: a flash-attention-2 tensor-core kernel for BF16 / F16 with D in {64, 128}
+// (one template on the element type T), and a generic fp32-math kernel (one warp per query and head) for F32 and
+// any other D.
 //
 // Invariants:
 //  - Key j is visible to query i (both local to their sequence) iff j <= i and, with a window, i - j < window;
 //    rows past the sequence end are masked and never stored. No T x T matrix exists anywhere.
 //  - Online softmax in fp32 with base-2 exponentials of scores pre-scaled by scale * log2(e); lse is stored as
 //    the natural log-sum-exp. A row whose keys are all masked so far contributes exp2(-inf) = 0, never NaN.
-//  - BF16 kernel: block = 4 warps x 16 query rows (64 queries), key tiles of 64 double-buffered with
-//    cp.async; S = Q K^T and O += P V on mma.sync m16n8k16 (bf16 operands, fp32 accumulate); P is rounded
-//    to bf16 for the product only, the row sums use fp32 P. Query blocks are scheduled longest-first.
+//  - Tensor-core kernel: block = 4 warps x 16 query rows (64 queries), key tiles of 64 double-buffered with
+//    cp.async; S = Q K^T and O += P V on mma.sync m16n8k16 (T operands, fp32 accumulate); P is rounded
+//    to T for the product only, the row sums use fp32 P. Query blocks are scheduled longest-first.
 //  - Every kernel runs on the caller's stream; launchers return the launch status.
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include "ops/cuda/attention_common.cuh"
 #include "ops/cuda/kernels_attention.cuh"
@@ -35,7 +37,7 @@ struct FwdParams {
   float scale;
 };
 
-// ---- BF16 tensor-core kernel -------------------------------------------------------------------------------
+// ---- BF16 / F16 tensor-core kernel ---------------------------------------------------------------------------
 constexpr int kBr = 64, kBc = 64, kFwdThreads = 128;
 
 template <int D>
@@ -43,8 +45,8 @@ constexpr int fwd_smem_bytes() {
   return (kBr + 4 * kBc) * (D + 8) * 2;  // Q + 2 stages of K and V
 }
 
-template <int D>
-__global__ void __launch_bounds__(kFwdThreads) attention_fwd_bf16(FwdParams p) {
+template <typename T, int D>
+__global__ void __launch_bounds__(kFwdThreads) attention_fwd_tc(FwdParams p) {
   constexpr int kLd = D + 8;
   const int b = blockIdx.z, h = blockIdx.y;
   const int q0 = (gridDim.x - 1 - blockIdx.x) * kBr;  // longest causal rows first
@@ -55,13 +57,13 @@ __global__ void __launch_bounds__(kFwdThreads) attention_fwd_bf16(FwdParams p) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 
   extern __shared__ __align__(16) unsigned char smem[];
-  __nv_bfloat16* sQ = reinterpret_cast<__nv_bfloat16*>(smem);
-  __nv_bfloat16* sK = sQ + kBr * kLd;  // 2 stages
-  __nv_bfloat16* sV = sK + 2 * kBc * kLd;
+  T* sQ = reinterpret_cast<T*>(smem);
+  T* sK = sQ + kBr * kLd;  // 2 stages
+  T* sV = sK + 2 * kBc * kLd;
 
-  const auto* q = static_cast<const __nv_bfloat16*>(p.q);
-  const auto* k = static_cast<const __nv_bfloat16*>(p.k);
-  const auto* v = static_cast<const __nv_bfloat16*>(p.v);
+  const auto* q = static_cast<const T*>(p.q);
+  const auto* k = static_cast<const T*>(p.k);
+  const auto* v = static_cast<const T*>(p.v);
 
   const int q_last = min(q0 + kBr, len) - 1;
   int k_first = p.window > 0 ? max(0, q0 - p.window + 1) : 0;
@@ -90,8 +92,8 @@ __global__ void __launch_bounds__(kFwdThreads) attention_fwd_bf16(FwdParams p) {
       load_tile<kBc, D, kFwdThreads>(sV + st * kBc * kLd, v, begin, len, kb + kBc, p.hkv, kvh);
       cp_async_commit();
     }
-    const __nv_bfloat16* cK = sK + (it & 1) * kBc * kLd;
-    const __nv_bfloat16* cV = sV + (it & 1) * kBc * kLd;
+    const T* cK = sK + (it & 1) * kBc * kLd;
+    const T* cV = sV + (it & 1) * kBc * kLd;
 
     // S (16 x 64 per warp) = Q_w K^T
     float s[kBc / 8][4];
@@ -106,8 +108,8 @@ __global__ void __launch_bounds__(kFwdThreads) attention_fwd_bf16(FwdParams p) {
       for (int n = 0; n < kBc / 8; ++n) {
         uint32_t bk[4];
         ldmatrix_x4(bk, cK + (n * 8 + (lane & 7)) * kLd + kk * 32 + (lane >> 3) * 8);
-        mma_bf16(s[n], a0, bk[0], bk[1]);
-        mma_bf16(s[n], a1, bk[2], bk[3]);
+        mma_m16n8k16<T>(s[n], a0, bk[0], bk[1]);
+        mma_m16n8k16<T>(s[n], a1, bk[2], bk[3]);
       }
     }
 
@@ -159,19 +161,19 @@ __global__ void __launch_bounds__(kFwdThreads) attention_fwd_bf16(FwdParams p) {
 #pragma unroll
     for (int ks = 0; ks < kBc / 16; ++ks) {
       uint32_t a[4];
-      acc_to_a(a, s[2 * ks], s[2 * ks + 1]);
+      acc_to_a<T>(a, s[2 * ks], s[2 * ks + 1]);
 #pragma unroll
       for (int dt = 0; dt < D / 16; ++dt) {
         uint32_t bv[4];
         ldmatrix_x4_trans(bv, cV + (ks * 16 + (lane & 15)) * kLd + dt * 16 + (lane >> 4) * 8);
-        mma_bf16(o[2 * dt], a, bv[0], bv[1]);
-        mma_bf16(o[2 * dt + 1], a, bv[2], bv[3]);
+        mma_m16n8k16<T>(o[2 * dt], a, bv[0], bv[1]);
+        mma_m16n8k16<T>(o[2 * dt + 1], a, bv[2], bv[3]);
       }
     }
   }
 
   // epilogue: normalise, store out and lse
-  auto* out = static_cast<__nv_bfloat16*>(p.out);
+  auto* out = static_cast<T*>(p.out);
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     float sum = l[r];
@@ -180,10 +182,10 @@ __global__ void __launch_bounds__(kFwdThreads) attention_fwd_bf16(FwdParams p) {
     const int i = row_base + 8 * r;
     if (i >= len) continue;
     const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-    __nv_bfloat16* dst = out + ((begin + i) * p.hq + h) * D + 2 * t;
+    T* dst = out + ((begin + i) * p.hq + h) * D + 2 * t;
 #pragma unroll
     for (int n = 0; n < D / 8; ++n) {
-      *reinterpret_cast<uint32_t*>(dst + n * 8) = pack_bf16(o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
+      *reinterpret_cast<uint32_t*>(dst + n * 8) = pack2<T>(o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
     }
     if (p.lse != nullptr && t == 0) p.lse[h * p.tokens + begin + i] = (m[r] + log2f(sum)) * kLn2;
   }
@@ -253,13 +255,13 @@ cudaError_t launch_generic(const FwdParams& p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-template <int D>
-cudaError_t launch_bf16(const FwdParams& p, int max_seqlen, cudaStream_t stream) {
+template <typename T, int D>
+cudaError_t launch_tc(const FwdParams& p, int max_seqlen, cudaStream_t stream) {
   constexpr int smem = fwd_smem_bytes<D>();
-  cudaError_t st = cudaFuncSetAttribute(attention_fwd_bf16<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  cudaError_t st = cudaFuncSetAttribute(attention_fwd_tc<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (st != cudaSuccess) return st;
   const dim3 grid((max_seqlen + kBr - 1) / kBr, p.hq, p.batch);
-  attention_fwd_bf16<D><<<grid, kFwdThreads, smem, stream>>>(p);
+  attention_fwd_tc<T, D><<<grid, kFwdThreads, smem, stream>>>(p);
   return cudaGetLastError();
 }
 
@@ -274,10 +276,15 @@ cudaError_t launch_attention_forward(const AttentionShape& s, const void* q, con
   FwdParams p{q, k, v, cu_seqlens, out, lse, s.tokens, s.batch, s.hq, s.hkv, s.head_dim,
               s.window > 0 && s.window < s.max_seqlen ? static_cast<int>(s.window) : 0, s.scale};
   if (s.batch > 65535 || s.hq > 65535) return cudaErrorInvalidValue;
-  const bool tc = dtype == 1 && aligned16(q) && aligned16(k) && aligned16(v) && aligned16(out);
-  if (tc && s.head_dim == 64) return launch_bf16<64>(p, s.max_seqlen, stream);
-  if (tc && s.head_dim == 128) return launch_bf16<128>(p, s.max_seqlen, stream);
+  if (dtype < 0 || dtype > 2) return cudaErrorInvalidValue;
+  const bool tc = dtype != 0 && aligned16(q) && aligned16(k) && aligned16(v) && aligned16(out);
+  if (tc && (s.head_dim == 64 || s.head_dim == 128)) {
+    return with_tc_types(dtype, s.head_dim, [&](auto types) {
+      return launch_tc<typename decltype(types)::Elem, decltype(types)::kHeadDim>(p, s.max_seqlen, stream);
+    });
+  }
   if (dtype == 1) return launch_generic<__nv_bfloat16>(p, stream);
+  if (dtype == 2) return launch_generic<__half>(p, stream);
   return launch_generic<float>(p, stream);
 }
 

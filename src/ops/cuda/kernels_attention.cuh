@@ -3,10 +3,10 @@
 //
 // Invariants:
 //  - Plain arguments only (no fmt, no core/error.h, no Tensor): raw device pointers, sizes, dtype codes
-//    (0 = F32, 1 = BF16 as in core/dtype.h), the stream; each launcher returns the launch status.
+//    (0 = F32, 1 = BF16, 2 = F16 as in core/dtype.h), the stream; each launcher returns the launch status.
 //  - Layouts are row-major and contiguous: q/out/dout/dq (T, Hq, D); k/v/dk/dv (T, Hkv, D); lse/delta (Hq, T) F32.
 //    cu_seqlens is the (B+1) I32 device array; max_seqlen is the longest sequence (host-computed).
-//  - Activations share one dtype; math is fp32 (BF16 operands of tensor-core products, fp32 accumulation);
+//  - Activations share one dtype; math is fp32 (BF16 / F16 operands of tensor-core products, fp32 accumulation);
 //    results are rounded once when stored. No atomics: results are deterministic run to run.
 #pragma once
 

@@ -3,7 +3,8 @@
 //
 // Invariants:
 //  - Plain arguments only (no fmt, no core/error.h, no Tensor): raw device pointers, sizes, the dtype code
-//    (0 = F32, 1 = BF16 as in core/dtype.h) shared by q, the caches and out, the stream; returns the launch status.
+//    (0 = F32, 1 = BF16, 2 = F16 as in core/dtype.h) shared by q, the caches and out, the stream; returns the
+//    launch status.
 //  - Layouts: q/out (Tq, Hq, D); k/v caches (rows >= start + Tq, Hkv, D), contiguous row-major. Query i sits at
 //    position start + i and sees keys j with j <= start + i and, when window > 0, start + i - j < window.
 //  - Split-K (flash-decoding): the visible keys of each (query, head) row are cut into `splits` chunks of `chunk`
@@ -27,7 +28,7 @@ struct AttentionDecodeArgs {
   int64_t window = 0;   // 0 = unlimited
   int32_t hq = 0, hkv = 0, head_dim = 0;
   float scale = 1.0f;
-  int dtype = 0;  // 0 = F32, 1 = BF16
+  int dtype = 0;  // 0 = F32, 1 = BF16, 2 = F16
 };
 
 struct AttentionDecodeSplit {

@@ -1,8 +1,8 @@
 // ops/cuda/kernels_lora.cuh — launchers of the rank-r LoRA passes (lora.cu). Host-callable, no CUDA headers beyond
 // the runtime; errors come back as cudaError_t (the ops_*.cpp wrappers throw naming the op).
 //
-// Every launcher takes the fast path's conditions (lora_fast_shape(k, r): r in {8, 16}, k % 8 == 0; activations F32
-// or BF16, dtype code 0 / 1; pointers 16-byte aligned) and returns cudaErrorInvalidValue otherwise, so the caller
+// Every launcher takes the fast path's conditions (lora_fast_shape(k, r): r in {8, 16}, k % 8 == 0; activations F32,
+// BF16 or F16, dtype code 0 / 1 / 2; pointers 16-byte aligned) and returns cudaErrorInvalidValue otherwise, so the caller
 // falls back to its GEMM path. Dropout multipliers are those of ops.h (threshold 0, keep_scale 1: none).
 #pragma once
 

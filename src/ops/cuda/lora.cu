@@ -5,9 +5,10 @@
 //
 // Invariants:
 //  - Fast-path conditions (the caller checks them, else uses the GEMM path): r in {8, 16}, k % 8 == 0, x / y
-//    16-byte aligned, F32 or BF16 activations. A lane handles 8 consecutive columns (one 16-byte BF16 load, two F32
-//    loads), i.e. exactly two philox blocks: the dropout multiplier of flat element e is
-//    philox_word(seed, e) >= threshold ? keep_scale : 0 (ops/philox.h), the same masks as the CPU.
+//    16-byte aligned, F32, BF16 or F16 activations (dtype codes 0 / 1 / 2; the kernels are templates on the element
+//    type). A lane handles 8 consecutive columns (one 16-byte BF16 / F16 load, two F32 loads), i.e. exactly two
+//    philox blocks: the dropout multiplier of flat element e is philox_word(seed, e) >= threshold ? keep_scale : 0
+//    (ops/philox.h), the same masks as the CPU.
 //  - Math in fp32 with fp32 factors (PEFT runs the adapter in fp32); 16-bit outputs are rounded once.
 //  - Deterministic: every output has one writer and a summation order fixed by (n, k, r) alone (never by the GPU
 //    model or timing): xa sums its column splits in order, da its row slices in order.
@@ -16,6 +17,9 @@
 //    by 4 (r = 8) or 2 (r = 16) rows at a time, each group's loads issued before its math; da is column-stationary
 //    (each lane accumulates its columns over a slice of rows).
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <type_traits>
 
 #include "ops/cuda/kernels_lora.cuh"
 #include "ops/philox.h"
@@ -35,48 +39,53 @@ constexpr int kTargetBlocks = 4 * 132;   // da: aim for ~4 blocks per SM of an H
 template <int R>
 constexpr int kRowsAtOnce = R == 8 ? 4 : 2;
 
-template <bool kBf16>
-__device__ __forceinline__ void load8(const void* p, int64_t e, float v[8]) {
-  if constexpr (kBf16) {
-    const uint4 raw = *reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p) + e);
-    const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const __nv_bfloat162 h = *reinterpret_cast<const __nv_bfloat162*>(&w[i]);
-      v[2 * i] = __low2float(h);
-      v[2 * i + 1] = __high2float(h);
-    }
+// Element types T of the kernels: float (dtype code 0), __nv_bfloat16 (1), __half (2). 16-bit types move as pairs
+// packed in 32-bit words, widened exactly and rounded to nearest even on store.
+template <typename T>
+constexpr bool kHalfWidth = sizeof(T) == 2;
+
+template <typename T>
+__device__ __forceinline__ void pair_to_float2(uint32_t w, float& lo, float& hi) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    const __nv_bfloat162 h = *reinterpret_cast<const __nv_bfloat162*>(&w);
+    lo = __low2float(h);
+    hi = __high2float(h);
   } else {
-    const float4 lo = *reinterpret_cast<const float4*>(static_cast<const float*>(p) + e);
-    const float4 hi = *reinterpret_cast<const float4*>(static_cast<const float*>(p) + e + 4);
-    v[0] = lo.x; v[1] = lo.y; v[2] = lo.z; v[3] = lo.w; v[4] = hi.x; v[5] = hi.y; v[6] = hi.z; v[7] = hi.w;
+    static_assert(std::is_same_v<T, __half>);
+    const __half2 h = *reinterpret_cast<const __half2*>(&w);
+    lo = __low2float(h);
+    hi = __high2float(h);
   }
 }
 
-// 8 elements as raw 16-byte words (BF16: one, F32: two), so a warp can issue all its loads before using any.
-template <bool kBf16>
-constexpr int kRawWords = kBf16 ? 1 : 2;
-
-template <bool kBf16>
-__device__ __forceinline__ void load8_raw(const void* p, int64_t e, uint4 (&w)[kRawWords<kBf16>]) {
-  if constexpr (kBf16) {
-    w[0] = *reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p) + e);
+template <typename T>
+__device__ __forceinline__ uint32_t float2_to_pair(float lo, float hi) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&h);
   } else {
-    w[0] = *reinterpret_cast<const uint4*>(static_cast<const float*>(p) + e);
-    w[1] = *reinterpret_cast<const uint4*>(static_cast<const float*>(p) + e + 4);
+    static_assert(std::is_same_v<T, __half>);
+    const __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&h);
   }
 }
 
-template <bool kBf16>
-__device__ __forceinline__ void raw_to_float8(const uint4 (&w)[kRawWords<kBf16>], float v[8]) {
-  if constexpr (kBf16) {
+// 8 elements as raw 16-byte words (16-bit types: one, F32: two), so a warp can issue all its loads before using any.
+template <typename T>
+constexpr int kRawWords = kHalfWidth<T> ? 1 : 2;
+
+template <typename T>
+__device__ __forceinline__ void load8_raw(const void* p, int64_t e, uint4 (&w)[kRawWords<T>]) {
+  w[0] = *reinterpret_cast<const uint4*>(static_cast<const T*>(p) + e);
+  if constexpr (!kHalfWidth<T>) w[1] = *reinterpret_cast<const uint4*>(static_cast<const T*>(p) + e + 4);
+}
+
+template <typename T>
+__device__ __forceinline__ void raw_to_float8(const uint4 (&w)[kRawWords<T>], float v[8]) {
+  if constexpr (kHalfWidth<T>) {
     const uint32_t u[4] = {w[0].x, w[0].y, w[0].z, w[0].w};
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const __nv_bfloat162 h = *reinterpret_cast<const __nv_bfloat162*>(&u[i]);
-      v[2 * i] = __low2float(h);
-      v[2 * i + 1] = __high2float(h);
-    }
+    for (int i = 0; i < 4; ++i) pair_to_float2<T>(u[i], v[2 * i], v[2 * i + 1]);
   } else {
     v[0] = __uint_as_float(w[0].x); v[1] = __uint_as_float(w[0].y);
     v[2] = __uint_as_float(w[0].z); v[3] = __uint_as_float(w[0].w);
@@ -85,32 +94,81 @@ __device__ __forceinline__ void raw_to_float8(const uint4 (&w)[kRawWords<kBf16>]
   }
 }
 
-template <bool kBf16>
+template <typename T>
+__device__ __forceinline__ void load8(const void* p, int64_t e, float v[8]) {
+  if constexpr (kHalfWidth<T>) {
+    uint4 w[1];
+    load8_raw<T>(p, e, w);
+    raw_to_float8<T>(w, v);
+  } else {
+    const float4 lo = *reinterpret_cast<const float4*>(static_cast<const float*>(p) + e);
+    const float4 hi = *reinterpret_cast<const float4*>(static_cast<const float*>(p) + e + 4);
+    v[0] = lo.x; v[1] = lo.y; v[2] = lo.z; v[3] = lo.w; v[4] = hi.x; v[5] = hi.y; v[6] = hi.z; v[7] = hi.w;
+  }
+}
+
+template <typename T>
 __device__ __forceinline__ void store8(void* p, int64_t e, const float v[8]) {
-  if constexpr (kBf16) {
+  if constexpr (kHalfWidth<T>) {
     uint32_t w[4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const __nv_bfloat162 h = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
-      w[i] = *reinterpret_cast<const uint32_t*>(&h);
-    }
-    *reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p) + e) = make_uint4(w[0], w[1], w[2], w[3]);
+    for (int i = 0; i < 4; ++i) w[i] = float2_to_pair<T>(v[2 * i], v[2 * i + 1]);
+    *reinterpret_cast<uint4*>(static_cast<T*>(p) + e) = make_uint4(w[0], w[1], w[2], w[3]);
   } else {
     *reinterpret_cast<float4*>(static_cast<float*>(p) + e) = make_float4(v[0], v[1], v[2], v[3]);
     *reinterpret_cast<float4*>(static_cast<float*>(p) + e + 4) = make_float4(v[4], v[5], v[6], v[7]);
   }
 }
 
-template <bool kBf16>
+template <typename T>
 __device__ __forceinline__ void load4(const void* p, int64_t e, float v[4]) {
-  if constexpr (kBf16) {
-    const uint2 raw = *reinterpret_cast<const uint2*>(static_cast<const __nv_bfloat16*>(p) + e);
-    const __nv_bfloat162 lo = *reinterpret_cast<const __nv_bfloat162*>(&raw.x);
-    const __nv_bfloat162 hi = *reinterpret_cast<const __nv_bfloat162*>(&raw.y);
-    v[0] = __low2float(lo); v[1] = __high2float(lo); v[2] = __low2float(hi); v[3] = __high2float(hi);
+  if constexpr (kHalfWidth<T>) {
+    const uint2 raw = *reinterpret_cast<const uint2*>(static_cast<const T*>(p) + e);
+    pair_to_float2<T>(raw.x, v[0], v[1]);
+    pair_to_float2<T>(raw.y, v[2], v[3]);
   } else {
     const float4 f = *reinterpret_cast<const float4*>(static_cast<const float*>(p) + e);
     v[0] = f.x; v[1] = f.y; v[2] = f.z; v[3] = f.w;
+  }
+}
+
+// Stages the factor's columns [c0, c0 + kTileCols) into s (zeros past k): F = f (R, k), or f stored (k, R) when
+// kTransposed (then consecutive threads read consecutive floats). Followed by a barrier.
+template <int R, bool kTransposed>
+__device__ __forceinline__ void stage_factor_tile(float (&s)[R][kTileCols], const float* f, int64_t k, int64_t c0) {
+  if constexpr (kTransposed) {
+    for (int i = threadIdx.x; i < R * kTileCols; i += kThreads) {
+      const int cc = i / R, rr = i % R;
+      s[rr][cc] = c0 + cc < k ? f[(c0 + cc) * R + rr] : 0.0f;
+    }
+  } else {
+    for (int i = threadIdx.x; i < R * kTileCols; i += kThreads) {
+      const int rr = i / kTileCols, cc = i % kTileCols;
+      s[rr][cc] = c0 + cc < k ? f[rr * k + c0 + cc] : 0.0f;
+    }
+  }
+  __syncthreads();
+}
+
+// A group's raw loads, all issued before any math: rows row0 .. row0 + J - 1, the lane's 8 columns of each of the
+// kSteps warp-column steps of the tile at c0 (k % 8 == 0: 8 columns all inside or all outside). Elements outside
+// (n, k) are zeros with kZeroFill, else left unset (the caller never reads them).
+template <int J, typename T, bool kZeroFill>
+__device__ __forceinline__ void load_group_raw(const void* p, int64_t n, int64_t k, int64_t row0, int64_t c0, int lane,
+                                               uint4 (&raw)[J][kSteps][kRawWords<T>]) {
+#pragma unroll
+  for (int s = 0; s < kSteps; ++s) {
+    const int64_t col = c0 + s * kWarpCols + lane * kVec;
+#pragma unroll
+    for (int j = 0; j < J; ++j) {
+      const int64_t row = row0 + j;
+      if (row < n && col < k) {
+        load8_raw<T>(p, row * k + col, raw[j][s]);
+      } else if constexpr (kZeroFill) {
+#pragma unroll
+        for (int w = 0; w < kRawWords<T>; ++w) raw[j][s][w] = make_uint4(0, 0, 0, 0);
+      }
+    }
   }
 }
 
@@ -157,38 +215,21 @@ __device__ __forceinline__ float warp_reduce_scatter(float (&v)[R], int lane, in
 }
 
 // out[split][row][rr] (split = blockIdx.x; F32) = sum over the split's columns of dropout(x)[row][c] * a[rr][c].
-template <int R, bool kBf16>
-__global__ void __launch_bounds__(kThreads, kBf16 ? 2 : 1) lora_xa_kernel(const void* x, const float* a, int64_t n, int64_t k,
-                                                           int64_t rows_per_block, uint64_t seed, uint32_t threshold,
-                                                           float keep_scale, float* out) {
+template <int R, typename T>
+__global__ void __launch_bounds__(kThreads, kHalfWidth<T> ? 2 : 1)
+    lora_xa_kernel(const void* x, const float* a, int64_t n, int64_t k, int64_t rows_per_block, uint64_t seed,
+                   uint32_t threshold, float keep_scale, float* out) {
   constexpr int J = kRowsAtOnce<R>;
   __shared__ __align__(16) float sa[R][kTileCols];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kTileCols;
-  for (int i = threadIdx.x; i < R * kTileCols; i += kThreads) {
-    const int rr = i / kTileCols, cc = i % kTileCols;
-    sa[rr][cc] = c0 + cc < k ? a[rr * k + c0 + cc] : 0.0f;
-  }
-  __syncthreads();
+  stage_factor_tile<R, false>(sa, a, k, c0);
   const int64_t rows_per_warp = rows_per_block / kWarps;
   const int64_t warp_row0 = static_cast<int64_t>(blockIdx.y) * rows_per_block + warp * rows_per_warp;
   for (int64_t g0 = 0; g0 < rows_per_warp; g0 += J) {
     // All of the group's loads first (J rows x kSteps columns steps), then the math.
-    uint4 raw[J][kSteps][kRawWords<kBf16>];
-#pragma unroll
-    for (int s = 0; s < kSteps; ++s) {
-      const int64_t col = c0 + s * kWarpCols + lane * kVec;  // k % 8 == 0: 8 columns all inside or all outside
-#pragma unroll
-      for (int j = 0; j < J; ++j) {
-        const int64_t row = warp_row0 + g0 + j;
-        if (row < n && col < k) {
-          load8_raw<kBf16>(x, row * k + col, raw[j][s]);
-        } else {
-#pragma unroll
-          for (int w = 0; w < kRawWords<kBf16>; ++w) raw[j][s][w] = make_uint4(0, 0, 0, 0);
-        }
-      }
-    }
+    uint4 raw[J][kSteps][kRawWords<T>];
+    load_group_raw<J, T, true>(x, n, k, warp_row0 + g0, c0, lane, raw);
     float acc[J][R];
 #pragma unroll
     for (int j = 0; j < J; ++j)
@@ -200,7 +241,7 @@ __global__ void __launch_bounds__(kThreads, kBf16 ? 2 : 1) lora_xa_kernel(const 
       float v[J][kVec];
 #pragma unroll
       for (int j = 0; j < J; ++j) {
-        raw_to_float8<kBf16>(raw[j][s], v[j]);
+        raw_to_float8<T>(raw[j][s], v[j]);
         apply_dropout<kVec>(v[j], seed, (warp_row0 + g0 + j) * k + c0 + cc, threshold, keep_scale);
       }
 #pragma unroll
@@ -236,41 +277,21 @@ __global__ void sum_splits_kernel(const float* part, int64_t splits, int64_t cou
 
 // y[row][c] += scale * mult(row * k + c) * sum_rr g[row][rr] * F[rr][c]; F = f (R, k), or f (k, R) transposed.
 // (rows_per_block is a multiple of kTileRows, so of kWarps * J.)
-template <int R, bool kBf16, bool kTransposed>
-__global__ void __launch_bounds__(kThreads, kBf16 ? 2 : 1) lora_rank_update_kernel(void* y, const float* g, const float* f,
-                                                                       int64_t n, int64_t k, int64_t rows_per_block,
-                                                                       float scale, uint64_t seed, uint32_t threshold,
-                                                                       float keep_scale) {
+template <int R, typename T, bool kTransposed>
+__global__ void __launch_bounds__(kThreads, kHalfWidth<T> ? 2 : 1)
+    lora_rank_update_kernel(void* y, const float* g, const float* f, int64_t n, int64_t k, int64_t rows_per_block,
+                            float scale, uint64_t seed, uint32_t threshold, float keep_scale) {
   constexpr int J = 2;  // rows at once: y's loads are held in registers until the store
   __shared__ __align__(16) float sf[R][kTileCols];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kTileCols;
-  if constexpr (kTransposed) {  // f (k, R): consecutive threads read consecutive floats
-    for (int i = threadIdx.x; i < R * kTileCols; i += kThreads) {
-      const int cc = i / R, rr = i % R;
-      sf[rr][cc] = c0 + cc < k ? f[(c0 + cc) * R + rr] : 0.0f;
-    }
-  } else {
-    for (int i = threadIdx.x; i < R * kTileCols; i += kThreads) {
-      const int rr = i / kTileCols, cc = i % kTileCols;
-      sf[rr][cc] = c0 + cc < k ? f[rr * k + c0 + cc] : 0.0f;
-    }
-  }
-  __syncthreads();
+  stage_factor_tile<R, kTransposed>(sf, f, k, c0);
   const int64_t rows_per_warp = rows_per_block / kWarps;
   const int64_t warp_row0 = static_cast<int64_t>(blockIdx.y) * rows_per_block + warp * rows_per_warp;
   for (int64_t g0 = 0; g0 < rows_per_warp; g0 += J) {
     // The group's loads of y first (J rows x kSteps column steps), then the math and the stores.
-    uint4 raw[J][kSteps][kRawWords<kBf16>];
-#pragma unroll
-    for (int s = 0; s < kSteps; ++s) {
-      const int64_t col = c0 + s * kWarpCols + lane * kVec;
-#pragma unroll
-      for (int j = 0; j < J; ++j) {
-        const int64_t row = warp_row0 + g0 + j;
-        if (row < n && col < k) load8_raw<kBf16>(y, row * k + col, raw[j][s]);
-      }
-    }
+    uint4 raw[J][kSteps][kRawWords<T>];
+    load_group_raw<J, T, false>(y, n, k, warp_row0 + g0, c0, lane, raw);
     float gv[J][R];
 #pragma unroll
     for (int j = 0; j < J; ++j) {
@@ -307,10 +328,10 @@ __global__ void __launch_bounds__(kThreads, kBf16 ? 2 : 1) lora_rank_update_kern
         const int64_t e = row * k + c0 + cc;
         apply_dropout<kVec>(t[j], seed, e, threshold, keep_scale);
         float v[kVec];
-        raw_to_float8<kBf16>(raw[j][s], v);
+        raw_to_float8<T>(raw[j][s], v);
 #pragma unroll
         for (int i = 0; i < kVec; ++i) v[i] = v[i] + scale * t[j][i];
-        store8<kBf16>(y, e, v);
+        store8<T>(y, e, v);
       }
     }
   }
@@ -323,7 +344,7 @@ int da_tile_cols(int r) { return 32 * (r == 8 ? 8 : 4); }
 
 // part[slice][rr][c] = sum over the slice's rows of g[row][rr] * dropout(x)[row][c]; blocks (column tile, slice).
 // Warps take rows warp, warp + 8, ... (two at a time); the 8 warps' sums are added in warp order.
-template <int R, bool kBf16>
+template <int R, typename T>
 __global__ void __launch_bounds__(kThreads) lora_da_kernel(const void* x, const float* g, int64_t n, int64_t k,
                                                            int64_t rows_per_slice, uint64_t seed, uint32_t threshold,
                                                            float keep_scale, float* part) {
@@ -346,11 +367,11 @@ __global__ void __launch_bounds__(kThreads) lora_da_kernel(const void* x, const 
       float v[2][C];
       const int64_t e = row * k + c, e2 = row2 * k + c;
       if constexpr (C == 8) {
-        load8<kBf16>(x, e, v[0]);
-        if (two) load8<kBf16>(x, e2, v[1]);
+        load8<T>(x, e, v[0]);
+        if (two) load8<T>(x, e2, v[1]);
       } else {
-        load4<kBf16>(x, e, v[0]);
-        if (two) load4<kBf16>(x, e2, v[1]);
+        load4<T>(x, e, v[0]);
+        if (two) load4<T>(x, e2, v[1]);
       }
       apply_dropout<C>(v[0], seed, e, threshold, keep_scale);
       float gv[R];
@@ -425,6 +446,16 @@ dim3 tile_grid(int64_t n, int64_t k, int64_t rows) {
 
 bool grid_fits(int64_t n, int64_t k) { return k / kTileCols < (1LL << 31) && n < (1LL << 40); }
 
+bool activation_code(int dtype) { return dtype == 0 || dtype == 1 || dtype == 2; }
+
+// Calls launch(tag), tag a null T* of the element type T of dtype code 0 / 1 / 2 (checked by activation_code).
+template <typename Launch>
+void with_element_type(int dtype, Launch&& launch) {
+  if (dtype == 0) launch(static_cast<float*>(nullptr));
+  if (dtype == 1) launch(static_cast<__nv_bfloat16*>(nullptr));
+  if (dtype == 2) launch(static_cast<__half*>(nullptr));
+}
+
 }  // namespace
 
 bool lora_fast_shape(int64_t k, int r) { return (r == 8 || r == 16) && k % 8 == 0 && k > 0; }
@@ -434,20 +465,19 @@ int64_t lora_xa_splits(int64_t k) { return (k + kTileCols - 1) / kTileCols; }
 cudaError_t launch_lora_xa(const void* x, int x_dtype, const float* a, int64_t n, int64_t k, int r, uint64_t seed,
                            uint32_t threshold, float keep_scale, float* part, float* xa, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
-  if (!lora_fast_shape(k, r) || (x_dtype != 0 && x_dtype != 1) || !grid_fits(n, k)) return cudaErrorInvalidValue;
+  if (!lora_fast_shape(k, r) || !activation_code(x_dtype) || !grid_fits(n, k)) return cudaErrorInvalidValue;
   const int64_t splits = lora_xa_splits(k);
   float* out = splits == 1 ? xa : part;
   const int64_t rows = rows_per_block(n, k);
   const dim3 grid = tile_grid(n, k, rows);
-  const bool bf16 = x_dtype == 1;
-#define SWIFT_LORA_XA(R, B) \
-  lora_xa_kernel<R, B><<<grid, kThreads, 0, stream>>>(x, a, n, k, rows, seed, threshold, keep_scale, out)
-  if (r == 8) {
-    bf16 ? SWIFT_LORA_XA(8, true) : SWIFT_LORA_XA(8, false);
-  } else {
-    bf16 ? SWIFT_LORA_XA(16, true) : SWIFT_LORA_XA(16, false);
-  }
-#undef SWIFT_LORA_XA
+  with_element_type(x_dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    if (r == 8) {
+      lora_xa_kernel<8, T><<<grid, kThreads, 0, stream>>>(x, a, n, k, rows, seed, threshold, keep_scale, out);
+    } else {
+      lora_xa_kernel<16, T><<<grid, kThreads, 0, stream>>>(x, a, n, k, rows, seed, threshold, keep_scale, out);
+    }
+  });
   if (splits == 1) return cudaGetLastError();
   const cudaError_t status = cudaGetLastError();
   if (status != cudaSuccess) return status;
@@ -459,27 +489,21 @@ cudaError_t launch_lora_rank_update(void* y, int y_dtype, const float* g, const 
                                     int64_t k, int r, float scale, uint64_t seed, uint32_t threshold, float keep_scale,
                                     cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
-  if (!lora_fast_shape(k, r) || (y_dtype != 0 && y_dtype != 1) || !grid_fits(n, k)) return cudaErrorInvalidValue;
+  if (!lora_fast_shape(k, r) || !activation_code(y_dtype) || !grid_fits(n, k)) return cudaErrorInvalidValue;
   const int64_t rows = rows_per_block(n, k);
   const dim3 grid = tile_grid(n, k, rows);
-  const bool bf16 = y_dtype == 1;
-#define SWIFT_LORA_UPDATE(R, B, T)                                                                             \
-  lora_rank_update_kernel<R, B, T><<<grid, kThreads, 0, stream>>>(y, g, f, n, k, rows, scale, seed, threshold, \
-                                                                  keep_scale)
-  if (r == 8) {
-    if (f_transposed) {
-      bf16 ? SWIFT_LORA_UPDATE(8, true, true) : SWIFT_LORA_UPDATE(8, false, true);
+  with_element_type(y_dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+#define SWIFT_LORA_UPDATE(R, TR)                                                                               \
+  lora_rank_update_kernel<R, T, TR><<<grid, kThreads, 0, stream>>>(y, g, f, n, k, rows, scale, seed, threshold, \
+                                                                   keep_scale)
+    if (r == 8) {
+      f_transposed ? SWIFT_LORA_UPDATE(8, true) : SWIFT_LORA_UPDATE(8, false);
     } else {
-      bf16 ? SWIFT_LORA_UPDATE(8, true, false) : SWIFT_LORA_UPDATE(8, false, false);
+      f_transposed ? SWIFT_LORA_UPDATE(16, true) : SWIFT_LORA_UPDATE(16, false);
     }
-  } else {
-    if (f_transposed) {
-      bf16 ? SWIFT_LORA_UPDATE(16, true, true) : SWIFT_LORA_UPDATE(16, false, true);
-    } else {
-      bf16 ? SWIFT_LORA_UPDATE(16, true, false) : SWIFT_LORA_UPDATE(16, false, false);
-    }
-  }
 #undef SWIFT_LORA_UPDATE
+  });
   return cudaGetLastError();
 }
 
@@ -494,20 +518,20 @@ cudaError_t launch_lora_da(const void* x, int x_dtype, const float* g, int64_t n
                            uint64_t seed, uint32_t threshold, float keep_scale, float* part, float* da,
                            cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
-  if (!lora_fast_shape(k, r) || (x_dtype != 0 && x_dtype != 1)) return cudaErrorInvalidValue;
+  if (!lora_fast_shape(k, r) || !activation_code(x_dtype)) return cudaErrorInvalidValue;
   const int64_t slices = lora_da_slices(n, k, r);
   const int64_t rows_per_slice = (n + slices - 1) / slices;
   const dim3 grid(static_cast<unsigned>((k + da_tile_cols(r) - 1) / da_tile_cols(r)), static_cast<unsigned>(slices));
-  const bool bf16 = x_dtype == 1;
-#define SWIFT_LORA_DA(R, B)                                                                                     \
-  lora_da_kernel<R, B><<<grid, kThreads, 0, stream>>>(x, g, n, k, rows_per_slice, seed, threshold, keep_scale, \
-                                                      part)
-  if (r == 8) {
-    bf16 ? SWIFT_LORA_DA(8, true) : SWIFT_LORA_DA(8, false);
-  } else {
-    bf16 ? SWIFT_LORA_DA(16, true) : SWIFT_LORA_DA(16, false);
-  }
-#undef SWIFT_LORA_DA
+  with_element_type(x_dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    if (r == 8) {
+      lora_da_kernel<8, T><<<grid, kThreads, 0, stream>>>(x, g, n, k, rows_per_slice, seed, threshold, keep_scale,
+                                                          part);
+    } else {
+      lora_da_kernel<16, T><<<grid, kThreads, 0, stream>>>(x, g, n, k, rows_per_slice, seed, threshold, keep_scale,
+                                                           part);
+    }
+  });
   const cudaError_t status = cudaGetLastError();
   if (status != cudaSuccess) return status;
   lora_da_reduce_kernel<<<blocks_for(r * k, 256), 256, 0, stream>>>(part, slices, r * k, scale, da);

@@ -5,7 +5,7 @@
 //
 // Invariants:
 //  - Arguments were validated by ops/op_checks (shapes, one device, dtypes, cu_seqlens monotone from 0 to T).
-//  - Activations are F32 or BF16 (one dtype per call); lse and the backward's delta scratch are F32.
+//  - Activations are F32, BF16 or F16 (one dtype per call); lse and the backward's delta scratch are F32.
 //  - Launch failures become swift::Error naming the op. Results are deterministic (no atomics).
 #include "ops/cuda/cuda_ops.h"
 
@@ -27,7 +27,8 @@ void check_launch(const char* op, cudaError_t status) {
 int dtype_code(const char* op, const Tensor& t) {
   if (t.dtype() == DType::F32) return 0;
   if (t.dtype() == DType::BF16) return 1;
-  fail("op {}: activations must be F32 or BF16 on CUDA, got {}", op, dtype_name(t.dtype()));
+  if (t.dtype() == DType::F16) return 2;
+  fail("op {}: activations must be F32, BF16 or F16 on CUDA, got {}", op, dtype_name(t.dtype()));
 }
 
 AttentionShape shape_of(const char* op, const Tensor& q, const Tensor& k, const Tensor& cu_seqlens, float scale,

@@ -160,9 +160,10 @@ void input_grad(const char* op, const Tensor& dy, const Tensor& w, Tensor& dx, b
 
 
 // Whether the one-pass LoRA kernels (lora.cu) take a (rows, cols) activation t with rank r: r 8 / 16, cols % 8 == 0,
-// F32 or BF16, 16-byte aligned.
+// F32, BF16 or F16, 16-byte aligned.
 bool one_pass(const Tensor& t, int64_t r) {
-  return lora_fast_shape(t.size(1), static_cast<int>(r)) && (t.dtype() == DType::F32 || t.dtype() == DType::BF16) &&
+  return lora_fast_shape(t.size(1), static_cast<int>(r)) &&
+         (t.dtype() == DType::F32 || t.dtype() == DType::BF16 || t.dtype() == DType::F16) &&
          reinterpret_cast<uintptr_t>(t.raw()) % 16 == 0;
 }
 
