@@ -294,7 +294,11 @@ class NcclCommunicator final : public Communicator {
   static ncclRedOp_t nccl_op(ReduceOp op) { return op == ReduceOp::Average ? ncclAvg : ncclSum; }
 
   // Polls the communicator's state until it leaves ncclInProgress; aborts and throws on error or timeout.
+  // Yields for the first few milliseconds (a collective on a non-blocking communicator usually answers
+  // ncclInProgress and is ready microseconds later: sleeping 1 ms per collective cost 1 ms per gradient bucket, 76
+  // ms per step of a 0.5B model on 2 H200s), then sleeps 1 ms between polls.
   void poll_until_ready(Clock::time_point deadline, const std::string& what) {
+    const Clock::time_point spin_until = Clock::now() + std::chrono::milliseconds(5);
     while (true) {
       ncclResult_t state = ncclSuccess;
       const ncclResult_t r = ncclCommGetAsyncError(comm_, &state);
@@ -312,7 +316,11 @@ class NcclCommunicator final : public Communicator {
              "SWIFT_DIST_TIMEOUT if it is only slow)",
              what, rank_, timeout_s_);
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      if (Clock::now() < spin_until) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
     }
   }
 
