@@ -1,7 +1,9 @@
 // tests/gpu/test_cuda_attention.cpp — attention and attention_backward on CUDA against the CPU references
-// (ops::ref, double precision): F32 (generic fp32 kernels), BF16 and F16 (tensor-core kernels for D = 64/128,
-// the generic kernel for other D), packed variable-length batches with odd lengths, GQA ratios 1/2/7, windows.
-// Also prints (does not assert) the time and TFLOP/s of a T = 8192 (4 x 2048), Hq 28, Hkv 4, D 128 BF16 case.
+// (ops::ref, double precision): F32 (generic fp32 kernels), BF16 and F16 through the default path (cuDNN's fused
+// attention on sm_90+, see test_cuda_attention_cudnn.cpp) and through our kernels (SWIFT_ATTENTION=flash2:
+// tensor-core kernels for D = 64/128, the generic kernel for other D), packed variable-length batches with odd
+// lengths, GQA ratios 1/2/7, windows. Also prints (does not assert) the time and TFLOP/s of a T = 8192
+// (4 x 2048), Hq 28, Hkv 4, D 128 BF16 case (bench/bench_attention compares the paths).
 //
 // Invariants:
 //  - Fresh random inputs per case (seeded); BF16 results are compared with the reference fed the same
@@ -22,6 +24,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -212,7 +215,28 @@ TEST(OpsCudaAttention, BF16MatchesReference) {
   for (const Case& c : cases()) run_case(c, DType::BF16, seed += 10);
 }
 
-// F16: the tensor-core kernels' f16 mma path (D 64 / 128) and the generic kernel for other D. Inputs as BF16's
+// Our kernels for the activations cuDNN would otherwise take (SWIFT_ATTENTION=flash2 for the test's duration).
+struct Flash2Only {
+  Flash2Only() { setenv("SWIFT_ATTENTION", "flash2", 1); }
+  ~Flash2Only() { unsetenv("SWIFT_ATTENTION"); }
+};
+
+TEST(OpsCudaAttention, BF16Flash2MatchesReference) {
+  ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
+  const Flash2Only flash2;
+  uint32_t seed = 1500;
+  for (const Case& c : cases()) run_case(c, DType::BF16, seed += 10);
+}
+
+TEST(OpsCudaAttention, F16Flash2MatchesReference) {
+  ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
+  const Flash2Only flash2;
+  uint32_t seed = 1900;
+  for (const Case& c : cases()) run_case(c, DType::F16, seed += 10);
+}
+
+// F16 through the default path (F16Flash2MatchesReference: the tensor-core kernels' f16 mma path for D 64 / 128
+// and the generic kernel for other D). Inputs as BF16's
 // (q, k in [-2, 2]): in fp16's range. lse keeps BF16's bound (fp32 math on exact 16-bit inputs either way).
 TEST(OpsCudaAttention, F16MatchesReference) {
   ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
