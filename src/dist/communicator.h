@@ -72,10 +72,10 @@ class Communicator {
   virtual std::string backend() const = 0;  // "cpu-threads", "cpu-shm", "solo", "nccl"
   virtual double timeout_s() const = 0;
 
-  // In place: t = sum (or average) of t over all ranks. F32 or BF16 (BF16 reduced in fp32).
+  // In place: t = sum (or average) of t over all ranks. F32 or BF16 (BF16 reduced in fp32); F16 on CUDA (NCCL).
   virtual void all_reduce(Tensor& t, ReduceOp op = ReduceOp::Sum) = 0;
   // input: N elements on every rank (N divisible by world_size, else an error); output: N / world_size
-  // elements = shard `rank` of the reduction, i.e. elements [rank*N/W, (rank+1)*N/W). F32 or BF16.
+  // elements = shard `rank` of the reduction, i.e. elements [rank*N/W, (rank+1)*N/W). F32 or BF16 (F16 on CUDA).
   virtual void reduce_scatter(const Tensor& input, Tensor& output, ReduceOp op = ReduceOp::Sum) = 0;
   // input: M elements (any M); output: W*M elements, rank r's input at [r*M, (r+1)*M). Any dtype.
   virtual void all_gather(const Tensor& input, Tensor& output) = 0;
