@@ -149,12 +149,6 @@ void check_all_to_all(const Tensor& input, const Tensor& output, int world, Devi
 
 }  // namespace detail
 
-std::unique_ptr<Communicator> Communicator::split(int color) {
-  fail("split(color {}): the {} communicator cannot make sub-groups (sequence / tensor parallel groups); use the "
-       "CPU or NCCL backend",
-       color, backend());
-}
-
 // ---- solo --------------------------------------------------------------------------------------------------
 namespace {
 

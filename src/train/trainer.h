@@ -69,8 +69,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/communicator.h"
 #include "data/loader.h"
-#include "dist/communicator.h"
 #include "model/training.h"
 #include "ops/ops.h"
 #include "train/loss_scaler.h"

@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu/attention_test_util.h"
 #include "ops/backends.h"
 #include "ops/cuda/attention_cudnn.h"
 #include "ops/cuda/cuda_ops.h"
@@ -44,52 +45,6 @@ bool have_hopper() {
   return cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) == cudaSuccess && major >= 9;
 }
 
-constexpr int64_t kPad = 64;
-
-// A device tensor of `shape` in the middle of a NaN-filled device buffer (kPad NaN elements on each side).
-struct DeviceOut {
-  DeviceOut(const Shape& shape, DType dtype) : shape(shape), dtype(dtype) {
-    const int64_t n = shape_numel(shape) + 2 * kPad;
-    Tensor host = Tensor::empty({n}, dtype);
-    for (int64_t i = 0; i < n; ++i) {
-      if (dtype == DType::F32) static_cast<float*>(host.raw())[i] = std::nanf("");
-      else static_cast<uint16_t*>(host.raw())[i] = 0x7fc0;  // a NaN in both bf16 and f16
-    }
-    flat = host.to(Device::cuda());
-    tensor = Tensor(flat.storage(), flat.byte_offset() + dtype_bytes(dtype, kPad), shape, dtype);
-  }
-  Tensor result(const char* what) const {
-    Tensor host = flat.to(Device::cpu());
-    const int64_t n = shape_numel(shape);
-    for (int64_t i = 0; i < kPad; ++i) {
-      EXPECT_TRUE(std::isnan(host.item(i)) && std::isnan(host.item(kPad + n + i))) << what << ": padding written at " << i;
-    }
-    Tensor inner(host.storage(), dtype_bytes(dtype, kPad), shape, dtype);
-    EXPECT_TRUE(all_finite(inner)) << what << ": element not written or not finite";
-    return dtype == DType::F32 ? inner.clone() : inner.to_dtype(DType::F32);
-  }
-  Shape shape;
-  DType dtype;
-  Tensor flat, tensor;
-};
-
-struct Metrics {
-  double rel = 0, max_abs = 0, max_ref = 0;
-};
-Metrics compare(const Tensor& got, const Tensor& ref) {
-  Metrics m;
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < ref.numel(); ++i) {
-    const double a = got.item(i), e = ref.item(i), d = a - e;
-    num += d * d;
-    den += e * e;
-    m.max_abs = std::max(m.max_abs, std::fabs(d));
-    m.max_ref = std::max(m.max_ref, std::fabs(e));
-  }
-  m.rel = den > 0 ? std::sqrt(num / den) : (num > 0 ? INFINITY : 0.0);
-  if (!std::isfinite(num)) m.rel = INFINITY;
-  return m;
-}
 
 void expect_close(const char* what, DType dtype, const Tensor& got, const Tensor& ref) {
   const Metrics m = compare(got, ref);

@@ -15,7 +15,6 @@
 #include <gtest/gtest.h>
 
 #ifdef SWIFT_WITH_CUDA
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -23,6 +22,7 @@
 #include <limits>
 #include <random>
 
+#include "gpu/gpu_timing.h"
 #include "ops/backends.h"
 #include "ops/cuda/kernels_elementwise.cuh"
 #include "ops/op_test_util.h"
@@ -604,16 +604,7 @@ TEST(OpsCudaElementwise, BenchRmsnormBackward) {
   if (std::getenv("SWIFT_GPU_BENCH") == nullptr) GTEST_SKIP() << "set SWIFT_GPU_BENCH=1 to time model-sized calls";
   ASSERT_TRUE(have_device());
   const Device d = Device::cuda();
-  auto sync = [] { Tensor::zeros({1}, DType::F32, Device::cuda()).to(Device::cpu()); };
-  auto time_ms = [&](auto&& fn) {
-    fn();
-    sync();
-    const int reps = 20;
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < reps; ++i) fn();
-    sync();
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / reps;
-  };
+  auto time = [](auto&& fn) { return time_ms(fn, 20); };
   for (const int64_t c : {int64_t{896}, int64_t{3584}}) {
     const int64_t n = 16384;
     const Tensor x = on_device(random_tensor({n, c}, DType::F32, 1, -3.0f, 3.0f), DType::BF16);
@@ -622,11 +613,11 @@ TEST(OpsCudaElementwise, BenchRmsnormBackward) {
     Tensor y = Tensor::empty({n, c}, DType::BF16, d), rstd = Tensor::empty({n}, DType::F32, d);
     ops::rmsnorm(x, w, 1e-6f, y, rstd);
     Tensor dx = Tensor::empty({n, c}, DType::BF16, d), dw = Tensor::zeros({c}, DType::F32, d), none;
-    const double dx_ms = time_ms([&] { ops::rmsnorm_backward(dy, x, w, rstd, dx, none); });
-    const double dw_ms = time_ms([&] { ops::rmsnorm_backward(dy, x, w, rstd, none, dw); });
-    const double both_ms = time_ms([&] { ops::rmsnorm_backward(dy, x, w, rstd, dx, dw); });
-    const double acc_ms = time_ms([&] { ops::rmsnorm_backward(dy, x, w, rstd, dx, dw, /*accumulate_dx=*/true); });
-    const double fwd_ms = time_ms([&] { ops::rmsnorm(x, w, 1e-6f, y, rstd); });
+    const double dx_ms = time([&] { ops::rmsnorm_backward(dy, x, w, rstd, dx, none); });
+    const double dw_ms = time([&] { ops::rmsnorm_backward(dy, x, w, rstd, none, dw); });
+    const double both_ms = time([&] { ops::rmsnorm_backward(dy, x, w, rstd, dx, dw); });
+    const double acc_ms = time([&] { ops::rmsnorm_backward(dy, x, w, rstd, dx, dw, /*accumulate_dx=*/true); });
+    const double fwd_ms = time([&] { ops::rmsnorm(x, w, 1e-6f, y, rstd); });
     std::printf("rmsnorm %ld x %ld bf16: backward both with dx += %.3f ms\n", n, c, acc_ms);
     std::printf("rmsnorm %ld x %ld bf16: forward %.3f ms; backward dx %.3f ms, dweight %.3f ms, both %.3f ms\n", n, c,
                 fwd_ms, dx_ms, dw_ms, both_ms);

@@ -15,7 +15,6 @@
 
 #ifdef SWIFT_WITH_CUDA
 #include <cmath>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -24,9 +23,10 @@
 
 #include <fmt/format.h>
 
+#include "gpu/gpu_test_util.h"
+#include "gpu/gpu_timing.h"
 #include "ops/backends.h"
 #include "ops/cuda/cuda_backend.h"
-#include "gpu/gpu_test_util.h"
 #include "ops/op_test_util.h"
 #include "ops/ops.h"
 #include "ops/reference.h"
@@ -314,34 +314,25 @@ TEST(OpsCudaMatmul, BenchModelShapes) {
   if (std::getenv("SWIFT_GPU_BENCH") == nullptr) GTEST_SKIP() << "set SWIFT_GPU_BENCH=1 to time model-sized calls";
   ASSERT_TRUE(have_device());
   const Device d = Device::cuda();
-  auto sync = [] { Tensor::zeros({1}, DType::F32, Device::cuda()).to(Device::cpu()); };
-  auto time_ms = [&](auto&& fn) {
-    fn();
-    sync();
-    const int reps = 5;
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < reps; ++i) fn();
-    sync();
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / reps;
-  };
+  auto time = [](auto&& fn) { return time_ms(fn, 5); };
   const int64_t n = 8192, c = 3584, f = 18944, vocab = 152064, r = 8;
   auto rnd = [&](const Shape& s, DType t, uint32_t seed) { return random_tensor(s, t, seed, -0.05f, 0.05f).to(d); };
   Tensor x = rnd({n, c}, DType::BF16, 1), w = rnd({f, c}, DType::BF16, 2), y = Tensor::empty({n, f}, DType::BF16, d);
   Tensor dy = rnd({n, f}, DType::BF16, 3), dx = Tensor::empty({n, c}, DType::BF16, d);
   Tensor dw = Tensor::zeros({f, c}, DType::F32, d), none;
   const double gemm_flop = 2.0 * n * c * f;
-  double ms = time_ms([&] { ops::linear(x, w, none, y); });
+  double ms = time([&] { ops::linear(x, w, none, y); });
   std::printf("linear bf16 (%ld x %ld) x (%ld x %ld)^T: %.3f ms, %.0f TFLOP/s\n", n, c, f, c, ms, gemm_flop / ms / 1e9);
-  ms = time_ms([&] { ops::linear_backward(dy, x, w, dx, none, none); });
+  ms = time([&] { ops::linear_backward(dy, x, w, dx, none, none); });
   std::printf("linear_backward dx only: %.3f ms, %.0f TFLOP/s\n", ms, gemm_flop / ms / 1e9);
-  ms = time_ms([&] { ops::linear_backward(dy, x, w, none, dw, none); });
+  ms = time([&] { ops::linear_backward(dy, x, w, none, dw, none); });
   std::printf("linear_backward dw (F32 +=): %.3f ms, %.0f TFLOP/s\n", ms, gemm_flop / ms / 1e9);
   Tensor a = rnd({r, c}, DType::F32, 4), b = rnd({f, r}, DType::F32, 5), xa = Tensor::empty({n, r}, DType::F32, d);
   Tensor da = Tensor::zeros({r, c}, DType::F32, d), db = Tensor::zeros({f, r}, DType::F32, d);
   const ops::Dropout drop{0.05f, 42};
-  ms = time_ms([&] { ops::lora_linear(x, w, none, a, b, 4.0f, drop, y, xa); });
+  ms = time([&] { ops::lora_linear(x, w, none, a, b, 4.0f, drop, y, xa); });
   std::printf("lora_linear r=8 p=0.05 (base + adapter): %.3f ms\n", ms);
-  ms = time_ms([&] { ops::lora_linear_backward(dy, x, w, a, b, xa, 4.0f, drop, dx, da, db); });
+  ms = time([&] { ops::lora_linear_backward(dy, x, w, a, b, xa, 4.0f, drop, dx, da, db); });
   std::printf("lora_linear_backward (dx, da, db): %.3f ms\n", ms);
   Tensor head = rnd({vocab, c}, DType::BF16, 6), dhead = Tensor::zeros({vocab, c}, DType::F32, d);
   Tensor dhidden = Tensor::empty({n, c}, DType::BF16, d);
@@ -349,9 +340,9 @@ TEST(OpsCudaMatmul, BenchModelShapes) {
   for (int64_t i = 0; i < n; ++i) lab[static_cast<size_t>(i)] = i % 4 == 0 ? -100 : static_cast<int32_t>((i * 7919) % vocab);
   const Tensor labels = Tensor::from_i32({n}, lab).to(d);
   const double head_flop = 2.0 * 0.75 * n * c * vocab;
-  ms = time_ms([&] { ops::cross_entropy(x, head, labels, 1.0f / n, none, none); });
+  ms = time([&] { ops::cross_entropy(x, head, labels, 1.0f / n, none, none); });
   std::printf("cross_entropy loss only (6144 valid tokens, V=152064): %.3f ms, %.0f TFLOP/s\n", ms, head_flop / ms / 1e9);
-  ms = time_ms([&] { ops::cross_entropy(x, head, labels, 1.0f / n, dhidden, dhead); });
+  ms = time([&] { ops::cross_entropy(x, head, labels, 1.0f / n, dhidden, dhead); });
   std::printf("cross_entropy + dhidden + dhead: %.3f ms, %.0f TFLOP/s (3 head-sized products)\n", ms,
               3 * head_flop / ms / 1e9);
 }
