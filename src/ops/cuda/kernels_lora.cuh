@@ -17,24 +17,38 @@ namespace swift::ops::cuda {
 
 bool lora_fast_shape(int64_t k, int r);
 
+// Work shapes of the passes: rows per group (2, 4 or 8; xa 0 = by rank: 4 for r = 8, 2 for r = 16; xa and the rank
+// update take at most 4) and whether the next group's loads are issued before the current group's math. Every
+// configuration gives the same bits (the summation order does not depend on it). The default is the tuned one;
+// bench/bench_lora.cpp times the others, which exist for BF16 only (other types: cudaErrorInvalidValue).
+struct LoraKernelConfig {
+  int xa_rows = 0;
+  bool xa_prefetch = false;
+  int update_rows = 2;
+  bool update_prefetch = false;
+  int da_rows = 2;
+  bool da_prefetch = false;
+};
+
 // Column splits of the xa pass; `part` needs lora_xa_splits(k) * n * r floats when that is > 1 (else unused).
 int64_t lora_xa_splits(int64_t k);
 // xa (n, r) F32 = dropout(x) a^T in one read of x (x: (n, k), a: (r, k) F32).
 cudaError_t launch_lora_xa(const void* x, int x_dtype, const float* a, int64_t n, int64_t k, int r, uint64_t seed,
                            uint32_t threshold, float keep_scale, const DropoutMap& map, float* part, float* xa,
-                           cudaStream_t stream);
+                           cudaStream_t stream, const LoraKernelConfig& config = {});
 
 // y (n, k) += scale * multiplier * (g F) in one read and write of y; g: (n, r) F32; F = f as (r, k), or
 // f_transposed: f stored (k, r) (LoRA's b for the forward's B product).
 cudaError_t launch_lora_rank_update(void* y, int y_dtype, const float* g, const float* f, bool f_transposed, int64_t n,
                                     int64_t k, int r, float scale, uint64_t seed, uint32_t threshold, float keep_scale,
-                                    const DropoutMap& map, cudaStream_t stream);
+                                    const DropoutMap& map, cudaStream_t stream,
+                                    const LoraKernelConfig& config = {});
 
 // Row slices of the da pass (a function of the shape only); `part` needs lora_da_slices(n, k, r) * r * k floats.
 int64_t lora_da_slices(int64_t n, int64_t k, int r);
 // da (r, k) += scale * g^T dropout(x) in one read of x; g: (n, r) F32.
 cudaError_t launch_lora_da(const void* x, int x_dtype, const float* g, int64_t n, int64_t k, int r, float scale,
                            uint64_t seed, uint32_t threshold, float keep_scale, const DropoutMap& map, float* part,
-                           float* da, cudaStream_t stream);
+                           float* da, cudaStream_t stream, const LoraKernelConfig& config = {});
 
 }  // namespace swift::ops::cuda

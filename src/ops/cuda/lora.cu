@@ -224,53 +224,73 @@ __device__ __forceinline__ float warp_reduce_scatter(float (&v)[R], int lane, in
   return v[0];
 }
 
+// One group of the xa pass: rows row0 .. row0 + J - 1 from their raw loads; writes out[split][row][rr].
+template <int R, typename T, int J>
+__device__ __forceinline__ void xa_group(const uint4 (&raw)[J][kSteps][kRawWords<T>], const float (&sa)[R][kTileCols],
+                                         int64_t n, int64_t k, int64_t row0, int64_t c0, int lane, uint64_t seed,
+                                         uint32_t threshold, float keep_scale, const DropoutMap& map, float* out) {
+  float acc[J][R];
+#pragma unroll
+  for (int j = 0; j < J; ++j)
+#pragma unroll
+    for (int rr = 0; rr < R; ++rr) acc[j][rr] = 0.0f;
+#pragma unroll
+  for (int s = 0; s < kSteps; ++s) {
+    const int cc = s * kWarpCols + lane * kVec;
+    float v[J][kVec];
+#pragma unroll
+    for (int j = 0; j < J; ++j) {
+      raw_to_float8<T>(raw[j][s], v[j]);
+      apply_dropout<kVec>(v[j], seed, map, row0 + j, c0 + cc, k, threshold, keep_scale);
+    }
+#pragma unroll
+    for (int rr = 0; rr < R; ++rr) {
+      const float4 lo = *reinterpret_cast<const float4*>(&sa[rr][cc]);
+      const float4 hi = *reinterpret_cast<const float4*>(&sa[rr][cc + 4]);
+#pragma unroll
+      for (int j = 0; j < J; ++j) {
+        acc[j][rr] += v[j][0] * lo.x + v[j][1] * lo.y + v[j][2] * lo.z + v[j][3] * lo.w + v[j][4] * hi.x +
+                      v[j][5] * hi.y + v[j][6] * hi.z + v[j][7] * hi.w;
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < J; ++j) {
+    int rank = 0;
+    const float sum = warp_reduce_scatter<R>(acc[j], lane, &rank);
+    const int64_t row = row0 + j;
+    if (lane % (32 / R) == 0 && row < n) out[(static_cast<int64_t>(blockIdx.x) * n + row) * R + rank] = sum;
+  }
+}
+
 // out[split][row][rr] (split = blockIdx.x; F32) = sum over the split's columns of dropout(x)[row][c] * a[rr][c].
-template <int R, typename T>
-__global__ void __launch_bounds__(kThreads, kHalfWidth<T> ? 2 : 1)
+// Groups of J rows; with kPrefetch the next group's loads are issued before the current group's math (two register
+// buffers), so a warp always has loads in flight. Every row's sums are formed in the same order for every J.
+template <int R, typename T, int J, bool kPrefetch>
+__global__ void __launch_bounds__(kThreads, kHalfWidth<T> && !kPrefetch ? 2 : 1)
     lora_xa_kernel(const void* x, const float* a, int64_t n, int64_t k, int64_t rows_per_block, uint64_t seed,
                    uint32_t threshold, float keep_scale, DropoutMap map, float* out) {
-  constexpr int J = kRowsAtOnce<R>;
   __shared__ __align__(16) float sa[R][kTileCols];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kTileCols;
   stage_factor_tile<R, false>(sa, a, k, c0);
-  const int64_t rows_per_warp = rows_per_block / kWarps;
+  const int64_t rows_per_warp = rows_per_block / kWarps;  // a multiple of 4, so of J
   const int64_t warp_row0 = static_cast<int64_t>(blockIdx.y) * rows_per_block + warp * rows_per_warp;
-  for (int64_t g0 = 0; g0 < rows_per_warp; g0 += J) {
-    // All of the group's loads first (J rows x kSteps columns steps), then the math.
-    uint4 raw[J][kSteps][kRawWords<T>];
-    load_group_raw<J, T, true>(x, n, k, warp_row0 + g0, c0, lane, raw);
-    float acc[J][R];
-#pragma unroll
-    for (int j = 0; j < J; ++j)
-#pragma unroll
-      for (int rr = 0; rr < R; ++rr) acc[j][rr] = 0.0f;
-#pragma unroll
-    for (int s = 0; s < kSteps; ++s) {
-      const int cc = s * kWarpCols + lane * kVec;
-      float v[J][kVec];
-#pragma unroll
-      for (int j = 0; j < J; ++j) {
-        raw_to_float8<T>(raw[j][s], v[j]);
-        apply_dropout<kVec>(v[j], seed, map, warp_row0 + g0 + j, c0 + cc, k, threshold, keep_scale);
-      }
-#pragma unroll
-      for (int rr = 0; rr < R; ++rr) {
-        const float4 lo = *reinterpret_cast<const float4*>(&sa[rr][cc]);
-        const float4 hi = *reinterpret_cast<const float4*>(&sa[rr][cc + 4]);
-#pragma unroll
-        for (int j = 0; j < J; ++j) {
-          acc[j][rr] += v[j][0] * lo.x + v[j][1] * lo.y + v[j][2] * lo.z + v[j][3] * lo.w + v[j][4] * hi.x +
-                        v[j][5] * hi.y + v[j][6] * hi.z + v[j][7] * hi.w;
-        }
-      }
+  if constexpr (!kPrefetch) {
+    for (int64_t g0 = 0; g0 < rows_per_warp; g0 += J) {
+      uint4 raw[J][kSteps][kRawWords<T>];
+      load_group_raw<J, T, true>(x, n, k, warp_row0 + g0, c0, lane, raw);
+      xa_group<R, T, J>(raw, sa, n, k, warp_row0 + g0, c0, lane, seed, threshold, keep_scale, map, out);
     }
-#pragma unroll
-    for (int j = 0; j < J; ++j) {
-      int rank = 0;
-      const float sum = warp_reduce_scatter<R>(acc[j], lane, &rank);
-      const int64_t row = warp_row0 + g0 + j;
-      if (lane % (32 / R) == 0 && row < n) out[(static_cast<int64_t>(blockIdx.x) * n + row) * R + rank] = sum;
+  } else {
+    uint4 ra[J][kSteps][kRawWords<T>], rb[J][kSteps][kRawWords<T>];
+    load_group_raw<J, T, true>(x, n, k, warp_row0, c0, lane, ra);
+    for (int64_t g0 = 0; g0 < rows_per_warp; g0 += 2 * J) {
+      const bool second = g0 + J < rows_per_warp;
+      if (second) load_group_raw<J, T, true>(x, n, k, warp_row0 + g0 + J, c0, lane, rb);
+      xa_group<R, T, J>(ra, sa, n, k, warp_row0 + g0, c0, lane, seed, threshold, keep_scale, map, out);
+      if (g0 + 2 * J < rows_per_warp) load_group_raw<J, T, true>(x, n, k, warp_row0 + g0 + 2 * J, c0, lane, ra);
+      if (second) xa_group<R, T, J>(rb, sa, n, k, warp_row0 + g0 + J, c0, lane, seed, threshold, keep_scale, map, out);
     }
   }
 }
@@ -285,63 +305,89 @@ __global__ void sum_splits_kernel(const float* part, int64_t splits, int64_t cou
   }
 }
 
+// One group of the rank update: rows row0 .. row0 + J - 1 of y from their raw loads, stored back.
+template <int R, typename T, int J>
+__device__ __forceinline__ void rank_update_group(const uint4 (&raw)[J][kSteps][kRawWords<T>],
+                                                  const float (&sf)[R][kTileCols], void* y, const float* g, int64_t n,
+                                                  int64_t k, int64_t row0, int64_t c0, int lane, float scale,
+                                                  uint64_t seed, uint32_t threshold, float keep_scale,
+                                                  const DropoutMap& map) {
+  float gv[J][R];
+#pragma unroll
+  for (int j = 0; j < J; ++j) {
+    const int64_t row = row0 + j;
+#pragma unroll
+    for (int q = 0; q < R / 4; ++q) {
+      const float4 t = row < n ? *reinterpret_cast<const float4*>(g + row * R + 4 * q) : make_float4(0, 0, 0, 0);
+      gv[j][4 * q] = t.x; gv[j][4 * q + 1] = t.y; gv[j][4 * q + 2] = t.z; gv[j][4 * q + 3] = t.w;
+    }
+  }
+#pragma unroll
+  for (int s = 0; s < kSteps; ++s) {
+    const int cc = s * kWarpCols + lane * kVec;
+    float t[J][kVec];
+#pragma unroll
+    for (int j = 0; j < J; ++j)
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) t[j][i] = 0.0f;
+#pragma unroll
+    for (int rr = 0; rr < R; ++rr) {
+      const float4 lo = *reinterpret_cast<const float4*>(&sf[rr][cc]);
+      const float4 hi = *reinterpret_cast<const float4*>(&sf[rr][cc + 4]);
+#pragma unroll
+      for (int j = 0; j < J; ++j) {
+        const float gr = gv[j][rr];
+        t[j][0] += gr * lo.x; t[j][1] += gr * lo.y; t[j][2] += gr * lo.z; t[j][3] += gr * lo.w;
+        t[j][4] += gr * hi.x; t[j][5] += gr * hi.y; t[j][6] += gr * hi.z; t[j][7] += gr * hi.w;
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < J; ++j) {
+      const int64_t row = row0 + j;
+      if (row >= n || c0 + cc >= k) continue;
+      const int64_t e = row * k + c0 + cc;
+      apply_dropout<kVec>(t[j], seed, map, row, c0 + cc, k, threshold, keep_scale);
+      float v[kVec];
+      raw_to_float8<T>(raw[j][s], v);
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) v[i] = v[i] + scale * t[j][i];
+      store8<T>(y, e, v);
+    }
+  }
+}
+
 // y[row][c] += scale * mult(row, c) * sum_rr g[row][rr] * F[rr][c]; F = f (R, k), or f (k, R) transposed.
-// (rows_per_block is a multiple of kTileRows, so of kWarps * J.)
-template <int R, typename T, bool kTransposed>
-__global__ void __launch_bounds__(kThreads, kHalfWidth<T> ? 2 : 1)
+// (rows_per_block is a multiple of kTileRows, so of kWarps * J.) Groups of J rows, the next group's loads of y issued
+// before the current group's math with kPrefetch (rows differ, so no load passes a store of the same element).
+template <int R, typename T, bool kTransposed, int J, bool kPrefetch>
+__global__ void __launch_bounds__(kThreads, kHalfWidth<T> && !kPrefetch ? 2 : 1)
     lora_rank_update_kernel(void* y, const float* g, const float* f, int64_t n, int64_t k, int64_t rows_per_block,
                             float scale, uint64_t seed, uint32_t threshold, float keep_scale, DropoutMap map) {
-  constexpr int J = 2;  // rows at once: y's loads are held in registers until the store
   __shared__ __align__(16) float sf[R][kTileCols];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kTileCols;
   stage_factor_tile<R, kTransposed>(sf, f, k, c0);
   const int64_t rows_per_warp = rows_per_block / kWarps;
   const int64_t warp_row0 = static_cast<int64_t>(blockIdx.y) * rows_per_block + warp * rows_per_warp;
-  for (int64_t g0 = 0; g0 < rows_per_warp; g0 += J) {
-    // The group's loads of y first (J rows x kSteps column steps), then the math and the stores.
-    uint4 raw[J][kSteps][kRawWords<T>];
-    load_group_raw<J, T, false>(y, n, k, warp_row0 + g0, c0, lane, raw);
-    float gv[J][R];
-#pragma unroll
-    for (int j = 0; j < J; ++j) {
-      const int64_t row = warp_row0 + g0 + j;
-#pragma unroll
-      for (int q = 0; q < R / 4; ++q) {
-        const float4 t = row < n ? *reinterpret_cast<const float4*>(g + row * R + 4 * q) : make_float4(0, 0, 0, 0);
-        gv[j][4 * q] = t.x; gv[j][4 * q + 1] = t.y; gv[j][4 * q + 2] = t.z; gv[j][4 * q + 3] = t.w;
-      }
+  if constexpr (!kPrefetch) {
+    for (int64_t g0 = 0; g0 < rows_per_warp; g0 += J) {
+      uint4 raw[J][kSteps][kRawWords<T>];
+      load_group_raw<J, T, false>(y, n, k, warp_row0 + g0, c0, lane, raw);
+      rank_update_group<R, T, J>(raw, sf, y, g, n, k, warp_row0 + g0, c0, lane, scale, seed, threshold, keep_scale,
+                                 map);
     }
-#pragma unroll
-    for (int s = 0; s < kSteps; ++s) {
-      const int cc = s * kWarpCols + lane * kVec;
-      float t[J][kVec];
-#pragma unroll
-      for (int j = 0; j < J; ++j)
-#pragma unroll
-        for (int i = 0; i < kVec; ++i) t[j][i] = 0.0f;
-#pragma unroll
-      for (int rr = 0; rr < R; ++rr) {
-        const float4 lo = *reinterpret_cast<const float4*>(&sf[rr][cc]);
-        const float4 hi = *reinterpret_cast<const float4*>(&sf[rr][cc + 4]);
-#pragma unroll
-        for (int j = 0; j < J; ++j) {
-          const float gr = gv[j][rr];
-          t[j][0] += gr * lo.x; t[j][1] += gr * lo.y; t[j][2] += gr * lo.z; t[j][3] += gr * lo.w;
-          t[j][4] += gr * hi.x; t[j][5] += gr * hi.y; t[j][6] += gr * hi.z; t[j][7] += gr * hi.w;
-        }
-      }
-#pragma unroll
-      for (int j = 0; j < J; ++j) {
-        const int64_t row = warp_row0 + g0 + j;
-        if (row >= n || c0 + cc >= k) continue;
-        const int64_t e = row * k + c0 + cc;
-        apply_dropout<kVec>(t[j], seed, map, row, c0 + cc, k, threshold, keep_scale);
-        float v[kVec];
-        raw_to_float8<T>(raw[j][s], v);
-#pragma unroll
-        for (int i = 0; i < kVec; ++i) v[i] = v[i] + scale * t[j][i];
-        store8<T>(y, e, v);
+  } else {
+    uint4 ra[J][kSteps][kRawWords<T>], rb[J][kSteps][kRawWords<T>];
+    load_group_raw<J, T, false>(y, n, k, warp_row0, c0, lane, ra);
+    for (int64_t g0 = 0; g0 < rows_per_warp; g0 += 2 * J) {
+      const bool second = g0 + J < rows_per_warp;
+      if (second) load_group_raw<J, T, false>(y, n, k, warp_row0 + g0 + J, c0, lane, rb);
+      rank_update_group<R, T, J>(ra, sf, y, g, n, k, warp_row0 + g0, c0, lane, scale, seed, threshold, keep_scale,
+                                 map);
+      if (g0 + 2 * J < rows_per_warp) load_group_raw<J, T, false>(y, n, k, warp_row0 + g0 + 2 * J, c0, lane, ra);
+      if (second) {
+        rank_update_group<R, T, J>(rb, sf, y, g, n, k, warp_row0 + g0 + J, c0, lane, scale, seed, threshold,
+                                   keep_scale, map);
       }
     }
   }
@@ -352,14 +398,48 @@ template <int R>
 constexpr int kDaColsPerLane = R == 8 ? 8 : 4;
 int da_tile_cols(int r) { return 32 * (r == 8 ? 8 : 4); }
 
+// C columns of one row as raw 32-bit words (16-bit types: pairs), so loads can be issued well before their use.
+template <typename T, int C>
+constexpr int kColWords = C * static_cast<int>(sizeof(T)) / 4;
+
+template <typename T, int C>
+__device__ __forceinline__ void load_cols_raw(const void* p, int64_t e, uint32_t (&w)[kColWords<T, C>]) {
+  const T* q = static_cast<const T*>(p) + e;
+  if constexpr (kColWords<T, C> % 4 == 0) {
+#pragma unroll
+    for (int i = 0; i < kColWords<T, C> / 4; ++i) {
+      const uint4 u = reinterpret_cast<const uint4*>(q)[i];
+      w[4 * i] = u.x; w[4 * i + 1] = u.y; w[4 * i + 2] = u.z; w[4 * i + 3] = u.w;
+    }
+  } else {
+    static_assert(kColWords<T, C> == 2);
+    const uint2 u = *reinterpret_cast<const uint2*>(q);
+    w[0] = u.x; w[1] = u.y;
+  }
+}
+
+template <typename T, int C>
+__device__ __forceinline__ void cols_to_float(const uint32_t (&w)[kColWords<T, C>], float (&v)[C]) {
+  if constexpr (kHalfWidth<T>) {
+#pragma unroll
+    for (int i = 0; i < C / 2; ++i) pair_to_float2<T>(w[i], v[2 * i], v[2 * i + 1]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < C; ++i) v[i] = __uint_as_float(w[i]);
+  }
+}
+
 // part[slice][rr][c] = sum over the slice's rows of g[row][rr] * dropout(x)[row][c]; blocks (column tile, slice).
-// Warps take rows warp, warp + 8, ... (two at a time); the 8 warps' sums are added in warp order.
-template <int R, typename T>
+// Warp w takes rows r0 + w, r0 + w + 8, ... in increasing order, RI of them per group (with kPrefetch the next group's
+// loads are issued before the current group's math); the 8 warps' sums are added in warp order. The summation order
+// is the same for every RI and kPrefetch.
+template <int R, typename T, int RI, bool kPrefetch>
 __global__ void __launch_bounds__(kThreads) lora_da_kernel(const void* x, const float* g, int64_t n, int64_t k,
                                                            int64_t rows_per_slice, uint64_t seed, uint32_t threshold,
                                                            float keep_scale, DropoutMap map, float* part) {
   constexpr int C = kDaColsPerLane<R>;
   constexpr int kCols = 32 * C;
+  constexpr int W = kColWords<T, C>;
   __shared__ __align__(16) float tile[R][kCols];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t c = static_cast<int64_t>(blockIdx.x) * kCols + lane * C;
@@ -370,20 +450,21 @@ __global__ void __launch_bounds__(kThreads) lora_da_kernel(const void* x, const 
   for (int rr = 0; rr < R; ++rr)
 #pragma unroll
     for (int i = 0; i < C; ++i) acc[rr][i] = 0.0f;
-  if (c < k) {
-    for (int64_t row = r0 + warp; row < r1; row += 2 * kWarps) {
-      const int64_t row2 = row + kWarps;
-      const bool two = row2 < r1;
-      float v[2][C];
-      const int64_t e = row * k + c, e2 = row2 * k + c;
-      if constexpr (C == 8) {
-        load8<T>(x, e, v[0]);
-        if (two) load8<T>(x, e2, v[1]);
-      } else {
-        load4<T>(x, e, v[0]);
-        if (two) load4<T>(x, e2, v[1]);
-      }
-      apply_dropout<C>(v[0], seed, map, row, c, k, threshold, keep_scale);
+  const auto load_group = [&](int64_t base, uint32_t (&raw)[RI][W]) {
+#pragma unroll
+    for (int i = 0; i < RI; ++i) {
+      const int64_t row = base + static_cast<int64_t>(i) * kWarps;
+      if (row < r1) load_cols_raw<T, C>(x, row * k + c, raw[i]);
+    }
+  };
+  const auto accumulate_group = [&](int64_t base, const uint32_t (&raw)[RI][W]) {
+#pragma unroll
+    for (int i = 0; i < RI; ++i) {
+      const int64_t row = base + static_cast<int64_t>(i) * kWarps;
+      if (row >= r1) break;
+      float v[C];
+      cols_to_float<T, C>(raw[i], v);
+      apply_dropout<C>(v, seed, map, row, c, k, threshold, keep_scale);
       float gv[R];
 #pragma unroll
       for (int q = 0; q < R / 4; ++q) {
@@ -393,18 +474,26 @@ __global__ void __launch_bounds__(kThreads) lora_da_kernel(const void* x, const 
 #pragma unroll
       for (int rr = 0; rr < R; ++rr)
 #pragma unroll
-        for (int i = 0; i < C; ++i) acc[rr][i] += gv[rr] * v[0][i];
-      if (two) {
-        apply_dropout<C>(v[1], seed, map, row2, c, k, threshold, keep_scale);
-#pragma unroll
-        for (int q = 0; q < R / 4; ++q) {
-          const float4 t = *reinterpret_cast<const float4*>(g + row2 * R + 4 * q);
-          gv[4 * q] = t.x; gv[4 * q + 1] = t.y; gv[4 * q + 2] = t.z; gv[4 * q + 3] = t.w;
-        }
-#pragma unroll
-        for (int rr = 0; rr < R; ++rr)
-#pragma unroll
-          for (int i = 0; i < C; ++i) acc[rr][i] += gv[rr] * v[1][i];
+        for (int ii = 0; ii < C; ++ii) acc[rr][ii] += gv[rr] * v[ii];
+    }
+  };
+  if (c < k) {
+    const int64_t step = static_cast<int64_t>(RI) * kWarps;
+    if constexpr (!kPrefetch) {
+      for (int64_t base = r0 + warp; base < r1; base += step) {
+        uint32_t raw[RI][W];
+        load_group(base, raw);
+        accumulate_group(base, raw);
+      }
+    } else {
+      uint32_t ra[RI][W], rb[RI][W];
+      load_group(r0 + warp, ra);
+      for (int64_t base = r0 + warp; base < r1; base += 2 * step) {
+        const bool second = base + step < r1;
+        if (second) load_group(base + step, rb);
+        accumulate_group(base, ra);
+        if (base + 2 * step < r1) load_group(base + 2 * step, ra);
+        if (second) accumulate_group(base + step, rb);
       }
     }
   }
@@ -472,23 +561,54 @@ bool lora_fast_shape(int64_t k, int r) { return (r == 8 || r == 16) && k % 8 == 
 
 int64_t lora_xa_splits(int64_t k) { return (k + kTileCols - 1) / kTileCols; }
 
+namespace {
+
+// Non-default work shapes are instantiated for BF16 only (the benchmark's dtype); other types take the default.
+template <typename T>
+constexpr bool kTunable = std::is_same_v<T, __nv_bfloat16>;
+
+// Launches F<J, P> for the runtime (j, prefetch) among {2, 4} x {false, true} (BF16), or the default pair (dj, dp)
+// for the other types; false when the pair has no instantiation.
+template <typename T, int DJ, bool DP, typename Launch>
+bool launch_rows_variant(int j, bool prefetch, Launch&& launch) {
+  if (j == DJ && prefetch == DP) return launch(std::integral_constant<int, DJ>{}, std::bool_constant<DP>{}), true;
+  if constexpr (kTunable<T>) {
+    if (j == 2 && !prefetch) return launch(std::integral_constant<int, 2>{}, std::false_type{}), true;
+    if (j == 2 && prefetch) return launch(std::integral_constant<int, 2>{}, std::true_type{}), true;
+    if (j == 4 && !prefetch) return launch(std::integral_constant<int, 4>{}, std::false_type{}), true;
+    if (j == 4 && prefetch) return launch(std::integral_constant<int, 4>{}, std::true_type{}), true;
+    if (j == 8 && !prefetch) return launch(std::integral_constant<int, 8>{}, std::false_type{}), true;
+    if (j == 8 && prefetch) return launch(std::integral_constant<int, 8>{}, std::true_type{}), true;
+  }
+  return false;
+}
+
+}  // namespace
+
 cudaError_t launch_lora_xa(const void* x, int x_dtype, const float* a, int64_t n, int64_t k, int r, uint64_t seed,
                            uint32_t threshold, float keep_scale, const DropoutMap& map, float* part, float* xa,
-                           cudaStream_t stream) {
+                           cudaStream_t stream, const LoraKernelConfig& config) {
   if (n <= 0) return cudaSuccess;
   if (!lora_fast_shape(k, r) || !activation_code(x_dtype) || !grid_fits(n, k)) return cudaErrorInvalidValue;
   const int64_t splits = lora_xa_splits(k);
   float* out = splits == 1 ? xa : part;
   const int64_t rows = rows_per_block(n, k);
   const dim3 grid = tile_grid(n, k, rows);
+  bool launched = false;
   with_element_type(x_dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    if (r == 8) {
-      lora_xa_kernel<8, T><<<grid, kThreads, 0, stream>>>(x, a, n, k, rows, seed, threshold, keep_scale, map, out);
-    } else {
-      lora_xa_kernel<16, T><<<grid, kThreads, 0, stream>>>(x, a, n, k, rows, seed, threshold, keep_scale, map, out);
-    }
+    const auto go = [&](auto rank) {
+      constexpr int R = decltype(rank)::value;
+      const int j = config.xa_rows > 0 ? config.xa_rows : kRowsAtOnce<R>;
+      if (j == 8) return;  // 8 rows of raw loads exceed the register budget of two blocks per SM
+      launched = launch_rows_variant<T, kRowsAtOnce<R>, false>(j, config.xa_prefetch, [&](auto jc, auto pc) {
+        lora_xa_kernel<R, T, decltype(jc)::value, decltype(pc)::value>
+            <<<grid, kThreads, 0, stream>>>(x, a, n, k, rows, seed, threshold, keep_scale, map, out);
+      });
+    };
+    r == 8 ? go(std::integral_constant<int, 8>{}) : go(std::integral_constant<int, 16>{});
   });
+  if (!launched) return cudaErrorInvalidValue;
   if (splits == 1) return cudaGetLastError();
   const cudaError_t status = cudaGetLastError();
   if (status != cudaSuccess) return status;
@@ -498,23 +618,32 @@ cudaError_t launch_lora_xa(const void* x, int x_dtype, const float* a, int64_t n
 
 cudaError_t launch_lora_rank_update(void* y, int y_dtype, const float* g, const float* f, bool f_transposed, int64_t n,
                                     int64_t k, int r, float scale, uint64_t seed, uint32_t threshold, float keep_scale,
-                                    const DropoutMap& map, cudaStream_t stream) {
+                                    const DropoutMap& map, cudaStream_t stream, const LoraKernelConfig& config) {
   if (n <= 0) return cudaSuccess;
   if (!lora_fast_shape(k, r) || !activation_code(y_dtype) || !grid_fits(n, k)) return cudaErrorInvalidValue;
   const int64_t rows = rows_per_block(n, k);
   const dim3 grid = tile_grid(n, k, rows);
+  bool launched = false;
   with_element_type(y_dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-#define SWIFT_LORA_UPDATE(R, TR)                                                                               \
-  lora_rank_update_kernel<R, T, TR><<<grid, kThreads, 0, stream>>>(y, g, f, n, k, rows, scale, seed, threshold, \
-                                                                   keep_scale, map)
+    const auto go = [&](auto rank, auto transposed) {
+      constexpr int R = decltype(rank)::value;
+      constexpr bool TR = decltype(transposed)::value;
+      if (config.update_rows == 8) return;
+      launched = launch_rows_variant<T, 2, false>(config.update_rows, config.update_prefetch, [&](auto jc, auto pc) {
+        lora_rank_update_kernel<R, T, TR, decltype(jc)::value, decltype(pc)::value>
+            <<<grid, kThreads, 0, stream>>>(y, g, f, n, k, rows, scale, seed, threshold, keep_scale, map);
+      });
+    };
     if (r == 8) {
-      f_transposed ? SWIFT_LORA_UPDATE(8, true) : SWIFT_LORA_UPDATE(8, false);
+      f_transposed ? go(std::integral_constant<int, 8>{}, std::true_type{})
+                   : go(std::integral_constant<int, 8>{}, std::false_type{});
     } else {
-      f_transposed ? SWIFT_LORA_UPDATE(16, true) : SWIFT_LORA_UPDATE(16, false);
+      f_transposed ? go(std::integral_constant<int, 16>{}, std::true_type{})
+                   : go(std::integral_constant<int, 16>{}, std::false_type{});
     }
-#undef SWIFT_LORA_UPDATE
   });
+  if (!launched) return cudaErrorInvalidValue;
   return cudaGetLastError();
 }
 
@@ -527,22 +656,25 @@ int64_t lora_da_slices(int64_t n, int64_t k, int r) {
 
 cudaError_t launch_lora_da(const void* x, int x_dtype, const float* g, int64_t n, int64_t k, int r, float scale,
                            uint64_t seed, uint32_t threshold, float keep_scale, const DropoutMap& map, float* part,
-                           float* da, cudaStream_t stream) {
+                           float* da, cudaStream_t stream, const LoraKernelConfig& config) {
   if (n <= 0) return cudaSuccess;
   if (!lora_fast_shape(k, r) || !activation_code(x_dtype)) return cudaErrorInvalidValue;
   const int64_t slices = lora_da_slices(n, k, r);
   const int64_t rows_per_slice = (n + slices - 1) / slices;
   const dim3 grid(static_cast<unsigned>((k + da_tile_cols(r) - 1) / da_tile_cols(r)), static_cast<unsigned>(slices));
+  bool launched = false;
   with_element_type(x_dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    if (r == 8) {
-      lora_da_kernel<8, T><<<grid, kThreads, 0, stream>>>(x, g, n, k, rows_per_slice, seed, threshold, keep_scale,
-                                                          map, part);
-    } else {
-      lora_da_kernel<16, T><<<grid, kThreads, 0, stream>>>(x, g, n, k, rows_per_slice, seed, threshold, keep_scale,
-                                                           map, part);
-    }
+    const auto go = [&](auto rank) {
+      constexpr int R = decltype(rank)::value;
+      launched = launch_rows_variant<T, 2, false>(config.da_rows, config.da_prefetch, [&](auto jc, auto pc) {
+        lora_da_kernel<R, T, decltype(jc)::value, decltype(pc)::value><<<grid, kThreads, 0, stream>>>(
+            x, g, n, k, rows_per_slice, seed, threshold, keep_scale, map, part);
+      });
+    };
+    r == 8 ? go(std::integral_constant<int, 8>{}) : go(std::integral_constant<int, 16>{});
   });
+  if (!launched) return cudaErrorInvalidValue;
   const cudaError_t status = cudaGetLastError();
   if (status != cudaSuccess) return status;
   lora_da_reduce_kernel<<<blocks_for(r * k, 256), 256, 0, stream>>>(part, slices, r * k, scale, da);

@@ -1,0 +1,237 @@
+// bench/bench_lora.cpp — the rank-r LoRA passes of ops/cuda/lora.cu timed alone, per work shape (LoraKernelConfig),
+// on the linears of one transformer layer, scaled to the whole model's step. Not a test. Default: Qwen2.5-7B
+// (hidden 3584, kv 512, intermediate 18944, 28 layers), 4 x 2048 tokens, BF16, r 8, dropout 0.05:
+//   build-gpu/bench/bench_lora [--tokens 8192] [--hidden 3584] [--kv 512] [--inter 18944] [--layers 28] [--r 8]
+//                              [--dropout 0.05] [--reps 10]
+// For each configuration and pass it prints ms per training step (the layer's 7 linears x layers) and the achieved
+// bandwidth (bytes the pass must move: xa and da read x; the rank updates read and write y / dx), and checks that
+// every configuration's outputs equal the default configuration's bit for bit (the summation order must not depend
+// on the work shape).
+//
+// Invariants: inputs are seeded values, identical for every configuration; timings are CUDA events around --reps
+// calls after 2 warm-ups (medians of 3 such runs); asserts nothing about speed.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "ops/cuda/kernels_lora.cuh"
+#include "ops/philox.h"
+
+using swift::ops::DropoutMap;
+using namespace swift::ops::cuda;
+
+namespace {
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "bench_lora: %s: %s\n", what, cudaGetErrorString(e));
+    std::exit(1);
+  }
+}
+
+struct Linear {
+  const char* name;
+  int64_t in, out;
+};
+
+uint64_t mix(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  return x;
+}
+
+std::vector<float> values(int64_t count, uint64_t seed, float range) {
+  std::vector<float> v(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) {
+    v[static_cast<size_t>(i)] = range * (static_cast<float>(mix(seed * 0x9E3779B97F4A7C15ull + i) >> 40) / 16777216.0f - 0.5f);
+  }
+  return v;
+}
+
+void* upload_bf16(const std::vector<float>& v) {
+  std::vector<__nv_bfloat16> h(v.size());
+  for (size_t i = 0; i < v.size(); ++i) h[i] = __float2bfloat16(v[i]);
+  void* d = nullptr;
+  check(cudaMalloc(&d, h.size() * sizeof(__nv_bfloat16)), "cudaMalloc");
+  check(cudaMemcpy(d, h.data(), h.size() * sizeof(__nv_bfloat16), cudaMemcpyHostToDevice), "upload");
+  return d;
+}
+
+float* upload_f32(const std::vector<float>& v) {
+  float* d = nullptr;
+  check(cudaMalloc(&d, v.size() * sizeof(float)), "cudaMalloc");
+  check(cudaMemcpy(d, v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice), "upload");
+  return d;
+}
+
+std::vector<uint8_t> download(const void* d, size_t bytes) {
+  std::vector<uint8_t> h(bytes);
+  check(cudaMemcpy(h.data(), d, bytes, cudaMemcpyDeviceToHost), "download");
+  return h;
+}
+
+struct Config {
+  std::string name;
+  LoraKernelConfig c;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int64_t tokens = 8192, hidden = 3584, kv = 512, inter = 18944, layers = 28;
+  int r = 8, reps = 10;
+  float p = 0.05f;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string f = argv[i];
+    const double v = std::atof(argv[i + 1]);
+    if (f == "--tokens") tokens = static_cast<int64_t>(v);
+    else if (f == "--hidden") hidden = static_cast<int64_t>(v);
+    else if (f == "--kv") kv = static_cast<int64_t>(v);
+    else if (f == "--inter") inter = static_cast<int64_t>(v);
+    else if (f == "--layers") layers = static_cast<int64_t>(v);
+    else if (f == "--r") r = static_cast<int>(v);
+    else if (f == "--dropout") p = static_cast<float>(v);
+    else if (f == "--reps") reps = static_cast<int>(v);
+    else {
+      std::fprintf(stderr, "bench_lora: unknown argument %s\n", f.c_str());
+      return 2;
+    }
+  }
+  const std::vector<Linear> linears = {{"q", hidden, hidden}, {"k", hidden, kv},       {"v", hidden, kv},
+                                       {"o", hidden, hidden}, {"gate", hidden, inter}, {"up", hidden, inter},
+                                       {"down", inter, hidden}};
+  const uint32_t threshold = p > 0 ? swift::ops::dropout_threshold(p) : 0u;
+  const float keep_scale = p > 0 ? 1.0f / (1.0f - p) : 1.0f;
+  const uint64_t seed = 1234;
+  cudaStream_t stream;
+  check(cudaStreamCreate(&stream), "stream");
+  cudaEvent_t t0, t1;
+  check(cudaEventCreate(&t0), "event");
+  check(cudaEventCreate(&t1), "event");
+
+  std::vector<Config> configs = {{"default", {}}};
+  for (int rows : {2, 4}) {
+    for (bool pf : {false, true}) {
+      Config c{"xa" + std::to_string(rows) + (pf ? "p" : "") + "/up" + std::to_string(rows) + (pf ? "p" : ""), {}};
+      c.c.xa_rows = rows;
+      c.c.xa_prefetch = pf;
+      c.c.update_rows = rows;
+      c.c.update_prefetch = pf;
+      c.c.da_rows = rows;
+      c.c.da_prefetch = pf;
+      c.name += "/da" + std::to_string(rows) + (pf ? "p" : "");
+      configs.push_back(c);
+    }
+  }
+  for (bool pf : {false, true}) {
+    Config c{std::string("da8") + (pf ? "p" : ""), {}};
+    c.c.da_rows = 8;
+    c.c.da_prefetch = pf;
+    configs.push_back(c);
+  }
+
+  std::printf("bench_lora: tokens %lld, r %d, dropout %.3f, BF16, %lld layers\n", static_cast<long long>(tokens), r, p,
+              static_cast<long long>(layers));
+  std::printf("%-22s %-5s %10s %10s %10s %10s   (ms per step; GB/s)\n", "config", "pass", "xa", "b_update", "dx_update",
+              "da");
+  std::vector<std::vector<double>> totals(configs.size(), std::vector<double>(4, 0.0));
+  std::vector<double> bytes_total(4, 0.0);
+  bool all_equal = true;
+  for (const Linear& L : linears) {
+    const int64_t n = tokens, k = L.in, m = L.out;
+    void* x = upload_bf16(values(n * k, 1, 2.0f));
+    const std::vector<float> y_init = values(n * m, 2, 2.0f), dx_init = values(n * k, 3, 2.0f);
+    void* y = upload_bf16(y_init);
+    void* dx = upload_bf16(dx_init);
+    void* y0 = upload_bf16(y_init);
+    void* dx0 = upload_bf16(dx_init);
+    float* a = upload_f32(values(r * k, 4, 0.05f));
+    float* b = upload_f32(values(m * r, 5, 0.05f));
+    float* g = upload_f32(values(n * r, 6, 1.0f));
+    float* xa = upload_f32(std::vector<float>(static_cast<size_t>(n * r), 0.0f));
+    const int64_t da_part_count = lora_da_slices(n, k, r) * r * k;
+    float* part = upload_f32(std::vector<float>(
+        static_cast<size_t>(std::max(lora_xa_splits(k) * n * r, da_part_count)), 0.0f));
+    float* da = upload_f32(std::vector<float>(static_cast<size_t>(r * k), 0.0f));
+    const double bytes[4] = {2.0 * n * k, 4.0 * n * m, 4.0 * n * k, 2.0 * n * k};
+    for (int pass = 0; pass < 4; ++pass) bytes_total[pass] += bytes[pass] * layers;
+    std::vector<uint8_t> ref[4];
+    for (size_t ci = 0; ci < configs.size(); ++ci) {
+      const LoraKernelConfig& cfg = configs[ci].c;
+      const auto run = [&](int pass) -> cudaError_t {
+        switch (pass) {
+          case 0:
+            return launch_lora_xa(x, 1, a, n, k, r, seed, threshold, keep_scale, DropoutMap{}, part, xa, stream, cfg);
+          case 1:
+            return launch_lora_rank_update(y, 1, xa, b, true, n, m, r, 4.0f, 0, 0u, 1.0f, DropoutMap{}, stream, cfg);
+          case 2:
+            return launch_lora_rank_update(dx, 1, g, a, false, n, k, r, 4.0f, seed, threshold, keep_scale,
+                                           DropoutMap{}, stream, cfg);
+          default:
+            return launch_lora_da(x, 1, g, n, k, r, 4.0f, seed, threshold, keep_scale, DropoutMap{}, part, da, stream,
+                                  cfg);
+        }
+      };
+      double ms[4];
+      for (int pass = 0; pass < 4; ++pass) {
+        // Correctness first: one call from the same starting values, compared with the default's bits.
+        check(cudaMemcpyAsync(y, y0, n * m * 2, cudaMemcpyDeviceToDevice, stream), "reset");
+        check(cudaMemcpyAsync(dx, dx0, n * k * 2, cudaMemcpyDeviceToDevice, stream), "reset");
+        check(cudaMemsetAsync(da, 0, r * k * 4, stream), "reset");
+        check(run(pass), configs[ci].name.c_str());
+        check(cudaStreamSynchronize(stream), "sync");
+        std::vector<uint8_t> out = pass == 0   ? download(xa, n * r * 4)
+                                   : pass == 1 ? download(y, n * m * 2)
+                                   : pass == 2 ? download(dx, n * k * 2)
+                                               : download(da, r * k * 4);
+        if (ci == 0) {
+          ref[pass] = std::move(out);
+        } else if (out != ref[pass]) {
+          all_equal = false;
+          std::printf("MISMATCH: %s pass %d linear %s\n", configs[ci].name.c_str(), pass, L.name);
+        }
+        std::vector<double> runs;
+        for (int rep3 = 0; rep3 < 3; ++rep3) {
+          for (int w = 0; w < 2; ++w) check(run(pass), "warm-up");
+          check(cudaEventRecord(t0, stream), "record");
+          for (int i = 0; i < reps; ++i) check(run(pass), "timed");
+          check(cudaEventRecord(t1, stream), "record");
+          check(cudaEventSynchronize(t1), "sync");
+          float e = 0;
+          check(cudaEventElapsedTime(&e, t0, t1), "elapsed");
+          runs.push_back(e / reps);
+        }
+        std::sort(runs.begin(), runs.end());
+        ms[pass] = runs[1];
+        totals[ci][pass] += ms[pass] * layers;
+      }
+      std::printf("%-22s %-5s %10.3f %10.3f %10.3f %10.3f   (%.0f %.0f %.0f %.0f)\n", configs[ci].name.c_str(), L.name,
+                  ms[0] * layers, ms[1] * layers, ms[2] * layers, ms[3] * layers, bytes[0] / ms[0] / 1e6,
+                  bytes[1] / ms[1] / 1e6, bytes[2] / ms[2] / 1e6, bytes[3] / ms[3] / 1e6);
+    }
+    for (void* pp : {x, y, dx, y0, dx0, static_cast<void*>(a), static_cast<void*>(b), static_cast<void*>(g),
+                     static_cast<void*>(xa), static_cast<void*>(part), static_cast<void*>(da)}) {
+      cudaFree(pp);
+    }
+  }
+  std::printf("\nper training step (all linears x %lld layers), ms; GB/s over the step's bytes\n",
+              static_cast<long long>(layers));
+  for (size_t ci = 0; ci < configs.size(); ++ci) {
+    const double sum = totals[ci][0] + totals[ci][1] + totals[ci][2] + totals[ci][3];
+    std::printf("%-22s total %8.2f   xa %7.2f (%4.0f)  b %7.2f (%4.0f)  dx %7.2f (%4.0f)  da %7.2f (%4.0f)\n",
+                configs[ci].name.c_str(), sum, totals[ci][0], bytes_total[0] / totals[ci][0] / 1e6, totals[ci][1],
+                bytes_total[1] / totals[ci][1] / 1e6, totals[ci][2], bytes_total[2] / totals[ci][2] / 1e6,
+                totals[ci][3], bytes_total[3] / totals[ci][3] / 1e6);
+  }
+  std::printf("bit-identical to the default: %s\n", all_equal ? "yes" : "NO");
+  return all_equal ? 0 : 1;
+}
