@@ -118,26 +118,24 @@ int main(int argc, char** argv) {
   check(cudaEventCreate(&t0), "event");
   check(cudaEventCreate(&t1), "event");
 
+  // The default, then one change at a time (names: what differs from the default).
   std::vector<Config> configs = {{"default", {}}};
-  for (int rows : {2, 4}) {
-    for (bool pf : {false, true}) {
-      Config c{"xa" + std::to_string(rows) + (pf ? "p" : "") + "/up" + std::to_string(rows) + (pf ? "p" : ""), {}};
-      c.c.xa_rows = rows;
-      c.c.xa_prefetch = pf;
-      c.c.update_rows = rows;
-      c.c.update_prefetch = pf;
-      c.c.da_rows = rows;
-      c.c.da_prefetch = pf;
-      c.name += "/da" + std::to_string(rows) + (pf ? "p" : "");
-      configs.push_back(c);
-    }
-  }
-  for (bool pf : {false, true}) {
-    Config c{std::string("da8") + (pf ? "p" : ""), {}};
-    c.c.da_rows = 8;
-    c.c.da_prefetch = pf;
+  const auto add = [&](const std::string& name, auto&& change) {
+    Config c{name, {}};
+    change(c.c);
     configs.push_back(c);
-  }
+  };
+  add("xa2", [](LoraKernelConfig& c) { c.xa_rows = 2; });
+  add("xa2p", [](LoraKernelConfig& c) { c.xa_rows = 2, c.xa_prefetch = true; });
+  add("up4", [](LoraKernelConfig& c) { c.update_rows = 4; });
+  add("up2p", [](LoraKernelConfig& c) { c.update_prefetch = true; });
+  add("da2p", [](LoraKernelConfig& c) { c.da_prefetch = true; });
+  add("da4", [](LoraKernelConfig& c) { c.da_rows = 4; });
+  add("da4p", [](LoraKernelConfig& c) { c.da_rows = 4, c.da_prefetch = true; });
+  add("da8", [](LoraKernelConfig& c) { c.da_rows = 8; });
+  add("da2/4cols", [](LoraKernelConfig& c) { c.da_cols_per_lane = 4; });
+  add("da4p/4cols", [](LoraKernelConfig& c) { c.da_rows = 4, c.da_prefetch = true, c.da_cols_per_lane = 4; });
+  add("da8/4cols", [](LoraKernelConfig& c) { c.da_rows = 8, c.da_cols_per_lane = 4; });
 
   std::printf("bench_lora: tokens %lld, r %d, dropout %.3f, BF16, %lld layers\n", static_cast<long long>(tokens), r, p,
               static_cast<long long>(layers));
@@ -158,7 +156,8 @@ int main(int argc, char** argv) {
     float* b = upload_f32(values(m * r, 5, 0.05f));
     float* g = upload_f32(values(n * r, 6, 1.0f));
     float* xa = upload_f32(std::vector<float>(static_cast<size_t>(n * r), 0.0f));
-    const int64_t da_part_count = lora_da_slices(n, k, r) * r * k;
+    int64_t da_part_count = 0;
+    for (const Config& c : configs) da_part_count = std::max(da_part_count, lora_da_slices(n, k, r, c.c) * r * k);
     float* part = upload_f32(std::vector<float>(
         static_cast<size_t>(std::max(lora_xa_splits(k) * n * r, da_part_count)), 0.0f));
     float* da = upload_f32(std::vector<float>(static_cast<size_t>(r * k), 0.0f));

@@ -28,6 +28,7 @@ struct LoraKernelConfig {
   bool update_prefetch = false;
   int da_rows = 2;
   bool da_prefetch = false;
+  int da_cols_per_lane = 0;  // 0: by rank (8 for r = 8, 4 for r = 16); 4 (r = 8, BF16)
 };
 
 // Column splits of the xa pass; `part` needs lora_xa_splits(k) * n * r floats when that is > 1 (else unused).
@@ -45,7 +46,7 @@ cudaError_t launch_lora_rank_update(void* y, int y_dtype, const float* g, const 
                                     const LoraKernelConfig& config = {});
 
 // Row slices of the da pass (a function of the shape only); `part` needs lora_da_slices(n, k, r) * r * k floats.
-int64_t lora_da_slices(int64_t n, int64_t k, int r);
+int64_t lora_da_slices(int64_t n, int64_t k, int r, const LoraKernelConfig& config = {});
 // da (r, k) += scale * g^T dropout(x) in one read of x; g: (n, r) F32.
 cudaError_t launch_lora_da(const void* x, int x_dtype, const float* g, int64_t n, int64_t k, int r, float scale,
                            uint64_t seed, uint32_t threshold, float keep_scale, const DropoutMap& map, float* part,

@@ -37,6 +37,7 @@ constexpr int kSteps = 2;                // warp-column steps per block tile
 constexpr int kTileCols = kWarpCols * kSteps;  // 512
 constexpr int kTileRows = 32;            // row granularity of a block: 8 warps x 4 rows
 constexpr int kTargetBlocks = 4 * 132;   // da: aim for ~4 blocks per SM of an H100/H200 (a constant: see invariants)
+constexpr int kMaxBlockRows = 256;       // xa / rank update: rows per block at most (g's rows staged in shared memory)
 
 template <int R>
 constexpr int kRowsAtOnce = R == 8 ? 4 : 2;
@@ -306,19 +307,19 @@ __global__ void sum_splits_kernel(const float* part, int64_t splits, int64_t cou
 }
 
 // One group of the rank update: rows row0 .. row0 + J - 1 of y from their raw loads, stored back.
+// g's rows of the group are sg[local0 .. local0 + J - 1] (staged by the block; zeros past n).
 template <int R, typename T, int J>
 __device__ __forceinline__ void rank_update_group(const uint4 (&raw)[J][kSteps][kRawWords<T>],
-                                                  const float (&sf)[R][kTileCols], void* y, const float* g, int64_t n,
-                                                  int64_t k, int64_t row0, int64_t c0, int lane, float scale,
-                                                  uint64_t seed, uint32_t threshold, float keep_scale,
+                                                  const float (&sf)[R][kTileCols], const float (*sg)[R], int local0,
+                                                  void* y, int64_t n, int64_t k, int64_t row0, int64_t c0, int lane,
+                                                  float scale, uint64_t seed, uint32_t threshold, float keep_scale,
                                                   const DropoutMap& map) {
   float gv[J][R];
 #pragma unroll
   for (int j = 0; j < J; ++j) {
-    const int64_t row = row0 + j;
 #pragma unroll
     for (int q = 0; q < R / 4; ++q) {
-      const float4 t = row < n ? *reinterpret_cast<const float4*>(g + row * R + 4 * q) : make_float4(0, 0, 0, 0);
+      const float4 t = *reinterpret_cast<const float4*>(&sg[local0 + j][4 * q]);
       gv[j][4 * q] = t.x; gv[j][4 * q + 1] = t.y; gv[j][4 * q + 2] = t.z; gv[j][4 * q + 3] = t.w;
     }
   }
@@ -364,17 +365,24 @@ __global__ void __launch_bounds__(kThreads, kHalfWidth<T> && !kPrefetch ? 2 : 1)
     lora_rank_update_kernel(void* y, const float* g, const float* f, int64_t n, int64_t k, int64_t rows_per_block,
                             float scale, uint64_t seed, uint32_t threshold, float keep_scale, DropoutMap map) {
   __shared__ __align__(16) float sf[R][kTileCols];
+  __shared__ __align__(16) float sg[kMaxBlockRows][R];  // the block's rows of g (rows_per_block <= kMaxBlockRows)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kTileCols;
-  stage_factor_tile<R, kTransposed>(sf, f, k, c0);
+  const int64_t block_row0 = static_cast<int64_t>(blockIdx.y) * rows_per_block;
+  for (int i = threadIdx.x; i < rows_per_block * R; i += kThreads) {
+    const int64_t row = block_row0 + i / R;
+    (&sg[0][0])[i] = row < n ? g[row * R + i % R] : 0.0f;
+  }
+  stage_factor_tile<R, kTransposed>(sf, f, k, c0);  // ends with the barrier
   const int64_t rows_per_warp = rows_per_block / kWarps;
-  const int64_t warp_row0 = static_cast<int64_t>(blockIdx.y) * rows_per_block + warp * rows_per_warp;
+  const int local_warp0 = static_cast<int>(warp * rows_per_warp);
+  const int64_t warp_row0 = block_row0 + local_warp0;
   if constexpr (!kPrefetch) {
     for (int64_t g0 = 0; g0 < rows_per_warp; g0 += J) {
       uint4 raw[J][kSteps][kRawWords<T>];
       load_group_raw<J, T, false>(y, n, k, warp_row0 + g0, c0, lane, raw);
-      rank_update_group<R, T, J>(raw, sf, y, g, n, k, warp_row0 + g0, c0, lane, scale, seed, threshold, keep_scale,
-                                 map);
+      rank_update_group<R, T, J>(raw, sf, sg, local_warp0 + static_cast<int>(g0), y, n, k, warp_row0 + g0, c0, lane,
+                                 scale, seed, threshold, keep_scale, map);
     }
   } else {
     uint4 ra[J][kSteps][kRawWords<T>], rb[J][kSteps][kRawWords<T>];
@@ -382,12 +390,12 @@ __global__ void __launch_bounds__(kThreads, kHalfWidth<T> && !kPrefetch ? 2 : 1)
     for (int64_t g0 = 0; g0 < rows_per_warp; g0 += 2 * J) {
       const bool second = g0 + J < rows_per_warp;
       if (second) load_group_raw<J, T, false>(y, n, k, warp_row0 + g0 + J, c0, lane, rb);
-      rank_update_group<R, T, J>(ra, sf, y, g, n, k, warp_row0 + g0, c0, lane, scale, seed, threshold, keep_scale,
-                                 map);
+      rank_update_group<R, T, J>(ra, sf, sg, local_warp0 + static_cast<int>(g0), y, n, k, warp_row0 + g0, c0, lane,
+                                 scale, seed, threshold, keep_scale, map);
       if (g0 + 2 * J < rows_per_warp) load_group_raw<J, T, false>(y, n, k, warp_row0 + g0 + 2 * J, c0, lane, ra);
       if (second) {
-        rank_update_group<R, T, J>(rb, sf, y, g, n, k, warp_row0 + g0 + J, c0, lane, scale, seed, threshold,
-                                   keep_scale, map);
+        rank_update_group<R, T, J>(rb, sf, sg, local_warp0 + static_cast<int>(g0) + J, y, n, k, warp_row0 + g0 + J,
+                                   c0, lane, scale, seed, threshold, keep_scale, map);
       }
     }
   }
@@ -396,7 +404,10 @@ __global__ void __launch_bounds__(kThreads, kHalfWidth<T> && !kPrefetch ? 2 : 1)
 // Columns per lane of the da pass: 8 for r = 8, 4 for r = 16 (64 accumulators per lane either way).
 template <int R>
 constexpr int kDaColsPerLane = R == 8 ? 8 : 4;
-int da_tile_cols(int r) { return 32 * (r == 8 ? 8 : 4); }
+int da_cols_per_lane(int r, const LoraKernelConfig& config) {
+  return config.da_cols_per_lane > 0 ? config.da_cols_per_lane : (r == 8 ? 8 : 4);
+}
+int da_tile_cols(int r, const LoraKernelConfig& config = {}) { return 32 * da_cols_per_lane(r, config); }
 
 // C columns of one row as raw 32-bit words (16-bit types: pairs), so loads can be issued well before their use.
 template <typename T, int C>
@@ -430,37 +441,52 @@ __device__ __forceinline__ void cols_to_float(const uint32_t (&w)[kColWords<T, C
 }
 
 // part[slice][rr][c] = sum over the slice's rows of g[row][rr] * dropout(x)[row][c]; blocks (column tile, slice).
-// Warp w takes rows r0 + w, r0 + w + 8, ... in increasing order, RI of them per group (with kPrefetch the next group's
-// loads are issued before the current group's math); the 8 warps' sums are added in warp order. The summation order
-// is the same for every RI and kPrefetch.
-template <int R, typename T, int RI, bool kPrefetch>
+// The slice's rows go in chunks of RI * kWarps: the chunk's rows of g are staged in shared memory (double-buffered,
+// one barrier per chunk), warp w takes the chunk's rows w, w + 8, ..., so over the chunks warp w adds rows
+// r0 + w, r0 + w + 8, ... in increasing order; with kPrefetch the next chunk's loads of x are issued before the
+// current chunk's math. The 8 warps' sums are added in warp order. The summation order is the same for every RI
+// and kPrefetch.
+template <int R, typename T, int RI, bool kPrefetch, int C>
 __global__ void __launch_bounds__(kThreads) lora_da_kernel(const void* x, const float* g, int64_t n, int64_t k,
                                                            int64_t rows_per_slice, uint64_t seed, uint32_t threshold,
                                                            float keep_scale, DropoutMap map, float* part) {
-  constexpr int C = kDaColsPerLane<R>;
   constexpr int kCols = 32 * C;
   constexpr int W = kColWords<T, C>;
+  constexpr int CH = RI * kWarps;  // rows per chunk
   __shared__ __align__(16) float tile[R][kCols];
+  __shared__ __align__(16) float sg[2][CH][R];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t c = static_cast<int64_t>(blockIdx.x) * kCols + lane * C;
+  const bool col_ok = c < k;
   const int64_t r0 = static_cast<int64_t>(blockIdx.y) * rows_per_slice;
   const int64_t r1 = r0 + rows_per_slice < n ? r0 + rows_per_slice : n;
+  const int64_t chunks = r1 > r0 ? (r1 - r0 + CH - 1) / CH : 0;
   float acc[R][C];
 #pragma unroll
   for (int rr = 0; rr < R; ++rr)
 #pragma unroll
     for (int i = 0; i < C; ++i) acc[rr][i] = 0.0f;
-  const auto load_group = [&](int64_t base, uint32_t (&raw)[RI][W]) {
+  const auto load_x = [&](int64_t ch, uint32_t (&raw)[RI][W]) {
 #pragma unroll
     for (int i = 0; i < RI; ++i) {
-      const int64_t row = base + static_cast<int64_t>(i) * kWarps;
-      if (row < r1) load_cols_raw<T, C>(x, row * k + c, raw[i]);
+      const int64_t row = r0 + ch * CH + warp + i * kWarps;
+      if (col_ok && row < r1) load_cols_raw<T, C>(x, row * k + c, raw[i]);
     }
   };
-  const auto accumulate_group = [&](int64_t base, const uint32_t (&raw)[RI][W]) {
+  const auto stage_g = [&](int64_t ch) {
+    float* s = &sg[ch & 1][0][0];
+    const int64_t row0 = r0 + ch * CH;
+    for (int i = threadIdx.x; i < CH * R; i += kThreads) {
+      const int64_t row = row0 + i / R;
+      s[i] = row < r1 ? g[row * R + i % R] : 0.0f;
+    }
+  };
+  const auto accumulate = [&](int64_t ch, const uint32_t (&raw)[RI][W]) {
+    if (!col_ok) return;
 #pragma unroll
     for (int i = 0; i < RI; ++i) {
-      const int64_t row = base + static_cast<int64_t>(i) * kWarps;
+      const int local = warp + i * kWarps;
+      const int64_t row = r0 + ch * CH + local;
       if (row >= r1) break;
       float v[C];
       cols_to_float<T, C>(raw[i], v);
@@ -468,7 +494,7 @@ __global__ void __launch_bounds__(kThreads) lora_da_kernel(const void* x, const 
       float gv[R];
 #pragma unroll
       for (int q = 0; q < R / 4; ++q) {
-        const float4 t = *reinterpret_cast<const float4*>(g + row * R + 4 * q);
+        const float4 t = *reinterpret_cast<const float4*>(&sg[ch & 1][local][4 * q]);
         gv[4 * q] = t.x; gv[4 * q + 1] = t.y; gv[4 * q + 2] = t.z; gv[4 * q + 3] = t.w;
       }
 #pragma unroll
@@ -477,26 +503,34 @@ __global__ void __launch_bounds__(kThreads) lora_da_kernel(const void* x, const 
         for (int ii = 0; ii < C; ++ii) acc[rr][ii] += gv[rr] * v[ii];
     }
   };
-  if (c < k) {
-    const int64_t step = static_cast<int64_t>(RI) * kWarps;
-    if constexpr (!kPrefetch) {
-      for (int64_t base = r0 + warp; base < r1; base += step) {
-        uint32_t raw[RI][W];
-        load_group(base, raw);
-        accumulate_group(base, raw);
-      }
-    } else {
-      uint32_t ra[RI][W], rb[RI][W];
-      load_group(r0 + warp, ra);
-      for (int64_t base = r0 + warp; base < r1; base += 2 * step) {
-        const bool second = base + step < r1;
-        if (second) load_group(base + step, rb);
-        accumulate_group(base, ra);
-        if (base + 2 * step < r1) load_group(base + 2 * step, ra);
-        if (second) accumulate_group(base + step, rb);
+  // One barrier per chunk: buffer ch & 1 is rewritten at chunk ch + 2, after every warp passed chunk ch + 1's
+  // barrier, i.e. finished chunk ch's reads.
+  if constexpr (!kPrefetch) {
+    for (int64_t ch = 0; ch < chunks; ++ch) {
+      uint32_t raw[RI][W];
+      load_x(ch, raw);
+      stage_g(ch);
+      __syncthreads();
+      accumulate(ch, raw);
+    }
+  } else {
+    uint32_t ra[RI][W], rb[RI][W];
+    if (chunks > 0) load_x(0, ra);
+    for (int64_t ch = 0; ch < chunks; ch += 2) {
+      const bool second = ch + 1 < chunks;
+      if (second) load_x(ch + 1, rb);
+      stage_g(ch);
+      __syncthreads();
+      accumulate(ch, ra);
+      if (ch + 2 < chunks) load_x(ch + 2, ra);
+      if (second) {
+        stage_g(ch + 1);
+        __syncthreads();
+        accumulate(ch + 1, rb);
       }
     }
   }
+  __syncthreads();
   for (int i = threadIdx.x; i < R * kCols; i += kThreads) (&tile[0][0])[i] = 0.0f;
   for (int w = 0; w < kWarps; ++w) {
     __syncthreads();
@@ -536,7 +570,8 @@ int64_t rows_per_block(int64_t n, int64_t k) {
   const int64_t col_tiles = (k + kTileCols - 1) / kTileCols;
   const int64_t row_blocks = kTargetBlocks / col_tiles > 1 ? kTargetBlocks / col_tiles : 1;
   const int64_t rows = (n + row_blocks - 1) / row_blocks;
-  return (rows + kTileRows - 1) / kTileRows * kTileRows;
+  const int64_t rounded = (rows + kTileRows - 1) / kTileRows * kTileRows;
+  return rounded < kMaxBlockRows ? rounded : kMaxBlockRows;
 }
 
 dim3 tile_grid(int64_t n, int64_t k, int64_t rows) {
@@ -647,8 +682,8 @@ cudaError_t launch_lora_rank_update(void* y, int y_dtype, const float* g, const 
   return cudaGetLastError();
 }
 
-int64_t lora_da_slices(int64_t n, int64_t k, int r) {
-  const int64_t col_blocks = (k + da_tile_cols(r) - 1) / da_tile_cols(r);
+int64_t lora_da_slices(int64_t n, int64_t k, int r, const LoraKernelConfig& config) {
+  const int64_t col_blocks = (k + da_tile_cols(r, config) - 1) / da_tile_cols(r, config);
   const int64_t want = (kTargetBlocks + col_blocks - 1) / col_blocks;
   const int64_t most = n / 64 > 1 ? n / 64 : 1;  // at least 64 rows per slice
   return want < most ? want : most;
@@ -659,22 +694,32 @@ cudaError_t launch_lora_da(const void* x, int x_dtype, const float* g, int64_t n
                            float* da, cudaStream_t stream, const LoraKernelConfig& config) {
   if (n <= 0) return cudaSuccess;
   if (!lora_fast_shape(k, r) || !activation_code(x_dtype)) return cudaErrorInvalidValue;
-  const int64_t slices = lora_da_slices(n, k, r);
+  const int64_t slices = lora_da_slices(n, k, r, config);
   const int64_t rows_per_slice = (n + slices - 1) / slices;
-  const dim3 grid(static_cast<unsigned>((k + da_tile_cols(r) - 1) / da_tile_cols(r)), static_cast<unsigned>(slices));
-  bool launched = false;
+  const int tile_cols = da_tile_cols(r, config);
+  const dim3 grid(static_cast<unsigned>((k + tile_cols - 1) / tile_cols), static_cast<unsigned>(slices));
+  bool launched = false, launched_cols_ok = true;
   with_element_type(x_dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     const auto go = [&](auto rank) {
       constexpr int R = decltype(rank)::value;
+      constexpr int kDefaultCols = kDaColsPerLane<R>;
+      const int cols = da_cols_per_lane(R, config);
       launched = launch_rows_variant<T, 2, false>(config.da_rows, config.da_prefetch, [&](auto jc, auto pc) {
-        lora_da_kernel<R, T, decltype(jc)::value, decltype(pc)::value><<<grid, kThreads, 0, stream>>>(
-            x, g, n, k, rows_per_slice, seed, threshold, keep_scale, map, part);
+        if (cols == kDefaultCols) {
+          lora_da_kernel<R, T, decltype(jc)::value, decltype(pc)::value, kDefaultCols><<<grid, kThreads, 0, stream>>>(
+              x, g, n, k, rows_per_slice, seed, threshold, keep_scale, map, part);
+        } else if constexpr (kTunable<T> && R == 8) {  // 4 columns per lane: half the accumulators
+          lora_da_kernel<R, T, decltype(jc)::value, decltype(pc)::value, 4><<<grid, kThreads, 0, stream>>>(
+              x, g, n, k, rows_per_slice, seed, threshold, keep_scale, map, part);
+        } else {
+          launched_cols_ok = false;
+        }
       });
     };
     r == 8 ? go(std::integral_constant<int, 8>{}) : go(std::integral_constant<int, 16>{});
   });
-  if (!launched) return cudaErrorInvalidValue;
+  if (!launched || !launched_cols_ok) return cudaErrorInvalidValue;
   const cudaError_t status = cudaGetLastError();
   if (status != cudaSuccess) return status;
   lora_da_reduce_kernel<<<blocks_for(r * k, 256), 256, 0, stream>>>(part, slices, r * k, scale, da);
