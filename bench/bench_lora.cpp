@@ -82,6 +82,7 @@ std::vector<uint8_t> download(const void* d, size_t bytes) {
 struct Config {
   std::string name;
   LoraKernelConfig c;
+  bool cache_bits = false;  // xa stores the mask's keep bits, dx and da read them (ops.h Dropout::keep_bits)
 };
 
 }  // namespace
@@ -126,16 +127,10 @@ int main(int argc, char** argv) {
     configs.push_back(c);
   };
   add("xa2", [](LoraKernelConfig& c) { c.xa_rows = 2; });
-  add("xa2p", [](LoraKernelConfig& c) { c.xa_rows = 2, c.xa_prefetch = true; });
   add("up4", [](LoraKernelConfig& c) { c.update_rows = 4; });
-  add("up2p", [](LoraKernelConfig& c) { c.update_prefetch = true; });
-  add("da2p", [](LoraKernelConfig& c) { c.da_prefetch = true; });
-  add("da4", [](LoraKernelConfig& c) { c.da_rows = 4; });
-  add("da4p", [](LoraKernelConfig& c) { c.da_rows = 4, c.da_prefetch = true; });
+  add("da2", [](LoraKernelConfig& c) { c.da_rows = 2; });
   add("da8", [](LoraKernelConfig& c) { c.da_rows = 8; });
-  add("da2/4cols", [](LoraKernelConfig& c) { c.da_cols_per_lane = 4; });
-  add("da4p/4cols", [](LoraKernelConfig& c) { c.da_rows = 4, c.da_prefetch = true, c.da_cols_per_lane = 4; });
-  add("da8/4cols", [](LoraKernelConfig& c) { c.da_rows = 8, c.da_cols_per_lane = 4; });
+  if (p > 0) configs.push_back({"keep-bits cache", {}, true});
 
   std::printf("bench_lora: tokens %lld, r %d, dropout %.3f, BF16, %lld layers\n", static_cast<long long>(tokens), r, p,
               static_cast<long long>(layers));
@@ -156,28 +151,33 @@ int main(int argc, char** argv) {
     float* b = upload_f32(values(m * r, 5, 0.05f));
     float* g = upload_f32(values(n * r, 6, 1.0f));
     float* xa = upload_f32(std::vector<float>(static_cast<size_t>(n * r), 0.0f));
-    int64_t da_part_count = 0;
-    for (const Config& c : configs) da_part_count = std::max(da_part_count, lora_da_slices(n, k, r, c.c) * r * k);
+    const int64_t da_part_count = lora_da_slices(n, k, r) * r * k;
     float* part = upload_f32(std::vector<float>(
         static_cast<size_t>(std::max(lora_xa_splits(k) * n * r, da_part_count)), 0.0f));
     float* da = upload_f32(std::vector<float>(static_cast<size_t>(r * k), 0.0f));
+    uint8_t* bits = nullptr;
+    check(cudaMalloc(reinterpret_cast<void**>(&bits), static_cast<size_t>(n * (k / 8))), "cudaMalloc");
     const double bytes[4] = {2.0 * n * k, 4.0 * n * m, 4.0 * n * k, 2.0 * n * k};
     for (int pass = 0; pass < 4; ++pass) bytes_total[pass] += bytes[pass] * layers;
     std::vector<uint8_t> ref[4];
     for (size_t ci = 0; ci < configs.size(); ++ci) {
       const LoraKernelConfig& cfg = configs[ci].c;
+      uint8_t* bits_out = configs[ci].cache_bits ? bits : nullptr;
+      const uint8_t* bits_in = bits_out;
       const auto run = [&](int pass) -> cudaError_t {
         switch (pass) {
           case 0:
-            return launch_lora_xa(x, 1, a, n, k, r, seed, threshold, keep_scale, DropoutMap{}, part, xa, stream, cfg);
+            return launch_lora_xa(x, 1, a, n, k, r, seed, threshold, keep_scale, DropoutMap{}, part, xa, bits_out,
+                                  stream, cfg);
           case 1:
-            return launch_lora_rank_update(y, 1, xa, b, true, n, m, r, 4.0f, 0, 0u, 1.0f, DropoutMap{}, stream, cfg);
+            return launch_lora_rank_update(y, 1, xa, b, true, n, m, r, 4.0f, 0, 0u, 1.0f, DropoutMap{}, nullptr, stream,
+                                           cfg);
           case 2:
             return launch_lora_rank_update(dx, 1, g, a, false, n, k, r, 4.0f, seed, threshold, keep_scale,
-                                           DropoutMap{}, stream, cfg);
+                                           DropoutMap{}, bits_in, stream, cfg);
           default:
-            return launch_lora_da(x, 1, g, n, k, r, 4.0f, seed, threshold, keep_scale, DropoutMap{}, part, da, stream,
-                                  cfg);
+            return launch_lora_da(x, 1, g, n, k, r, 4.0f, seed, threshold, keep_scale, DropoutMap{}, bits_in, part, da,
+                                  stream, cfg);
         }
       };
       double ms[4];
@@ -218,7 +218,8 @@ int main(int argc, char** argv) {
                   bytes[1] / ms[1] / 1e6, bytes[2] / ms[2] / 1e6, bytes[3] / ms[3] / 1e6);
     }
     for (void* pp : {x, y, dx, y0, dx0, static_cast<void*>(a), static_cast<void*>(b), static_cast<void*>(g),
-                     static_cast<void*>(xa), static_cast<void*>(part), static_cast<void*>(da)}) {
+                     static_cast<void*>(xa), static_cast<void*>(part), static_cast<void*>(da),
+                     static_cast<void*>(bits)}) {
       cudaFree(pp);
     }
   }

@@ -72,6 +72,9 @@ struct TrainableModel::Activations {
   Tensor attn_heads;  // attention's output (Ta, H/P, D); `attn` is o_proj's input (T, H*D): the same tensor without SP
   std::array<Tensor, kLinearKinds> xa;
   std::array<Tensor, kLinearKinds> h;  // DoRA: the direction's output before the magnitude (dora_linear)
+  // LoRA dropout on CUDA: the forward's mask as bits (ops.h Dropout::keep_bits), read by the backward instead of
+  // drawing it twice more. Rewritten by every forward of the layer (a recompute included).
+  std::array<Tensor, kLinearKinds> keep_bits;
 };
 
 TrainableModel::TrainableModel(CausalLM& model, TunerType type, LoraAdapters lora)
@@ -286,8 +289,16 @@ void TrainableModel::layer_forward(int64_t i, const MicroBatch& b, const Tensor&
                               dora_norms_[static_cast<size_t>(i)][static_cast<size_t>(kind)], lora_.scale,
                               dropout_for(seed, i, static_cast<int>(kind), training, T), y, xa, h, accumulate);
     }
-    ops::lora_linear(x, L.w, L.bias, L.lora->a, L.lora->b, lora_.scale,
-                     dropout_for(seed, i, static_cast<int>(kind), training, T), y, xa, accumulate);
+    ops::Dropout d = dropout_for(seed, i, static_cast<int>(kind), training, T);
+    if (d.p > 0.0f && device_.is_cuda()) {
+      Tensor& bits = a.keep_bits[static_cast<size_t>(kind)];
+      const int64_t cols = (x.size(1) + 7) / 8;
+      if (!bits.defined() || bits.size(0) != T || bits.size(1) != cols) {
+        bits = Tensor::empty({T, cols}, DType::U8, device_, MemoryCategory::Activations);
+      }
+      d.keep_bits = bits;
+    }
+    ops::lora_linear(x, L.w, L.bias, L.lora->a, L.lora->b, lora_.scale, d, y, xa, accumulate);
   };
   // Tensor parallel: this rank's heads and intermediate units. Sequence parallel: attention sees Ta tokens with
   // hq / hkv heads (all T tokens and this rank's heads without it).
@@ -394,9 +405,10 @@ void TrainableModel::layer_backward(int64_t i, const MicroBatch& b, Activations&
                                        dropout_for(seed, i, static_cast<int>(kind), true, T), dx, L.grad_a, L.grad_b,
                                        L.grad_m, accumulate_dx);
     }
-    ops::lora_linear_backward(dy, x, L.w, L.lora->a, L.lora->b, a.xa[static_cast<size_t>(kind)], lora_.scale,
-                              dropout_for(seed, i, static_cast<int>(kind), true, T), dx, L.grad_a, L.grad_b,
-                              accumulate_dx);
+    ops::Dropout d = dropout_for(seed, i, static_cast<int>(kind), true, T);
+    if (d.p > 0.0f) d.keep_bits = a.keep_bits[static_cast<size_t>(kind)];  // undefined on the CPU: drawn again
+    ops::lora_linear_backward(dy, x, L.w, L.lora->a, L.lora->b, a.xa[static_cast<size_t>(kind)], lora_.scale, d, dx,
+                              L.grad_a, L.grad_b, accumulate_dx);
   };
   // Tensor parallel: this rank's heads and units; the column-parallel input gradients are summed over the group.
   dist::Communicator* tp = parallel_.tp_size() > 1 ? parallel_.tensor : nullptr;

@@ -225,6 +225,11 @@ void check_lora_factors(const char* op, const Tensor& x, const Tensor& w, const 
   require_shape(op, "xa", xa, {n, r}, "(N, r)");
   if (!std::isfinite(scale)) fail("{}: scale = {} must be finite", op, scale);
   check_dropout_config(op, dropout, k);
+  if (dropout.keep_bits.defined()) {
+    require_dtype(op, "dropout.keep_bits", dropout.keep_bits, DType::U8);
+    require_shape(op, "dropout.keep_bits", dropout.keep_bits, {n, (k + 7) / 8}, "(N, ceil(K / 8))");
+    require_disjoint(op, "dropout.keep_bits", dropout.keep_bits, {{"x", &x}, {"xa", &xa}});
+  }
 }
 }  // namespace
 
@@ -235,7 +240,7 @@ Device check_lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, c
   checked_as(op, [&] { return check_linear(x, w, bias, y); });
   require_disjoint(op, "y", y, {{"a", &a}, {"b", &b}, {"xa", &xa}});
   require_disjoint(op, "xa", xa, {{"x", &x}, {"w", &w}, {"bias", &bias}, {"a", &a}, {"b", &b}});
-  return common_device(op, {&x, &w, &bias, &a, &b, &y, &xa});
+  return common_device(op, {&x, &w, &bias, &a, &b, &y, &xa, &dropout.keep_bits});
 }
 
 Device check_lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& a,
@@ -267,7 +272,7 @@ Device check_lora_linear_backward(const Tensor& dy, const Tensor& x, const Tenso
     require_shape(op, "db", db, {m, r}, "(M, r)");
     require_disjoint(op, "db", db, inputs);
   }
-  return common_device(op, {&dy, &x, &w, &a, &b, &xa, &dx, &da, &db});
+  return common_device(op, {&dy, &x, &w, &a, &b, &xa, &dx, &da, &db, &dropout.keep_bits});
 }
 
 Device check_lm_head_loss(const char* op, const Tensor& hidden, const Tensor& head, const Tensor& labels,

@@ -169,10 +169,15 @@ void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, co
 // `map` (ops/philox.h DropoutMap) places the op's 2-D operand, a block of a larger tensor on a parallel rank, in that
 // tensor: local element (i, j) draws index (row_offset + i) * full_cols + col_offset + j, so sequence- and
 // tensor-parallel ranks draw the masks of one process. The default map is the identity (index i * cols + j).
+// `keep_bits` (optional, lora_linear only): a (N, ceil(K / 8)) U8 cache of the mask, bit j of byte (n, c) = element
+// (n, 8c + j) kept. When defined, a lora_linear forward that draws the mask in its one-pass kernel (CUDA) stores it
+// there and the backward with the same Dropout reads it instead of drawing it twice more; the bits are the mask
+// itself, so results are identical with or without it. The CPU kernels draw the mask and leave it untouched.
 struct Dropout {
   float p = 0.0f;      // drop probability in [0, 1); 0 = identity (no RNG at all)
   uint64_t seed = 0;
   DropoutMap map{};
+  Tensor keep_bits{};
 };
 // out = x * keep / (1 - p). x, out: same shape F32; x is seen as (numel / cols, cols) with cols its last dimension
 // (identity map: flat index = element index); out may be x.

@@ -303,6 +303,72 @@ TEST(OpsCudaMatmul, LoraLinearWithDropoutMapMatchesReference) {
   }
 }
 
+// The keep-bits cache (ops.h Dropout::keep_bits): a forward on the one-pass path stores exactly the reference's mask
+// (dropout_keep at each element's stream index, maps with row / column offsets included), leaves y and xa as without
+// the cache, and a backward reading it gives the same bits as one drawing the mask again (r 8 and 16, odd N, K
+// with several column tiles, F32 / BF16 / F16 activations).
+void expect_bit_equal(const Tensor& got, const Tensor& want, const char* what) {
+  ASSERT_EQ(got.nbytes(), want.nbytes()) << what;
+  EXPECT_EQ(std::memcmp(got.raw(), want.raw(), got.nbytes()), 0) << what << ": not the same bits";
+}
+
+TEST(OpsCudaMatmul, LoraKeepBitsCacheIsTheMask) {
+  ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
+  struct Case { int64_t n, k, m, r; ops::DropoutMap map; };
+  const Case cases[] = {{131, 264, 72, 8, {}},          {70, 520, 24, 16, {3, 1040, 520}},
+                        {45, 1032, 40, 8, {5, 1301, 13}}, {300, 16, 264, 16, {1, 0, 0}},
+                        {1100, 264, 30, 8, {}}};
+  uint32_t seed = 9700;
+  for (const Case& cs : cases) {
+    for (DType act : {DType::F32, DType::BF16, DType::F16}) {
+      ops::Dropout plain{0.25f, 0xB175ull + seed};
+      plain.map = cs.map;
+      ops::Dropout cached = plain;
+      cached.keep_bits = Tensor::zeros({cs.n, (cs.k + 7) / 8}, DType::U8).to(Device::cuda());
+      const float scale = 2.0f / static_cast<float>(cs.r);
+      SCOPED_TRACE(fmt::format("N={} K={} M={} r={} act={} map=({}, {}, {})", cs.n, cs.k, cs.m, cs.r, name(act),
+                               cs.map.row_offset, cs.map.full_cols, cs.map.col_offset));
+      Input x = make_input({cs.n, cs.k}, act, ++seed);
+      Input w = make_weight({cs.m, cs.k}, DType::BF16, ++seed);
+      Input a = make_weight({cs.r, cs.k}, DType::F32, ++seed, -0.5f, 0.5f);
+      Input b = make_weight({cs.m, cs.r}, DType::F32, ++seed, -0.5f, 0.5f);
+      Tensor none;
+      DeviceOut y1({cs.n, cs.m}, act), xa1({cs.n, cs.r}, DType::F32), y2({cs.n, cs.m}, act),
+          xa2({cs.n, cs.r}, DType::F32);
+      ops::lora_linear(x.dev, w.dev, none, a.dev, b.dev, scale, plain, y1.tensor, xa1.tensor);
+      ops::lora_linear(x.dev, w.dev, none, a.dev, b.dev, scale, cached, y2.tensor, xa2.tensor);
+      expect_bit_equal(y1.fetch(), y2.fetch(), "y");
+      expect_bit_equal(xa1.fetch(), xa2.fetch(), "xa");
+      const Tensor bits = cached.keep_bits.to(Device::cpu());
+      const uint32_t threshold = ops::dropout_threshold(plain.p);
+      int64_t wrong = 0;
+      for (int64_t i = 0; i < cs.n; ++i) {
+        for (int64_t j = 0; j < cs.k; ++j) {
+          const bool keep = ops::dropout_keep(plain.seed, ops::dropout_index(cs.map, i, j, cs.k), threshold);
+          const bool bit = (bits.data<uint8_t>()[i * ((cs.k + 7) / 8) + j / 8] >> (j % 8)) & 1;
+          wrong += keep != bit;
+        }
+      }
+      EXPECT_EQ(wrong, 0) << "keep bits that differ from the mask";
+      Input dy = make_input({cs.n, cs.m}, act, ++seed);
+      const Tensor da0 = random_tensor({cs.r, cs.k}, DType::F32, ++seed);
+      const Tensor db0 = random_tensor({cs.m, cs.r}, DType::F32, ++seed);
+      DeviceOut dx1({cs.n, cs.k}, act), da1({cs.r, cs.k}, DType::F32), db1({cs.m, cs.r}, DType::F32);
+      DeviceOut dx2({cs.n, cs.k}, act), da2({cs.r, cs.k}, DType::F32), db2({cs.m, cs.r}, DType::F32);
+      for (DeviceOut* o : {&da1, &da2}) o->set(da0);
+      for (DeviceOut* o : {&db1, &db2}) o->set(db0);
+      const Tensor xa_dev = xa1.fetch().to(Device::cuda());
+      ops::lora_linear_backward(dy.dev, x.dev, w.dev, a.dev, b.dev, xa_dev, scale, plain, dx1.tensor, da1.tensor,
+                                db1.tensor);
+      ops::lora_linear_backward(dy.dev, x.dev, w.dev, a.dev, b.dev, xa_dev, scale, cached, dx2.tensor, da2.tensor,
+                                db2.tensor);
+      expect_bit_equal(dx1.fetch(), dx2.fetch(), "dx");
+      expect_bit_equal(da1.fetch(), da2.fetch(), "da");
+      expect_bit_equal(db1.fetch(), db2.fetch(), "db");
+    }
+  }
+}
+
 // Worst relative-norm errors seen above (runs after them: tests run in definition order).
 TEST(OpsCudaMatmul, Summary) {
   std::printf("%-44s %s\n", "op activation-dtype output", "worst ||out-ref||/||ref||");

@@ -24,6 +24,8 @@
 #include <cstdio>
 #include <filesystem>
 
+#include <fmt/format.h>
+
 #include "io/hf_checkpoint.h"
 #include "io/model_config.h"
 #include "io/peft_adapter.h"
@@ -130,6 +132,65 @@ TEST_P(CudaTraining, LossAndEveryGradientMatchTransformers) {
         const double rel_l2 = expected_max == 0 ? 1e9 : p.grad_rel_l2;
         EXPECT_TRUE(golden::close(GetParam() + " " + p.name + " grad " + param.name, unscaled(param.grad, scale),
                                   expected, max_abs, rel_l2));
+      }
+    }
+  }
+}
+
+// LoRA dropout on the GPU against the CPU, same seed: the CPU draws every mask three times (forward, dx, da), the GPU
+// draws it once in the forward and reads the cached keep bits in the backward (ops.h Dropout::keep_bits), also
+// after a recompute (checkpointing). The first *_lora_randb fixture, dropout 0.25, loss and every gradient: F32
+// within the F32 bounds above, BF16 activations within the BF16 ones.
+TEST(CudaTrainingDropout, LoraDropoutMasksMatchTheCpu) {
+  ops::init_backends();
+  ASSERT_GT(ops::cuda_device_count(), 0) << "no CUDA device visible (gpu tests need one)";
+  std::string chosen;  // plain LoRA with a random B: the dropout reaches every gradient (B = 0 zeroes A's)
+  for (const std::string& c : list_cases()) {
+    if (c.find("_lora_randb") != std::string::npos) {
+      chosen = c;
+      break;
+    }
+  }
+  ASSERT_FALSE(chosen.empty()) << "no *_lora_randb fixture under " << training_root();
+  const std::string dir = training_root() + "/" + chosen;
+  io::SafetensorsFile file = io::SafetensorsFile::open(dir + "/expected.safetensors");
+  const auto meta = file.metadata();
+  const model::MicroBatch batch{file.tensor("batch.00.input_ids"), file.tensor("batch.00.positions"),
+                                file.tensor("batch.00.cu_seqlens"), file.tensor("batch.00.targets")};
+  const std::string base_dir =
+      std::string(SWIFT_FIXTURES_DIR) + "/golden/" + fs::path(meta.at("base_model")).filename().string();
+  const auto make = [&](Device device, DType matrices) {
+    io::ModelConfig config = io::load_model_config(base_dir + "/config.json");
+    if (meta.count("pad_token_id")) config.pad_token_id = std::stoll(meta.at("pad_token_id"));
+    auto lm = model::CausalLM::from_weights(std::move(config), io::load_hf_weights(base_dir));
+    if (device.is_cuda()) lm->place(device, matrices);
+    return lm;
+  };
+  const auto lora = [&](const model::CausalLM& lm) {
+    model::LoraAdapters l = model::lora_from_peft(io::load_peft_adapter(dir + "/adapter_init"), lm.config());
+    l.dropout = 0.25f;
+    return l;
+  };
+  auto cpu_lm = make(Device::cpu(), DType::F32);
+  model::TrainableModel cpu(*cpu_lm, model::TunerType::Lora, lora(*cpu_lm));
+  cpu.zero_grad();
+  const model::StepStats want = cpu.forward_backward(batch, 1.0f, 4242, false);
+  for (const Precision& p : {Precision{"f32", DType::F32, DType::F32, 1e-5, 5e-5, 1e-4},
+                             Precision{"bf16", DType::BF16, DType::BF16, 1e-2, 1e9, 1e-1}}) {
+    auto gpu_lm = make(Device::cuda(), p.matrices);
+    model::TrainableModel gpu(*gpu_lm, model::TunerType::Lora, lora(*gpu_lm));
+    gpu.set_activation_dtype(p.activations);
+    for (bool checkpointing : {false, true}) {
+      SCOPED_TRACE(fmt::format("{} checkpointing {}", p.name, checkpointing));
+      gpu.zero_grad();
+      const model::StepStats got = gpu.forward_backward(batch, 1.0f, 4242, checkpointing);
+      EXPECT_LT(std::abs(got.loss_sum - want.loss_sum) / std::abs(want.loss_sum), p.loss_rel);
+      const std::vector<model::Parameter>& gp = gpu.parameters();
+      const std::vector<model::Parameter>& cp = cpu.parameters();
+      ASSERT_EQ(gp.size(), cp.size());
+      for (size_t i = 0; i < gp.size(); ++i) {
+        EXPECT_TRUE(golden::close(std::string("dropout ") + p.name + " grad " + gp[i].name, gp[i].grad.to(Device::cpu()),
+                                  cp[i].grad, p.grad_max_abs, p.grad_rel_l2));
       }
     }
   }

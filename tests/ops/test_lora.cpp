@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <tuple>
 
 #include "grad_check.h"
@@ -235,6 +236,22 @@ TEST(OpsLoraFd, Errors) {
   Tensor dy = Tensor::zeros({3, 7}, DType::F32), dx = Tensor::zeros({3, 5}, DType::F32), none;
   EXPECT_TRUE(throws_error([&] { ops::lora_linear_backward(dy, x, w, a, b, xa, 1.0f, {}, dx, a, none); },
                            {"lora_linear_backward: da", "overlaps a"}));
+  // The keep-bits cache: (N, ceil(K / 8)) U8; the CPU accepts it and draws the mask itself (results unchanged).
+  ops::Dropout d{0.25f, 7};
+  d.keep_bits = Tensor::zeros({3, 2}, DType::I32);
+  EXPECT_TRUE(throws_error([&] { ops::lora_linear(x, w, Tensor(), a, b, 1.0f, d, y, xa); },
+                           {"lora_linear: dropout.keep_bits", "U8"}));
+  d.keep_bits = Tensor::zeros({3, 5}, DType::U8);
+  EXPECT_TRUE(throws_error([&] { ops::lora_linear_backward(dy, x, w, a, b, xa, 1.0f, d, dx, none, none); },
+                           {"lora_linear_backward: dropout.keep_bits", "(N, ceil(K / 8))"}));
+  d.keep_bits = Tensor::zeros({3, 1}, DType::U8);
+  Tensor y_plain = Tensor::zeros({3, 7}, DType::F32), xa_plain = Tensor::zeros({3, 2}, DType::F32);
+  Tensor x1 = random_tensor({3, 5}, DType::F32, 11), b1 = random_tensor({7, 2}, DType::F32, 12);
+  Tensor a1 = random_tensor({2, 5}, DType::F32, 13);
+  ops::lora_linear(x1, w, Tensor(), a1, b1, 1.0f, d, y, xa);
+  ops::lora_linear(x1, w, Tensor(), a1, b1, 1.0f, ops::Dropout{0.25f, 7}, y_plain, xa_plain);
+  EXPECT_EQ(std::memcmp(xa.raw(), xa_plain.raw(), xa.nbytes()), 0);
+  EXPECT_EQ(std::memcmp(y.raw(), y_plain.raw(), y.nbytes()), 0);
 }
 
 }  // namespace

@@ -17,39 +17,40 @@ namespace swift::ops::cuda {
 
 bool lora_fast_shape(int64_t k, int r);
 
-// Work shapes of the passes: rows per group (2, 4 or 8; xa 0 = by rank: 4 for r = 8, 2 for r = 16; xa and the rank
-// update take at most 4) and whether the next group's loads are issued before the current group's math. Every
-// configuration gives the same bits (the summation order does not depend on it). The default is the tuned one;
-// bench/bench_lora.cpp times the others, which exist for BF16 only (other types: cudaErrorInvalidValue).
+// Work shapes of the passes: rows per group, all of a group's loads issued before its math (xa: 2 or 4, 0 = by rank:
+// 4 for r = 8, 2 for r = 16; rank update 2 or 4; da 2, 4 or 8 rows per warp and chunk). Every configuration gives
+// the same bits (the summation order does not depend on it). The default is the fastest measured on an H200 at the
+// 7B shapes (bench/bench_lora.cpp, docs/PERFORMANCE.md); the others exist for BF16 only (other types:
+// cudaErrorInvalidValue).
 struct LoraKernelConfig {
   int xa_rows = 0;
-  bool xa_prefetch = false;
   int update_rows = 2;
-  bool update_prefetch = false;
-  int da_rows = 2;
-  bool da_prefetch = false;
-  int da_cols_per_lane = 0;  // 0: by rank (8 for r = 8, 4 for r = 16); 4 (r = 8, BF16)
+  int da_rows = 4;
 };
 
 // Column splits of the xa pass; `part` needs lora_xa_splits(k) * n * r floats when that is > 1 (else unused).
 int64_t lora_xa_splits(int64_t k);
-// xa (n, r) F32 = dropout(x) a^T in one read of x (x: (n, k), a: (r, k) F32).
+// xa (n, r) F32 = dropout(x) a^T in one read of x (x: (n, k), a: (r, k) F32). With a dropout (threshold != 0) and
+// keep_bits non-null, the mask is also stored there: (n, k / 8) bytes, bit j of byte (row, c) = element
+// (row, 8c + j) kept.
 cudaError_t launch_lora_xa(const void* x, int x_dtype, const float* a, int64_t n, int64_t k, int r, uint64_t seed,
                            uint32_t threshold, float keep_scale, const DropoutMap& map, float* part, float* xa,
-                           cudaStream_t stream, const LoraKernelConfig& config = {});
+                           uint8_t* keep_bits, cudaStream_t stream, const LoraKernelConfig& config = {});
 
 // y (n, k) += scale * multiplier * (g F) in one read and write of y; g: (n, r) F32; F = f as (r, k), or
-// f_transposed: f stored (k, r) (LoRA's b for the forward's B product).
+// f_transposed: f stored (k, r) (LoRA's b for the forward's B product). The multipliers come from keep_bits (the
+// forward's cache of the same mask) when it is non-null, else from the generator.
 cudaError_t launch_lora_rank_update(void* y, int y_dtype, const float* g, const float* f, bool f_transposed, int64_t n,
                                     int64_t k, int r, float scale, uint64_t seed, uint32_t threshold, float keep_scale,
-                                    const DropoutMap& map, cudaStream_t stream,
+                                    const DropoutMap& map, const uint8_t* keep_bits, cudaStream_t stream,
                                     const LoraKernelConfig& config = {});
 
 // Row slices of the da pass (a function of the shape only); `part` needs lora_da_slices(n, k, r) * r * k floats.
-int64_t lora_da_slices(int64_t n, int64_t k, int r, const LoraKernelConfig& config = {});
-// da (r, k) += scale * g^T dropout(x) in one read of x; g: (n, r) F32.
+int64_t lora_da_slices(int64_t n, int64_t k, int r);
+// da (r, k) += scale * g^T dropout(x) in one read of x; g: (n, r) F32; the mask from keep_bits when non-null.
 cudaError_t launch_lora_da(const void* x, int x_dtype, const float* g, int64_t n, int64_t k, int r, float scale,
-                           uint64_t seed, uint32_t threshold, float keep_scale, const DropoutMap& map, float* part,
-                           float* da, cudaStream_t stream, const LoraKernelConfig& config = {});
+                           uint64_t seed, uint32_t threshold, float keep_scale, const DropoutMap& map,
+                           const uint8_t* keep_bits, float* part, float* da, cudaStream_t stream,
+                           const LoraKernelConfig& config = {});
 
 }  // namespace swift::ops::cuda

@@ -14,10 +14,17 @@
 //  - Math in fp32 with fp32 factors (PEFT runs the adapter in fp32); 16-bit outputs are rounded once.
 //  - Deterministic: every output has one writer and a summation order fixed by (n, k, r) alone (never by the GPU
 //    model or timing): xa sums its column splits in order, da its row slices in order.
-//  - Shapes of the work: blocks of 8 warps over 512 columns and a range of rows (a multiple of 32, sized for about
-//    kTargetBlocks blocks) for xa and y, with the factor's columns staged once per block in shared memory and reused
-//    by 4 (r = 8) or 2 (r = 16) rows at a time, each group's loads issued before its math; da is column-stationary
-//    (each lane accumulates its columns over a slice of rows).
+//  - Keep-bits cache (ops.h Dropout::keep_bits): with a dropout, xa can store the mask it draws as bits ((n, k / 8)
+//    bytes, bit j of byte (row, c) = element (row, 8c + j) kept); the dx term and da then read the bits instead of
+//    drawing the mask again (Philox4x32-10 costs ~16 instructions per element: each draw of the 7B step's masks took
+//    ~5-10 ms). The multipliers, and so every result, are the same either way.
+//  - Shapes of the work: blocks of 8 warps over 512 columns and a range of at most kMaxBlockRows rows (a multiple of
+//    32, sized for about kTargetBlocks blocks) for xa and y, with the factor's columns staged once per block in
+//    shared memory and reused by J rows at a time (LoraKernelConfig), each group's loads issued before its math; the
+//    rank update stages the block's rows of g in shared memory too. da is column-stationary (each lane accumulates
+//    its columns over a slice of rows, in chunks whose rows of g are staged in shared memory). Loads of g straight
+//    from global memory in the inner loops made da wait on one L2 round trip per row (7B step, dropout 0.05:
+//    38.0 -> 22.8 ms with the staging and 4 rows per warp and chunk, bench/bench_lora.cpp).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -175,25 +182,41 @@ __device__ __forceinline__ void load_group_raw(const void* p, int64_t n, int64_t
   }
 }
 
-// Multiplies v (elements (row, col .. col + N - 1) of an (n, k) operand, col % 4 == 0) by their dropout multipliers,
-// at stream indices g .. g + N - 1 with g = dropout_index(map, row, col, k).
+// The keep bits of elements (row, col .. col + N - 1) of an (n, k) operand (bit i: element col + i kept; N in {4, 8},
+// col % 4 == 0), drawn at stream indices g .. g + N - 1 with g = dropout_index(map, row, col, k).
 template <int N>
-__device__ __forceinline__ void apply_dropout(float v[N], uint64_t seed, const DropoutMap& map, int64_t row,
-                                              int64_t col, int64_t k, uint32_t threshold, float keep_scale) {
-  if (threshold == 0) return;
+__device__ __forceinline__ uint32_t dropout_keep_bits(uint64_t seed, const DropoutMap& map, int64_t row, int64_t col,
+                                                      int64_t k, uint32_t threshold) {
   const uint64_t g = dropout_index(map, row, col, k);
+  uint32_t bits = 0;
   if ((g & 3) == 0) {  // whole blocks (every identity-mapped call)
 #pragma unroll
     for (int q = 0; q < N / 4; ++q) {
       const PhiloxBlock blk = philox_block(seed, (g >> 2) + q);
 #pragma unroll
-      for (int w = 0; w < 4; ++w) v[4 * q + w] = v[4 * q + w] * (blk.w[w] >= threshold ? keep_scale : 0.0f);
+      for (int w = 0; w < 4; ++w) bits |= (blk.w[w] >= threshold ? 1u : 0u) << (4 * q + w);
     }
-    return;
+    return bits;
   }
   PhiloxCursor cursor(seed);
 #pragma unroll
-  for (int i = 0; i < N; ++i) v[i] = v[i] * (cursor.word(g + i) >= threshold ? keep_scale : 0.0f);
+  for (int i = 0; i < N; ++i) bits |= (cursor.word(g + i) >= threshold ? 1u : 0u) << i;
+  return bits;
+}
+
+// v[i] *= keep_scale or 0 by bit i of `bits` (the multiplier of ops.h: the same product as the CPU's).
+template <int N>
+__device__ __forceinline__ void apply_keep_bits(float v[N], uint32_t bits, float keep_scale) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) v[i] = v[i] * (((bits >> i) & 1u) != 0 ? keep_scale : 0.0f);
+}
+
+// The keep bits of 8-aligned columns col .. col + 7 of row `row` of a (n, k) operand (k % 8 == 0) in a keep-bits cache
+// ((n, k / 8) bytes), as dropout_keep_bits<8> draws them; N = 4 takes the 4 bits of columns col .. col + 3.
+template <int N>
+__device__ __forceinline__ uint32_t cached_keep_bits(const uint8_t* keep_bits, int64_t row, int64_t col, int64_t k) {
+  const uint32_t byte = keep_bits[row * (k / 8) + col / 8];
+  return N == 8 ? byte : (byte >> (col % 8)) & 0xFu;
 }
 
 // Sums R values over the 32 lanes of a warp by halving exchanges (a reduce-scatter: log2(R) steps move half of the
@@ -229,7 +252,8 @@ __device__ __forceinline__ float warp_reduce_scatter(float (&v)[R], int lane, in
 template <int R, typename T, int J>
 __device__ __forceinline__ void xa_group(const uint4 (&raw)[J][kSteps][kRawWords<T>], const float (&sa)[R][kTileCols],
                                          int64_t n, int64_t k, int64_t row0, int64_t c0, int lane, uint64_t seed,
-                                         uint32_t threshold, float keep_scale, const DropoutMap& map, float* out) {
+                                         uint32_t threshold, float keep_scale, const DropoutMap& map, float* out,
+                                         uint8_t* keep_bits) {
   float acc[J][R];
 #pragma unroll
   for (int j = 0; j < J; ++j)
@@ -242,7 +266,13 @@ __device__ __forceinline__ void xa_group(const uint4 (&raw)[J][kSteps][kRawWords
 #pragma unroll
     for (int j = 0; j < J; ++j) {
       raw_to_float8<T>(raw[j][s], v[j]);
-      apply_dropout<kVec>(v[j], seed, map, row0 + j, c0 + cc, k, threshold, keep_scale);
+      if (threshold != 0) {
+        const uint32_t bits = dropout_keep_bits<kVec>(seed, map, row0 + j, c0 + cc, k, threshold);
+        apply_keep_bits<kVec>(v[j], bits, keep_scale);
+        if (keep_bits != nullptr && row0 + j < n && c0 + cc < k) {
+          keep_bits[(row0 + j) * (k / 8) + (c0 + cc) / 8] = static_cast<uint8_t>(bits);
+        }
+      }
     }
 #pragma unroll
     for (int rr = 0; rr < R; ++rr) {
@@ -265,34 +295,22 @@ __device__ __forceinline__ void xa_group(const uint4 (&raw)[J][kSteps][kRawWords
 }
 
 // out[split][row][rr] (split = blockIdx.x; F32) = sum over the split's columns of dropout(x)[row][c] * a[rr][c].
-// Groups of J rows; with kPrefetch the next group's loads are issued before the current group's math (two register
-// buffers), so a warp always has loads in flight. Every row's sums are formed in the same order for every J.
-template <int R, typename T, int J, bool kPrefetch>
-__global__ void __launch_bounds__(kThreads, kHalfWidth<T> && !kPrefetch ? 2 : 1)
+// Groups of J rows (all of a group's loads before its math); every row's sums are formed in the same order for
+// every J.
+template <int R, typename T, int J>
+__global__ void __launch_bounds__(kThreads, kHalfWidth<T> ? 2 : 1)
     lora_xa_kernel(const void* x, const float* a, int64_t n, int64_t k, int64_t rows_per_block, uint64_t seed,
-                   uint32_t threshold, float keep_scale, DropoutMap map, float* out) {
+                   uint32_t threshold, float keep_scale, DropoutMap map, float* out, uint8_t* keep_bits) {
   __shared__ __align__(16) float sa[R][kTileCols];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kTileCols;
   stage_factor_tile<R, false>(sa, a, k, c0);
   const int64_t rows_per_warp = rows_per_block / kWarps;  // a multiple of 4, so of J
   const int64_t warp_row0 = static_cast<int64_t>(blockIdx.y) * rows_per_block + warp * rows_per_warp;
-  if constexpr (!kPrefetch) {
-    for (int64_t g0 = 0; g0 < rows_per_warp; g0 += J) {
-      uint4 raw[J][kSteps][kRawWords<T>];
-      load_group_raw<J, T, true>(x, n, k, warp_row0 + g0, c0, lane, raw);
-      xa_group<R, T, J>(raw, sa, n, k, warp_row0 + g0, c0, lane, seed, threshold, keep_scale, map, out);
-    }
-  } else {
-    uint4 ra[J][kSteps][kRawWords<T>], rb[J][kSteps][kRawWords<T>];
-    load_group_raw<J, T, true>(x, n, k, warp_row0, c0, lane, ra);
-    for (int64_t g0 = 0; g0 < rows_per_warp; g0 += 2 * J) {
-      const bool second = g0 + J < rows_per_warp;
-      if (second) load_group_raw<J, T, true>(x, n, k, warp_row0 + g0 + J, c0, lane, rb);
-      xa_group<R, T, J>(ra, sa, n, k, warp_row0 + g0, c0, lane, seed, threshold, keep_scale, map, out);
-      if (g0 + 2 * J < rows_per_warp) load_group_raw<J, T, true>(x, n, k, warp_row0 + g0 + 2 * J, c0, lane, ra);
-      if (second) xa_group<R, T, J>(rb, sa, n, k, warp_row0 + g0 + J, c0, lane, seed, threshold, keep_scale, map, out);
-    }
+  for (int64_t g0 = 0; g0 < rows_per_warp; g0 += J) {
+    uint4 raw[J][kSteps][kRawWords<T>];
+    load_group_raw<J, T, true>(x, n, k, warp_row0 + g0, c0, lane, raw);
+    xa_group<R, T, J>(raw, sa, n, k, warp_row0 + g0, c0, lane, seed, threshold, keep_scale, map, out, keep_bits);
   }
 }
 
@@ -313,7 +331,17 @@ __device__ __forceinline__ void rank_update_group(const uint4 (&raw)[J][kSteps][
                                                   const float (&sf)[R][kTileCols], const float (*sg)[R], int local0,
                                                   void* y, int64_t n, int64_t k, int64_t row0, int64_t c0, int lane,
                                                   float scale, uint64_t seed, uint32_t threshold, float keep_scale,
-                                                  const DropoutMap& map) {
+                                                  const DropoutMap& map, const uint8_t* keep_bits) {
+  uint32_t kb[J][kSteps] = {};  // cached keep bits, loaded before the math
+  if (threshold != 0 && keep_bits != nullptr) {
+#pragma unroll
+    for (int j = 0; j < J; ++j)
+#pragma unroll
+      for (int s = 0; s < kSteps; ++s) {
+        const int64_t col = c0 + s * kWarpCols + lane * kVec;
+        if (row0 + j < n && col < k) kb[j][s] = cached_keep_bits<kVec>(keep_bits, row0 + j, col, k);
+      }
+  }
   float gv[J][R];
 #pragma unroll
   for (int j = 0; j < J; ++j) {
@@ -347,7 +375,11 @@ __device__ __forceinline__ void rank_update_group(const uint4 (&raw)[J][kSteps][
       const int64_t row = row0 + j;
       if (row >= n || c0 + cc >= k) continue;
       const int64_t e = row * k + c0 + cc;
-      apply_dropout<kVec>(t[j], seed, map, row, c0 + cc, k, threshold, keep_scale);
+      if (threshold != 0) {
+        const uint32_t bits =
+            keep_bits != nullptr ? kb[j][s] : dropout_keep_bits<kVec>(seed, map, row, c0 + cc, k, threshold);
+        apply_keep_bits<kVec>(t[j], bits, keep_scale);
+      }
       float v[kVec];
       raw_to_float8<T>(raw[j][s], v);
 #pragma unroll
@@ -358,12 +390,13 @@ __device__ __forceinline__ void rank_update_group(const uint4 (&raw)[J][kSteps][
 }
 
 // y[row][c] += scale * mult(row, c) * sum_rr g[row][rr] * F[rr][c]; F = f (R, k), or f (k, R) transposed.
-// (rows_per_block is a multiple of kTileRows, so of kWarps * J.) Groups of J rows, the next group's loads of y issued
-// before the current group's math with kPrefetch (rows differ, so no load passes a store of the same element).
-template <int R, typename T, bool kTransposed, int J, bool kPrefetch>
-__global__ void __launch_bounds__(kThreads, kHalfWidth<T> && !kPrefetch ? 2 : 1)
+// (rows_per_block is a multiple of kTileRows, so of kWarps * J.) Groups of J rows, all of a group's loads of y before
+// its math and stores.
+template <int R, typename T, bool kTransposed, int J>
+__global__ void __launch_bounds__(kThreads, kHalfWidth<T> ? 2 : 1)
     lora_rank_update_kernel(void* y, const float* g, const float* f, int64_t n, int64_t k, int64_t rows_per_block,
-                            float scale, uint64_t seed, uint32_t threshold, float keep_scale, DropoutMap map) {
+                            float scale, uint64_t seed, uint32_t threshold, float keep_scale, DropoutMap map,
+                            const uint8_t* keep_bits) {
   __shared__ __align__(16) float sf[R][kTileCols];
   __shared__ __align__(16) float sg[kMaxBlockRows][R];  // the block's rows of g (rows_per_block <= kMaxBlockRows)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -377,37 +410,18 @@ __global__ void __launch_bounds__(kThreads, kHalfWidth<T> && !kPrefetch ? 2 : 1)
   const int64_t rows_per_warp = rows_per_block / kWarps;
   const int local_warp0 = static_cast<int>(warp * rows_per_warp);
   const int64_t warp_row0 = block_row0 + local_warp0;
-  if constexpr (!kPrefetch) {
-    for (int64_t g0 = 0; g0 < rows_per_warp; g0 += J) {
-      uint4 raw[J][kSteps][kRawWords<T>];
-      load_group_raw<J, T, false>(y, n, k, warp_row0 + g0, c0, lane, raw);
-      rank_update_group<R, T, J>(raw, sf, sg, local_warp0 + static_cast<int>(g0), y, n, k, warp_row0 + g0, c0, lane,
-                                 scale, seed, threshold, keep_scale, map);
-    }
-  } else {
-    uint4 ra[J][kSteps][kRawWords<T>], rb[J][kSteps][kRawWords<T>];
-    load_group_raw<J, T, false>(y, n, k, warp_row0, c0, lane, ra);
-    for (int64_t g0 = 0; g0 < rows_per_warp; g0 += 2 * J) {
-      const bool second = g0 + J < rows_per_warp;
-      if (second) load_group_raw<J, T, false>(y, n, k, warp_row0 + g0 + J, c0, lane, rb);
-      rank_update_group<R, T, J>(ra, sf, sg, local_warp0 + static_cast<int>(g0), y, n, k, warp_row0 + g0, c0, lane,
-                                 scale, seed, threshold, keep_scale, map);
-      if (g0 + 2 * J < rows_per_warp) load_group_raw<J, T, false>(y, n, k, warp_row0 + g0 + 2 * J, c0, lane, ra);
-      if (second) {
-        rank_update_group<R, T, J>(rb, sf, sg, local_warp0 + static_cast<int>(g0) + J, y, n, k, warp_row0 + g0 + J,
-                                   c0, lane, scale, seed, threshold, keep_scale, map);
-      }
-    }
+  for (int64_t g0 = 0; g0 < rows_per_warp; g0 += J) {
+    uint4 raw[J][kSteps][kRawWords<T>];
+    load_group_raw<J, T, false>(y, n, k, warp_row0 + g0, c0, lane, raw);
+    rank_update_group<R, T, J>(raw, sf, sg, local_warp0 + static_cast<int>(g0), y, n, k, warp_row0 + g0, c0, lane,
+                               scale, seed, threshold, keep_scale, map, keep_bits);
   }
 }
 
 // Columns per lane of the da pass: 8 for r = 8, 4 for r = 16 (64 accumulators per lane either way).
 template <int R>
 constexpr int kDaColsPerLane = R == 8 ? 8 : 4;
-int da_cols_per_lane(int r, const LoraKernelConfig& config) {
-  return config.da_cols_per_lane > 0 ? config.da_cols_per_lane : (r == 8 ? 8 : 4);
-}
-int da_tile_cols(int r, const LoraKernelConfig& config = {}) { return 32 * da_cols_per_lane(r, config); }
+int da_tile_cols(int r) { return 32 * (r == 8 ? 8 : 4); }
 
 // C columns of one row as raw 32-bit words (16-bit types: pairs), so loads can be issued well before their use.
 template <typename T, int C>
@@ -443,13 +457,14 @@ __device__ __forceinline__ void cols_to_float(const uint32_t (&w)[kColWords<T, C
 // part[slice][rr][c] = sum over the slice's rows of g[row][rr] * dropout(x)[row][c]; blocks (column tile, slice).
 // The slice's rows go in chunks of RI * kWarps: the chunk's rows of g are staged in shared memory (double-buffered,
 // one barrier per chunk), warp w takes the chunk's rows w, w + 8, ..., so over the chunks warp w adds rows
-// r0 + w, r0 + w + 8, ... in increasing order; with kPrefetch the next chunk's loads of x are issued before the
-// current chunk's math. The 8 warps' sums are added in warp order. The summation order is the same for every RI
-// and kPrefetch.
-template <int R, typename T, int RI, bool kPrefetch, int C>
+// r0 + w, r0 + w + 8, ... in increasing order (the chunk's loads of x issued before its barrier and math). The 8
+// warps' sums are added in warp order. The summation order is the same for every RI.
+template <int R, typename T, int RI>
 __global__ void __launch_bounds__(kThreads) lora_da_kernel(const void* x, const float* g, int64_t n, int64_t k,
                                                            int64_t rows_per_slice, uint64_t seed, uint32_t threshold,
-                                                           float keep_scale, DropoutMap map, float* part) {
+                                                           float keep_scale, DropoutMap map, const uint8_t* keep_bits,
+                                                           float* part) {
+  constexpr int C = kDaColsPerLane<R>;
   constexpr int kCols = 32 * C;
   constexpr int W = kColWords<T, C>;
   constexpr int CH = RI * kWarps;  // rows per chunk
@@ -466,11 +481,15 @@ __global__ void __launch_bounds__(kThreads) lora_da_kernel(const void* x, const 
   for (int rr = 0; rr < R; ++rr)
 #pragma unroll
     for (int i = 0; i < C; ++i) acc[rr][i] = 0.0f;
-  const auto load_x = [&](int64_t ch, uint32_t (&raw)[RI][W]) {
+  const bool cached = threshold != 0 && keep_bits != nullptr;
+  const auto load_x = [&](int64_t ch, uint32_t (&raw)[RI][W], uint32_t (&kb)[RI]) {
 #pragma unroll
     for (int i = 0; i < RI; ++i) {
       const int64_t row = r0 + ch * CH + warp + i * kWarps;
-      if (col_ok && row < r1) load_cols_raw<T, C>(x, row * k + c, raw[i]);
+      if (col_ok && row < r1) {
+        load_cols_raw<T, C>(x, row * k + c, raw[i]);
+        if (cached) kb[i] = cached_keep_bits<C>(keep_bits, row, c, k);
+      }
     }
   };
   const auto stage_g = [&](int64_t ch) {
@@ -481,7 +500,7 @@ __global__ void __launch_bounds__(kThreads) lora_da_kernel(const void* x, const 
       s[i] = row < r1 ? g[row * R + i % R] : 0.0f;
     }
   };
-  const auto accumulate = [&](int64_t ch, const uint32_t (&raw)[RI][W]) {
+  const auto accumulate = [&](int64_t ch, const uint32_t (&raw)[RI][W], const uint32_t (&kb)[RI]) {
     if (!col_ok) return;
 #pragma unroll
     for (int i = 0; i < RI; ++i) {
@@ -490,7 +509,9 @@ __global__ void __launch_bounds__(kThreads) lora_da_kernel(const void* x, const 
       if (row >= r1) break;
       float v[C];
       cols_to_float<T, C>(raw[i], v);
-      apply_dropout<C>(v, seed, map, row, c, k, threshold, keep_scale);
+      if (threshold != 0) {
+        apply_keep_bits<C>(v, cached ? kb[i] : dropout_keep_bits<C>(seed, map, row, c, k, threshold), keep_scale);
+      }
       float gv[R];
 #pragma unroll
       for (int q = 0; q < R / 4; ++q) {
@@ -505,30 +526,12 @@ __global__ void __launch_bounds__(kThreads) lora_da_kernel(const void* x, const 
   };
   // One barrier per chunk: buffer ch & 1 is rewritten at chunk ch + 2, after every warp passed chunk ch + 1's
   // barrier, i.e. finished chunk ch's reads.
-  if constexpr (!kPrefetch) {
-    for (int64_t ch = 0; ch < chunks; ++ch) {
-      uint32_t raw[RI][W];
-      load_x(ch, raw);
-      stage_g(ch);
-      __syncthreads();
-      accumulate(ch, raw);
-    }
-  } else {
-    uint32_t ra[RI][W], rb[RI][W];
-    if (chunks > 0) load_x(0, ra);
-    for (int64_t ch = 0; ch < chunks; ch += 2) {
-      const bool second = ch + 1 < chunks;
-      if (second) load_x(ch + 1, rb);
-      stage_g(ch);
-      __syncthreads();
-      accumulate(ch, ra);
-      if (ch + 2 < chunks) load_x(ch + 2, ra);
-      if (second) {
-        stage_g(ch + 1);
-        __syncthreads();
-        accumulate(ch + 1, rb);
-      }
-    }
+  for (int64_t ch = 0; ch < chunks; ++ch) {
+    uint32_t raw[RI][W], kb[RI] = {};
+    load_x(ch, raw, kb);
+    stage_g(ch);
+    __syncthreads();
+    accumulate(ch, raw, kb);
   }
   __syncthreads();
   for (int i = threadIdx.x; i < R * kCols; i += kThreads) (&tile[0][0])[i] = 0.0f;
@@ -602,18 +605,17 @@ namespace {
 template <typename T>
 constexpr bool kTunable = std::is_same_v<T, __nv_bfloat16>;
 
-// Launches F<J, P> for the runtime (j, prefetch) among {2, 4} x {false, true} (BF16), or the default pair (dj, dp)
-// for the other types; false when the pair has no instantiation.
-template <typename T, int DJ, bool DP, typename Launch>
-bool launch_rows_variant(int j, bool prefetch, Launch&& launch) {
-  if (j == DJ && prefetch == DP) return launch(std::integral_constant<int, DJ>{}, std::bool_constant<DP>{}), true;
+// Launches launch(integral_constant<J>) for the runtime j: the default DJ for every type, the others among {2, 4}
+// (and 8 with kMost = 8) for BF16 only; false when j has no instantiation.
+template <typename T, int DJ, int kMost, typename Launch>
+bool launch_rows_variant(int j, Launch&& launch) {
+  if (j == DJ) return launch(std::integral_constant<int, DJ>{}), true;
   if constexpr (kTunable<T>) {
-    if (j == 2 && !prefetch) return launch(std::integral_constant<int, 2>{}, std::false_type{}), true;
-    if (j == 2 && prefetch) return launch(std::integral_constant<int, 2>{}, std::true_type{}), true;
-    if (j == 4 && !prefetch) return launch(std::integral_constant<int, 4>{}, std::false_type{}), true;
-    if (j == 4 && prefetch) return launch(std::integral_constant<int, 4>{}, std::true_type{}), true;
-    if (j == 8 && !prefetch) return launch(std::integral_constant<int, 8>{}, std::false_type{}), true;
-    if (j == 8 && prefetch) return launch(std::integral_constant<int, 8>{}, std::true_type{}), true;
+    if (j == 2) return launch(std::integral_constant<int, 2>{}), true;
+    if (j == 4) return launch(std::integral_constant<int, 4>{}), true;
+    if constexpr (kMost >= 8) {
+      if (j == 8) return launch(std::integral_constant<int, 8>{}), true;
+    }
   }
   return false;
 }
@@ -622,7 +624,7 @@ bool launch_rows_variant(int j, bool prefetch, Launch&& launch) {
 
 cudaError_t launch_lora_xa(const void* x, int x_dtype, const float* a, int64_t n, int64_t k, int r, uint64_t seed,
                            uint32_t threshold, float keep_scale, const DropoutMap& map, float* part, float* xa,
-                           cudaStream_t stream, const LoraKernelConfig& config) {
+                           uint8_t* keep_bits, cudaStream_t stream, const LoraKernelConfig& config) {
   if (n <= 0) return cudaSuccess;
   if (!lora_fast_shape(k, r) || !activation_code(x_dtype) || !grid_fits(n, k)) return cudaErrorInvalidValue;
   const int64_t splits = lora_xa_splits(k);
@@ -635,10 +637,9 @@ cudaError_t launch_lora_xa(const void* x, int x_dtype, const float* a, int64_t n
     const auto go = [&](auto rank) {
       constexpr int R = decltype(rank)::value;
       const int j = config.xa_rows > 0 ? config.xa_rows : kRowsAtOnce<R>;
-      if (j == 8) return;  // 8 rows of raw loads exceed the register budget of two blocks per SM
-      launched = launch_rows_variant<T, kRowsAtOnce<R>, false>(j, config.xa_prefetch, [&](auto jc, auto pc) {
-        lora_xa_kernel<R, T, decltype(jc)::value, decltype(pc)::value>
-            <<<grid, kThreads, 0, stream>>>(x, a, n, k, rows, seed, threshold, keep_scale, map, out);
+      launched = launch_rows_variant<T, kRowsAtOnce<R>, 4>(j, [&](auto jc) {
+        lora_xa_kernel<R, T, decltype(jc)::value>
+            <<<grid, kThreads, 0, stream>>>(x, a, n, k, rows, seed, threshold, keep_scale, map, out, keep_bits);
       });
     };
     r == 8 ? go(std::integral_constant<int, 8>{}) : go(std::integral_constant<int, 16>{});
@@ -653,7 +654,8 @@ cudaError_t launch_lora_xa(const void* x, int x_dtype, const float* a, int64_t n
 
 cudaError_t launch_lora_rank_update(void* y, int y_dtype, const float* g, const float* f, bool f_transposed, int64_t n,
                                     int64_t k, int r, float scale, uint64_t seed, uint32_t threshold, float keep_scale,
-                                    const DropoutMap& map, cudaStream_t stream, const LoraKernelConfig& config) {
+                                    const DropoutMap& map, const uint8_t* keep_bits, cudaStream_t stream,
+                                    const LoraKernelConfig& config) {
   if (n <= 0) return cudaSuccess;
   if (!lora_fast_shape(k, r) || !activation_code(y_dtype) || !grid_fits(n, k)) return cudaErrorInvalidValue;
   const int64_t rows = rows_per_block(n, k);
@@ -664,10 +666,9 @@ cudaError_t launch_lora_rank_update(void* y, int y_dtype, const float* g, const 
     const auto go = [&](auto rank, auto transposed) {
       constexpr int R = decltype(rank)::value;
       constexpr bool TR = decltype(transposed)::value;
-      if (config.update_rows == 8) return;
-      launched = launch_rows_variant<T, 2, false>(config.update_rows, config.update_prefetch, [&](auto jc, auto pc) {
-        lora_rank_update_kernel<R, T, TR, decltype(jc)::value, decltype(pc)::value>
-            <<<grid, kThreads, 0, stream>>>(y, g, f, n, k, rows, scale, seed, threshold, keep_scale, map);
+      launched = launch_rows_variant<T, 2, 4>(config.update_rows, [&](auto jc) {
+        lora_rank_update_kernel<R, T, TR, decltype(jc)::value>
+            <<<grid, kThreads, 0, stream>>>(y, g, f, n, k, rows, scale, seed, threshold, keep_scale, map, keep_bits);
       });
     };
     if (r == 8) {
@@ -682,44 +683,37 @@ cudaError_t launch_lora_rank_update(void* y, int y_dtype, const float* g, const 
   return cudaGetLastError();
 }
 
-int64_t lora_da_slices(int64_t n, int64_t k, int r, const LoraKernelConfig& config) {
-  const int64_t col_blocks = (k + da_tile_cols(r, config) - 1) / da_tile_cols(r, config);
+int64_t lora_da_slices(int64_t n, int64_t k, int r) {
+  const int64_t col_blocks = (k + da_tile_cols(r) - 1) / da_tile_cols(r);
   const int64_t want = (kTargetBlocks + col_blocks - 1) / col_blocks;
   const int64_t most = n / 64 > 1 ? n / 64 : 1;  // at least 64 rows per slice
   return want < most ? want : most;
 }
 
 cudaError_t launch_lora_da(const void* x, int x_dtype, const float* g, int64_t n, int64_t k, int r, float scale,
-                           uint64_t seed, uint32_t threshold, float keep_scale, const DropoutMap& map, float* part,
-                           float* da, cudaStream_t stream, const LoraKernelConfig& config) {
+                           uint64_t seed, uint32_t threshold, float keep_scale, const DropoutMap& map,
+                           const uint8_t* keep_bits, float* part, float* da, cudaStream_t stream,
+                           const LoraKernelConfig& config) {
   if (n <= 0) return cudaSuccess;
   if (!lora_fast_shape(k, r) || !activation_code(x_dtype)) return cudaErrorInvalidValue;
-  const int64_t slices = lora_da_slices(n, k, r, config);
+  const int64_t slices = lora_da_slices(n, k, r);
   const int64_t rows_per_slice = (n + slices - 1) / slices;
-  const int tile_cols = da_tile_cols(r, config);
+  const int tile_cols = da_tile_cols(r);
   const dim3 grid(static_cast<unsigned>((k + tile_cols - 1) / tile_cols), static_cast<unsigned>(slices));
-  bool launched = false, launched_cols_ok = true;
+  bool launched = false;
   with_element_type(x_dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     const auto go = [&](auto rank) {
       constexpr int R = decltype(rank)::value;
-      constexpr int kDefaultCols = kDaColsPerLane<R>;
-      const int cols = da_cols_per_lane(R, config);
-      launched = launch_rows_variant<T, 2, false>(config.da_rows, config.da_prefetch, [&](auto jc, auto pc) {
-        if (cols == kDefaultCols) {
-          lora_da_kernel<R, T, decltype(jc)::value, decltype(pc)::value, kDefaultCols><<<grid, kThreads, 0, stream>>>(
-              x, g, n, k, rows_per_slice, seed, threshold, keep_scale, map, part);
-        } else if constexpr (kTunable<T> && R == 8) {  // 4 columns per lane: half the accumulators
-          lora_da_kernel<R, T, decltype(jc)::value, decltype(pc)::value, 4><<<grid, kThreads, 0, stream>>>(
-              x, g, n, k, rows_per_slice, seed, threshold, keep_scale, map, part);
-        } else {
-          launched_cols_ok = false;
-        }
+      launched = launch_rows_variant<T, 4, 8>(config.da_rows, [&](auto jc) {
+        lora_da_kernel<R, T, decltype(jc)::value><<<grid, kThreads, 0, stream>>>(x, g, n, k, rows_per_slice, seed,
+                                                                               threshold, keep_scale, map, keep_bits,
+                                                                               part);
       });
     };
     r == 8 ? go(std::integral_constant<int, 8>{}) : go(std::integral_constant<int, 16>{});
   });
-  if (!launched || !launched_cols_ok) return cudaErrorInvalidValue;
+  if (!launched) return cudaErrorInvalidValue;
   const cudaError_t status = cudaGetLastError();
   if (status != cudaSuccess) return status;
   lora_da_reduce_kernel<<<blocks_for(r * k, 256), 256, 0, stream>>>(part, slices, r * k, scale, da);
