@@ -10,8 +10,9 @@
 //    output there, rope rotates them in place): no copy per layer.
 //  - Every expected tensor is checked for presence and shape; tensors nobody uses are an error too (they
 //    indicate a model this code does not understand), except known harmless ones (rotary inv_freq buffers).
-//  - shard_for_tensor_parallel replaces the linears' tensors (in weights_ and tensors_) by new shard tensors, so no
-//    reference to a whole one (or to its file mapping's pages outside the shard) remains.
+//  - shard_for_tensor_parallel replaces the linears', the embedding's and the head's tensors (in weights_ and
+//    tensors_) by new shard tensors, so no reference to a whole one (or to its file mapping's pages outside the
+//    shard) remains.
 #include "model/causal_lm.h"
 
 #include <algorithm>
@@ -459,6 +460,19 @@ void CausalLM::shard_for_tensor_parallel(int rank, int size) {
         if (tensors_.count(module + ".bias")) tensors_[module + ".bias"] = *bias;
       }
     }
+  }
+  // Vocabulary-parallel embedding and head: this rank's rows; a tied head stays the embedding's (sharded) tensor.
+  const bool tied = c.tie_word_embeddings || (weights_.lm_head.defined() &&
+                                              weights_.lm_head.storage() == weights_.embed_tokens.storage());
+  weights_.embed_tokens =
+      tensor_parallel_shard(weights_.embed_tokens, Layout::VocabRows, rank, size, "model.embed_tokens.weight");
+  if (tensors_.count("model.embed_tokens.weight")) tensors_["model.embed_tokens.weight"] = weights_.embed_tokens;
+  if (tied) {
+    weights_.lm_head = weights_.embed_tokens;
+    tensors_.erase("lm_head.weight");  // an ignored tied copy: nothing keeps the whole table
+  } else {
+    weights_.lm_head = tensor_parallel_shard(weights_.lm_head, Layout::VocabRows, rank, size, "lm_head.weight");
+    if (tensors_.count("lm_head.weight")) tensors_["lm_head.weight"] = weights_.lm_head;
   }
   tp_rank_ = rank;
   tp_size_ = size;

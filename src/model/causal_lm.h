@@ -72,9 +72,10 @@ class CausalLM {
 
   // Tensor parallelism at load (--tensor_model_parallel_size `size`, this rank `rank` of the group): keeps only the
   // rank's shard of every attention / MLP linear, as model/parallel.h lays them out (q, k, v, gate, up and their
-  // biases: rows [rank*M/size, (rank+1)*M/size); o, down: input columns [rank*K/size, (rank+1)*K/size); the o / down
-  // biases, norms, embedding and head stay whole). The whole tensors are released (a mapped file is read only where
-  // the shards lie), so a rank holds 1/size of the linears. Call once, before place() (so that only shards move to
+  // biases: rows [rank*M/size, (rank+1)*M/size); o, down: input columns [rank*K/size, (rank+1)*K/size); embedding
+  // and head (one tensor when tied): vocabulary rows [rank*V/size, (rank+1)*V/size), uneven when size does not divide
+  // V; the o / down biases and norms stay whole). The whole tensors are released (a mapped file is read only where
+  // the shards lie), so a rank holds 1/size of the linears, the embedding and the head. Call once, before place() (so that only shards move to
   // the device) and before training; throws naming the option when heads or intermediate units do not divide.
   void shard_for_tensor_parallel(int rank, int size);
   int tensor_parallel_rank() const { return tp_rank_; }

@@ -14,7 +14,9 @@
 // Tensor parallel (N ranks): the linears hold this rank's shards (model/parallel.h), so q/k/v carry Hq/N and Hkv/N
 // heads and gate/up F/N units; o_proj's and down_proj's outputs are partial sums, all-reduced before the residual
 // add; in the backward the input gradients of q/k/v and of gate/up are partial sums, all-reduced before the norms'
-// backward. Everything else (norms, residual stream, its gradient) is whole and identical on every rank.
+// backward. The embedding table and the LM head hold this rank's vocabulary rows: the lookup is all-reduced (other
+// ranks' ids give zero rows), the loss goes through vocab_parallel_cross_entropy (model/parallel.h), whose dhidden
+// is the group's sum. Everything else (norms, residual stream, its gradient) is whole and identical on every rank.
 #include "model/training.h"
 
 #include <algorithm>
@@ -495,7 +497,13 @@ StepStats TrainableModel::run(const MicroBatch& host_batch, float grad_scale, ui
   Activations scratch;                                    // a recomputed block's, one at a time
   std::vector<Tensor> inputs(static_cast<size_t>(L));     // block inputs (the checkpoints)
   Tensor x = act({T, C});
-  ops::embedding(embed_, local_tokens(b.ids), x);
+  dist::Communicator* vocab_tp = parallel_.tp_size() > 1 ? parallel_.tensor : nullptr;  // vocabulary-parallel
+  if (vocab_tp != nullptr) {  // this rank's rows of the lookup (zeros for other ranks' ids), summed over the group
+    ops::embedding_shard(embed_, local_tokens(b.ids), vocab_offset_, x);
+    vocab_tp->all_reduce(x);
+  } else {
+    ops::embedding(embed_, local_tokens(b.ids), x);
+  }
   for (int64_t i = 0; i < L; ++i) {
     inputs[static_cast<size_t>(i)] = x;
     Activations& a = keeps(i) ? acts[static_cast<size_t>(i)] : scratch;
@@ -510,7 +518,10 @@ StepStats TrainableModel::run(const MicroBatch& host_batch, float grad_scale, ui
   Tensor dhidden = backward ? act({T, C}) : Tensor();
   if (backward) provide_gradients(L);  // the head's gradients are written by the loss below
   Tensor dhead = backward ? grad_lm_head_ : Tensor();
-  const ops::CrossEntropyStats ce = ops::cross_entropy(hidden, lm_head_, local_tokens(b.labels), grad_scale, dhidden, dhead);
+  const ops::CrossEntropyStats ce =
+      vocab_tp != nullptr ? vocab_parallel_cross_entropy(*vocab_tp, hidden, lm_head_, local_tokens(b.labels),
+                                                         vocab_offset_, grad_scale, dhidden, dhead)
+                          : ops::cross_entropy(hidden, lm_head_, local_tokens(b.labels), grad_scale, dhidden, dhead);
   StepStats stats{ce.loss_sum, ce.tokens, ce.correct};
   if (!backward) return stats;
 
@@ -529,7 +540,11 @@ StepStats TrainableModel::run(const MicroBatch& host_batch, float grad_scale, ui
     a = Activations{};  // free this block's activations before the next
   }
   provide_gradients(-1);
-  if (grad_embed_.defined()) ops::embedding_backward(d, local_tokens(b.ids), grad_embed_, padding_id_);
+  if (grad_embed_.defined() && vocab_tp != nullptr) {
+    ops::embedding_shard_backward(d, local_tokens(b.ids), vocab_offset_, grad_embed_, padding_id_);
+  } else if (grad_embed_.defined()) {
+    ops::embedding_backward(d, local_tokens(b.ids), grad_embed_, padding_id_);
+  }
   if (backward_hook_) backward_hook_(-1);
   return stats;
 }
@@ -635,6 +650,8 @@ void TrainableModel::shard_for_tensor_parallel() {
   const bool loaded_shards = model_.tensor_parallel_size() > 1;
   std::map<std::string, Parameter*> by_name;
   for (Parameter& p : params_) by_name[p.name] = &p;
+  const VocabRange vocab = vocab_shard_range(model_.config().vocab_size, t, N);
+  vocab_offset_ = vocab.first;
   // A trainable tensor takes its layout; a sharded one is replaced by its shard (unless `already`), and the model's
   // own handles (`value`, `grad`) follow the Parameter.
   auto reshard = [&](const std::string& name, Tensor& value, Tensor& grad, Layout layout, bool already = false) {
@@ -648,6 +665,34 @@ void TrainableModel::shard_for_tensor_parallel() {
     p.value = value;
     p.grad = grad;
   };
+  // Vocabulary-parallel embedding and head: this rank's rows (a tied head is the embedding's shard itself).
+  if (full) {
+    reshard("model.embed_tokens.weight", embed_, grad_embed_, Layout::VocabRows, loaded_shards);
+    if (tied_) {
+      lm_head_ = embed_;
+      grad_lm_head_ = grad_embed_;
+    } else {
+      reshard("lm_head.weight", lm_head_, grad_lm_head_, Layout::VocabRows, loaded_shards);
+    }
+  } else {
+    auto frozen_rows = [&](Tensor& table) {  // a frozen table sharded at load already is this rank's rows
+      if (!loaded_shards) table = table.slice_rows(vocab.first, vocab.first + vocab.count);
+    };
+    if (lora_.embed_tokens.defined()) {  // modules_to_save copies: trained shards
+      reshard(io::peft_module_weight_name(kEmbedModule), lora_.embed_tokens, grad_embed_, Layout::VocabRows,
+              loaded_shards);
+      embed_ = lora_.embed_tokens;
+    } else {
+      frozen_rows(embed_);
+    }
+    if (lora_.lm_head.defined()) {
+      reshard(io::peft_module_weight_name(kLmHeadModule), lora_.lm_head, grad_lm_head_, Layout::VocabRows,
+              loaded_shards);
+      lm_head_ = lora_.lm_head;
+    } else {
+      frozen_rows(lm_head_);
+    }
+  }
   for (size_t i = 0; i < layers_.size(); ++i) {
     Layer& l = layers_[i];
     const std::string prefix = "model.layers." + std::to_string(i) + ".";

@@ -31,8 +31,10 @@
 //    `swift sft` does) already holds only those shards of its frozen weights, so a rank keeps 1/N of them; it must
 //    then be trained with the same rank of a group of the same size (checked). After the step's backward the caller sums the Partial gradients over the
 //    group (reduce_tensor_parallel_gradients), reduces everything over the ranks holding the same shards, and
-//    counts sharded gradients once per shard in the norm. StepStats are whole on every rank of the group. DoRA is
-//    refused. LoRA dropout: q/k/v/gate/up see the whole input (the one-process masks on every rank); o/down draw the
+//    counts sharded gradients once per shard in the norm. StepStats are whole on every rank of the group. The
+//    embedding table and the LM head (and their modules_to_save copies; a tied head is the embedding's shard) are
+//    split by vocabulary rows (VocabRows, Megatron's vocabulary parallelism; uneven shards when N does not divide V):
+//    always under TP. DoRA is refused. LoRA dropout: q/k/v/gate/up see the whole input (the one-process masks on every rank); o/down draw the
 //    masks of their block of input columns (map: full_cols = the whole input width, col_offset = the rank's first
 //    column), so the sum over the group is the one-process LoRA term.
 #pragma once
@@ -196,6 +198,7 @@ class TrainableModel {
   std::vector<int64_t> first_grad_stage_;
   int64_t recompute_layers_ = -1;               // set_recompute_layers
   ParallelGroups parallel_;                 // sequence / tensor parallel groups (none by default)
+  int64_t vocab_offset_ = 0;                // tensor parallel: the first vocabulary row of embed_ / lm_head_
 };
 
 }  // namespace swift::model

@@ -225,6 +225,7 @@ struct RunSpec {
   int zero_stage = 0;
   double dropout = 0;
   bool shard_at_load = true;  // TP: the model keeps only its shards from load on (CausalLM::shard_for_tensor_parallel)
+  std::vector<std::string> modules_to_save;  // LoRA: trained copies of embed_tokens / lm_head (vocabulary shards)
   std::string run_dir, resume;
 };
 
@@ -248,7 +249,8 @@ inline RunOutput run_rank(const RunSpec& spec, dist::Communicator* comm) {
     s.rank = 4;
     s.dropout = spec.dropout;
     s.seed = 3;
-    lora = model::create_lora(lm->config(), s);
+    s.modules_to_save = spec.modules_to_save;
+    lora = model::create_lora(lm->config(), s, &lm->weights());
   }
   model::TrainableModel tm(*lm, spec.tuner, std::move(lora));
   data::LoaderOptions lo;

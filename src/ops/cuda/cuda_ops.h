@@ -38,7 +38,10 @@ void add(const Tensor& a, const Tensor& b, Tensor& out);
 void swiglu(const Tensor& gate, const Tensor& up, Tensor& out);
 void swiglu_backward(const Tensor& dout, const Tensor& gate, const Tensor& up, Tensor& dgate, Tensor& dup);
 void embedding(const Tensor& table, const Tensor& ids, Tensor& out);
+void embedding_shard(const Tensor& table, const Tensor& ids, int64_t vocab_offset, Tensor& out);
 void embedding_backward(const Tensor& dout, const Tensor& ids, Tensor& dtable, int64_t padding_id);
+void embedding_shard_backward(const Tensor& dout, const Tensor& ids, int64_t vocab_offset, Tensor& dtable,
+                              int64_t padding_id);
 void rmsnorm(const Tensor& x, const Tensor& weight, float eps, Tensor& y, Tensor& rstd);
 void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd, Tensor& dx,
                       Tensor& dweight, bool accumulate_dx);
@@ -75,6 +78,12 @@ void token_logprobs(const Tensor& hidden, const Tensor& head, const Tensor& labe
                     const CrossEntropyOptions& options);
 void token_logprobs_backward(const Tensor& hidden, const Tensor& head, const Tensor& labels, const Tensor& dlogp,
                              Tensor& dhidden, Tensor& dhead, const CrossEntropyOptions& options);
+void cross_entropy_shard_stats(const Tensor& hidden, const Tensor& head, const Tensor& labels, int64_t vocab_offset,
+                               Tensor& lse, Tensor& label_logit, Tensor& max_logit, Tensor& argmax,
+                               const CrossEntropyOptions& options);
+void cross_entropy_shard_backward(const Tensor& hidden, const Tensor& head, const Tensor& labels, int64_t vocab_offset,
+                                  const Tensor& lse, float grad_scale, Tensor& dhidden, Tensor& dhead,
+                                  const CrossEntropyOptions& options);
 
 // ---- DoRA linear (ops_dora.cpp) ----
 void dora_weight_norm(const Tensor& w, const Tensor& a, const Tensor& b, float scale, Tensor& norm);
