@@ -187,8 +187,6 @@ void TrainableModel::zero_grad() {
 }
 
 void TrainableModel::set_gradient_provider(std::function<Tensor(size_t)> provider) {
-  SWIFT_CHECK(!provider || parallel_.tp_size() == 1,
-              "gradient storage on demand (ZeRO-2) with tensor parallelism is not supported");
   gradient_provider_ = std::move(provider);
   for (size_t i = 0; i < params_.size(); ++i) {
     bind_gradient(i, gradient_provider_ ? Tensor() : zeros_like(params_[i].value, MemoryCategory::Gradients));
@@ -536,6 +534,7 @@ StepStats TrainableModel::run(const MicroBatch& host_batch, float grad_scale, ui
     }
     provide_gradients(i);
     layer_backward(i, b, a, d, seed);
+    sum_partial_gradients(i);  // gradients on demand: this layer's partial gradients, before the hook reduces them
     if (backward_hook_) backward_hook_(i);
     a = Activations{};  // free this block's activations before the next
   }
@@ -598,6 +597,8 @@ void TrainableModel::set_parallel(const ParallelGroups& groups) {
   if (groups.sequence == parallel_.sequence && groups.tensor == parallel_.tensor) return;  // the same groups again
   SWIFT_CHECK(parallel_.tp_size() == 1 && parallel_.sp_size() == 1,
               "set_parallel: the parallel groups are set once, before training (this model already has others)");
+  SWIFT_CHECK(!gradient_provider_ || groups.tp_size() == 1,
+              "set_parallel: set the tensor-parallel group before the gradient provider (sharding rebinds gradients)");
   SWIFT_CHECK(model_.tensor_parallel_size() == 1 ||
                   (model_.tensor_parallel_size() == N && model_.tensor_parallel_rank() == groups.tp_rank()),
               "set_parallel: the model holds tensor-parallel shard {} of {} of its linears, but this rank is {} of a "
@@ -721,6 +722,12 @@ void TrainableModel::shard_for_tensor_parallel() {
       if (!column && t != 0) {  // the row-parallel output is summed over the group: rank 0 alone adds the bias
         lin.bias = Tensor();
         lin.grad_bias = Tensor();
+        // Its Parameter keeps a gradient that stays zero (the group's sum is rank 0's): gradients bound on demand
+        // must not reach the model's handle, or this rank's backward would add the bias gradient a second time.
+        if (auto it = by_name.find(module + ".bias"); it != by_name.end()) {
+          std::vector<Tensor*>& handles = grad_handles_[static_cast<size_t>(it->second - params_.data())];
+          handles.erase(std::remove(handles.begin(), handles.end(), &lin.grad_bias), handles.end());
+        }
       }
       if (lin.lora != nullptr) {
         LoraLinear& ad = lora_.layers[i][static_cast<size_t>(k)];
@@ -732,25 +739,35 @@ void TrainableModel::shard_for_tensor_parallel() {
 }
 
 void TrainableModel::reduce_tensor_parallel_gradients() {
-  if (parallel_.tp_size() == 1) return;
+  // With gradients on demand the partial gradients were summed stage by stage during each backward.
+  if (parallel_.tp_size() == 1 || gradient_provider_) return;
+  sum_partial_gradients(std::nullopt);
+}
+
+void TrainableModel::sum_partial_gradients(std::optional<int64_t> stage) {
+  if (parallel_.tp_size() == 1 || (stage && !gradient_provider_)) return;
+  auto selected = [&](size_t i) {
+    return params_[i].tp == TensorParallelLayout::Partial && (!stage || first_grad_stage_[i] == *stage);
+  };
   int64_t n = 0;
-  for (const Parameter& p : params_) n += p.tp == TensorParallelLayout::Partial ? p.grad.numel() : 0;
+  for (size_t i = 0; i < params_.size(); ++i) n += selected(i) ? params_[i].grad.numel() : 0;
   if (n == 0) return;
-  // One all-reduce over every partial gradient, packed end to end.
+  // One all-reduce over the selected partial gradients, packed end to end.
   Tensor flat = Tensor::empty({n}, DType::F32, device_, MemoryCategory::Workspace);
   int64_t offset = 0;
-  for (const Parameter& p : params_) {
-    if (p.tp != TensorParallelLayout::Partial) continue;
-    flat.slice_rows(offset, offset + p.grad.numel()).copy_from(p.grad.view({p.grad.numel()}));
-    offset += p.grad.numel();
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!selected(i)) continue;
+    const Tensor& g = params_[i].grad;
+    flat.slice_rows(offset, offset + g.numel()).copy_from(g.view({g.numel()}));
+    offset += g.numel();
   }
   parallel_.tensor->all_reduce(flat);
   offset = 0;
-  for (Parameter& p : params_) {
-    if (p.tp != TensorParallelLayout::Partial) continue;
-    Tensor g = p.grad.view({p.grad.numel()});
-    g.copy_from(flat.slice_rows(offset, offset + p.grad.numel()));
-    offset += p.grad.numel();
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!selected(i)) continue;
+    Tensor g = params_[i].grad.view({params_[i].grad.numel()});
+    g.copy_from(flat.slice_rows(offset, offset + g.numel()));
+    offset += g.numel();
   }
 }
 

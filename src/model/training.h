@@ -30,8 +30,9 @@
 //    each Parameter records its layout. A CausalLM sharded at load (CausalLM::shard_for_tensor_parallel, what
 //    `swift sft` does) already holds only those shards of its frozen weights, so a rank keeps 1/N of them; it must
 //    then be trained with the same rank of a group of the same size (checked). After the step's backward the caller sums the Partial gradients over the
-//    group (reduce_tensor_parallel_gradients), reduces everything over the ranks holding the same shards, and
-//    counts sharded gradients once per shard in the norm. StepStats are whole on every rank of the group. The
+//    group (reduce_tensor_parallel_gradients; with a gradient provider the model sums them per micro-batch, layer by
+//    layer, before the backward hook), reduces everything over the ranks holding the same shards, and counts sharded
+//    gradients once per shard in the norm. StepStats are whole on every rank of the group. The
 //    embedding table and the LM head (and their modules_to_save copies; a tied head is the embedding's shard) are
 //    split by vocabulary rows (VocabRows, Megatron's vocabulary parallelism; uneven shards when N does not divide V):
 //    always under TP. DoRA is refused. LoRA dropout: q/k/v/gate/up see the whole input (the one-process masks on every rank); o/down draw the
@@ -44,6 +45,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -104,7 +106,9 @@ class TrainableModel {
   void set_parallel(const ParallelGroups& groups);
   const ParallelGroups& parallel() const { return parallel_; }
   // Tensor parallel: sums the gradients of Partial parameters over the TP group (collective; no-op without TP).
-  // Call once per optimizer step, after the last micro-batch's backward.
+  // Call once per optimizer step, after the last micro-batch's backward. With a gradient provider (ZeRO-2) it does
+  // nothing: each backward sums a layer's Partial gradients right after that layer's backward, before the backward
+  // hook reports the layer (so the data-parallel reduce-scatter of their bucket sees whole gradients).
   void reduce_tensor_parallel_gradients();
   Device device() const { return device_; }
   std::vector<Parameter>& parameters() { return params_; }
@@ -120,7 +124,8 @@ class TrainableModel {
   // provider(index), a zeroed F32 tensor of the parameter's shape, in the Parameter and in the model's own handles.
   // The owner hands a gradient back with release_gradient(index) once it is final (its stage was reported through
   // the backward hook); the next backward asks for it again. nullptr: every gradient is allocated again (zeros) and
-  // kept. Not with tensor parallelism (its shards rebind gradients themselves).
+  // kept. With tensor parallelism: set after set_parallel (sharding rebinds gradients); the Partial gradients of
+  // every micro-batch are then summed over the group stage by stage (reduce_tensor_parallel_gradients).
   void set_gradient_provider(std::function<Tensor(size_t param)> provider);
   void release_gradient(size_t param);
   // With gradient checkpointing, recompute only blocks 0 .. n-1 and keep the activations of the others; n < 0
@@ -175,6 +180,9 @@ class TrainableModel {
   void compute_dora_norms();
   // Gradient provider: binds the undefined gradients first written at `stage` (layer index, kHead, or -1).
   void provide_gradients(int64_t stage);
+  // Tensor parallel: all-reduces over the group the Partial gradients first written at `stage` (only with a gradient
+  // provider: this micro-batch's gradients) or, with nullopt, every Partial gradient (the step's accumulated sums).
+  void sum_partial_gradients(std::optional<int64_t> stage);
   void bind_gradient(size_t param, const Tensor& grad);
 
   CausalLM& model_;

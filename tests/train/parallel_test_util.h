@@ -41,6 +41,7 @@ struct TinyModelSpec {
   int64_t heads = 8, kv_heads = 4, head_dim = 8, hidden = 32, intermediate = 40, layers = 2, vocab = 97;
   int64_t sliding_window = 0;
   bool tied = false;
+  bool biases = false;  // attention_bias and mlp_bias: q/k/v/o and gate/up/down biases (o/down: Partial under TP)
 };
 
 inline nlohmann::json tiny_config_json(const TinyModelSpec& s) {
@@ -63,6 +64,10 @@ inline nlohmann::json tiny_config_json(const TinyModelSpec& s) {
                       {"tie_word_embeddings", s.tied},
                       {"torch_dtype", "float32"}};
   if (s.sliding_window > 0) j["sliding_window"] = s.sliding_window;
+  if (s.biases) {
+    j["attention_bias"] = true;
+    j["mlp_bias"] = true;
+  }
   return j;
 }
 
