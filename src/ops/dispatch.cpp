@@ -306,11 +306,17 @@ void scale_gradients(std::span<const Tensor> grads, float factor) {
 
 namespace swift::ops {
 
-void dora_weight_norm(const Tensor& w, const Tensor& a, const Tensor& b, float scale, Tensor& norm) {
+void dora_weight_norm(const Tensor& w, const Tensor& a, const Tensor& b, float scale, Tensor& norm, bool squares) {
   require_writable("dora_weight_norm", {&norm});
   dispatch("dora_weight_norm", detail::check_dora_weight_norm(w, a, b, scale, norm),
-           [&] { cpu::dora_weight_norm(w, a, b, scale, norm); },
-           [&] { cuda::dora_weight_norm(w, a, b, scale, norm); });
+           [&] { cpu::dora_weight_norm(w, a, b, scale, norm, squares); },
+           [&] { cuda::dora_weight_norm(w, a, b, scale, norm, squares); });
+}
+
+void dora_norm_from_squares(Tensor& norm) {
+  require_writable("dora_norm_from_squares", {&norm});
+  dispatch("dora_norm_from_squares", detail::check_dora_norm_from_squares(norm),
+           [&] { cpu::dora_norm_from_squares(norm); }, [&] { cuda::dora_norm_from_squares(norm); });
 }
 
 void dora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& a, const Tensor& b,

@@ -89,6 +89,7 @@ Device check_adamw(std::span<const AdamWTensor> tensors, const AdamWConfig& conf
 Device check_grads(const char* op, std::span<const Tensor> grads, bool writable);
 // DoRA (op_checks_train.cpp).
 Device check_dora_weight_norm(const Tensor& w, const Tensor& a, const Tensor& b, float scale, const Tensor& norm);
+Device check_dora_norm_from_squares(const Tensor& norm);
 Device check_dora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& a, const Tensor& b,
                          const Tensor& magnitude, const Tensor& weight_norm, float scale, const Dropout& dropout,
                          const Tensor& y, const Tensor& xa, const Tensor& h);

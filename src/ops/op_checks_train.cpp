@@ -420,6 +420,14 @@ Device check_dora_weight_norm(const Tensor& w, const Tensor& a, const Tensor& b,
   return common_device(op, {&w, &a, &b, &norm});
 }
 
+Device check_dora_norm_from_squares(const Tensor& norm) {
+  const char* op = "dora_norm_from_squares";
+  require_defined(op, "norm", norm);
+  require_rank(op, "norm", norm, 1, "(M)");
+  require_dtype(op, "norm", norm, DType::F32);
+  return common_device(op, {&norm});
+}
+
 Device check_dora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& a, const Tensor& b,
                          const Tensor& magnitude, const Tensor& weight_norm, float scale, const Dropout& dropout,
                          const Tensor& y, const Tensor& xa, const Tensor& h) {

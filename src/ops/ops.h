@@ -300,7 +300,12 @@ void scale_gradients(std::span<const Tensor> grads, float factor);
 // The weight norm, one entry per output row (PEFT: torch.linalg.norm(W + scale * B A, dim=1)), recomputed from the
 // current a and b at every forward and treated as a constant by the backward (PEFT detaches it, DoRA paper 4.3).
 //   w: (M, K) F32/BF16/F16; a: (r, K) F32; b: (M, r) F32; norm: (M) F32 = (sum of squares in double).
-void dora_weight_norm(const Tensor& w, const Tensor& a, const Tensor& b, float scale, Tensor& norm);
+// squares: norm = the sums of squares themselves (rounded once to F32, no root): tensor parallelism's row-parallel
+// linears hold a block of columns of every row, so the group all-reduces these and takes dora_norm_from_squares.
+void dora_weight_norm(const Tensor& w, const Tensor& a, const Tensor& b, float scale, Tensor& norm,
+                      bool squares = false);
+// norm (M) F32 = sqrt(norm) element-wise, in place (correctly rounded on every backend: the same bits).
+void dora_norm_from_squares(Tensor& norm);
 // With g = magnitude / weight_norm (M) and xd = dropout(x):
 //   h = xd w^T + scale * (xd a^T) b^T                    (the direction's output, before the magnitude)
 //   y = x w^T + bias + g * h - xd w^T                     (= or += with accumulate)

@@ -61,7 +61,9 @@ float grad_norm(std::span<const Tensor> grads);
 float clip_grad_norm(std::span<const Tensor> grads, double max_norm);
 void scale_gradients(std::span<const Tensor> grads, float factor);
 // DoRA (reference/dora.cpp): every sum in double; dora_linear_backward uses the given xa and h.
-void dora_weight_norm(const Tensor& w, const Tensor& a, const Tensor& b, float scale, Tensor& norm);
+void dora_weight_norm(const Tensor& w, const Tensor& a, const Tensor& b, float scale, Tensor& norm,
+                      bool squares = false);
+void dora_norm_from_squares(Tensor& norm);
 void dora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& a, const Tensor& b,
                  const Tensor& magnitude, const Tensor& weight_norm, float scale, const Dropout& dropout, Tensor& y,
                  Tensor& xa, Tensor& h, bool accumulate = false);

@@ -86,7 +86,8 @@ void cross_entropy_shard_backward(const Tensor& hidden, const Tensor& head, cons
                                   const CrossEntropyOptions& options);
 
 // ---- DoRA linear (ops_dora.cpp) ----
-void dora_weight_norm(const Tensor& w, const Tensor& a, const Tensor& b, float scale, Tensor& norm);
+void dora_weight_norm(const Tensor& w, const Tensor& a, const Tensor& b, float scale, Tensor& norm, bool squares);
+void dora_norm_from_squares(Tensor& norm);
 void dora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& a, const Tensor& b,
                  const Tensor& magnitude, const Tensor& weight_norm, float scale, const Dropout& dropout, Tensor& y,
                  Tensor& xa, Tensor& h, bool accumulate);
