@@ -550,16 +550,50 @@ StepStats TrainableModel::run(const MicroBatch& host_batch, float grad_scale, ui
 
 // DoRA's weight norms of the current A and B (PEFT recomputes them in every forward and detaches them): computed
 // once per micro-batch, shared by the forward, the checkpoint recompute and the backward.
+// Tensor parallel: a column-parallel rank holds whole rows (its norms are local); a row-parallel rank (o / down) holds
+// a column block of every row, so it computes the squares of its blocks, all-reduced over the group (one collective
+// for every such linear, packed in dora_squares_) before the roots.
 void TrainableModel::compute_dora_norms() {
   if (dora_norms_.empty()) dora_norms_.resize(lora_.layers.size());
+  dist::Communicator* tp = parallel_.tp_size() > 1 ? parallel_.tensor : nullptr;
+  auto row_parallel = [&](int k) {
+    const auto kind = static_cast<LinearKind>(k);
+    return tp != nullptr && (kind == LinearKind::O || kind == LinearKind::Down);
+  };
+  if (tp != nullptr && !dora_squares_.defined()) {  // the row-parallel norms: views of one buffer
+    int64_t n = 0;
+    for (size_t i = 0; i < lora_.layers.size(); ++i) {
+      for (int k = 0; k < kLinearKinds; ++k) {
+        const LoraLinear& ad = lora_.layers[i][static_cast<size_t>(k)];
+        n += ad.defined() && ad.dora() && row_parallel(k) ? ad.magnitude.numel() : 0;
+      }
+    }
+    if (n > 0) {
+      dora_squares_ = Tensor::empty({n}, DType::F32, device_, MemoryCategory::Weights);
+      int64_t offset = 0;
+      for (size_t i = 0; i < lora_.layers.size(); ++i) {
+        for (int k = 0; k < kLinearKinds; ++k) {
+          const LoraLinear& ad = lora_.layers[i][static_cast<size_t>(k)];
+          if (!ad.defined() || !ad.dora() || !row_parallel(k)) continue;
+          dora_norms_[i][static_cast<size_t>(k)] = dora_squares_.slice_rows(offset, offset + ad.magnitude.numel());
+          offset += ad.magnitude.numel();
+        }
+      }
+    }
+  }
   for (size_t i = 0; i < lora_.layers.size(); ++i) {
     for (int k = 0; k < kLinearKinds; ++k) {
       const LoraLinear& ad = lora_.layers[i][static_cast<size_t>(k)];
       if (!ad.defined() || !ad.dora()) continue;
       Tensor& n = dora_norms_[i][static_cast<size_t>(k)];
       if (!n.defined()) n = Tensor::empty({ad.magnitude.numel()}, DType::F32, device_, MemoryCategory::Weights);
-      ops::dora_weight_norm(layers_[i].linears[static_cast<size_t>(k)].w, ad.a, ad.b, lora_.scale, n);
+      const Tensor& w = layers_[i].linears[static_cast<size_t>(k)].w;
+      ops::dora_weight_norm(w, ad.a, ad.b, lora_.scale, n, /*squares=*/row_parallel(k));
     }
+  }
+  if (dora_squares_.defined()) {
+    tp->all_reduce(dora_squares_);
+    ops::dora_norm_from_squares(dora_squares_);
   }
 }
 
@@ -613,12 +647,6 @@ void TrainableModel::set_parallel(const ParallelGroups& groups) {
     SWIFT_CHECK(groups.tensor->device() == device_,
                 "--tensor_model_parallel_size: the group communicates on {} but the model lives on {}",
                 groups.tensor->device().str(), device_.str());
-    for (const auto& layer : lora_.layers) {
-      for (const LoraLinear& ad : layer) {
-        SWIFT_CHECK(!ad.dora(), "--tensor_model_parallel_size {} with --use_dora true is not supported (DoRA's weight "
-                    "norms would need the whole rows of o_proj / down_proj); train DoRA without tensor parallelism", N);
-      }
-    }
     for (const Layer& l : layers_) {
       for (const Linear& lin : l.linears) {
         const DType w = lin.w.dtype();
@@ -660,6 +688,9 @@ void TrainableModel::shard_for_tensor_parallel() {
     SWIFT_CHECK(it != by_name.end(), "tensor parallel: '{}' is not a trainable parameter", name);
     Parameter& p = *it->second;
     p.tp = layout;
+    // A vocabulary table of whole rows is cut even when the model was sharded at load: modules_to_save copies made
+    // from the whole weights before the load's sharding (swift sft creates the adapters first).
+    if (layout == Layout::VocabRows && value.size(0) == model_.config().vocab_size) already = false;
     if (!is_sharded(layout) || already) return;
     value = tensor_parallel_shard(value, layout, t, N, name);
     grad = Tensor::zeros(value.shape(), DType::F32, device_, MemoryCategory::Gradients);
@@ -733,6 +764,11 @@ void TrainableModel::shard_for_tensor_parallel() {
         LoraLinear& ad = lora_.layers[i][static_cast<size_t>(k)];
         reshard(io::peft_lora_name(module, "lora_A"), ad.a, lin.grad_a, column ? Layout::Partial : Layout::Columns);
         reshard(io::peft_lora_name(module, "lora_B"), ad.b, lin.grad_b, column ? Layout::Rows : Layout::Partial);
+        // DoRA: one magnitude per output row; a row-parallel rank's outputs are partial sums of every row, so its
+        // magnitude (whole, from the whole weights) gets a partial gradient.
+        if (ad.dora()) {
+          reshard(io::peft_magnitude_name(module), ad.magnitude, lin.grad_m, column ? Layout::Rows : Layout::Partial);
+        }
       }
     }
   }

@@ -33,11 +33,16 @@
 //    group (reduce_tensor_parallel_gradients; with a gradient provider the model sums them per micro-batch, layer by
 //    layer, before the backward hook), reduces everything over the ranks holding the same shards, and counts sharded
 //    gradients once per shard in the norm. StepStats are whole on every rank of the group. The
-//    embedding table and the LM head (and their modules_to_save copies; a tied head is the embedding's shard) are
+//    embedding table and the LM head (and their modules_to_save copies, cut here when they hold every row even if
+//    the model was sharded at load: swift sft makes them first; a tied head is the embedding's shard) are
 //    split by vocabulary rows (VocabRows, Megatron's vocabulary parallelism; uneven shards when N does not divide V):
-//    always under TP. DoRA is refused. LoRA dropout: q/k/v/gate/up see the whole input (the one-process masks on every rank); o/down draw the
-//    masks of their block of input columns (map: full_cols = the whole input width, col_offset = the rank's first
-//    column), so the sum over the group is the one-process LoRA term.
+//    always under TP. DoRA: the magnitude of q/k/v/gate/up is split by rows with W (their weight norms are
+//    row-local); o/down keep the whole magnitude (Partial gradient) and their norms' squares are all-reduced over the
+//    group once per micro-batch (compute_dora_norms), as their outputs are; the initial magnitudes come from the whole
+//    weights (create the adapters before sharding the model at load). LoRA dropout: q/k/v/gate/up see the whole
+//    input (the one-process masks on every rank); o/down draw the masks of their block of input columns (map:
+//    full_cols = the whole input width, col_offset = the rank's first column), so the sum over the group is the
+//    one-process LoRA term.
 #pragma once
 
 #include <array>
@@ -102,7 +107,7 @@ class TrainableModel {
   DType activation_dtype() const { return act_dtype_; }
   // The sequence- and tensor-parallel groups of this rank (not owned; see the head comment), once, before training
   // (passing the same groups again changes nothing). Throws when the model's heads or intermediate size cannot be
-  // split over them, and for DoRA or quantized base weights with tensor parallelism.
+  // split over them, and for quantized base weights with tensor parallelism.
   void set_parallel(const ParallelGroups& groups);
   const ParallelGroups& parallel() const { return parallel_; }
   // Tensor parallel: sums the gradients of Partial parameters over the TP group (collective; no-op without TP).
@@ -194,6 +199,7 @@ class TrainableModel {
   bool tied_ = false;
   int64_t padding_id_ = -1;  // config.pad_token_id: the embedding row that gets no gradient from lookups
   std::vector<std::array<Tensor, kLinearKinds>> dora_norms_;  // [layer][kind] DoRA weight norms of this micro-batch
+  Tensor dora_squares_;  // tensor parallel: the row-parallel linears' norms end to end (their dora_norms_ are views)
   Device device_;                           // the model's device: parameters, gradients and activations live here
   DType act_dtype_ = DType::F32;            // activation storage dtype (BF16 / F16 on CUDA, math in fp32)
   const MicroBatch* host_batch_ = nullptr;  // during run(): the host copy of the batch (rope reads positions)

@@ -229,6 +229,7 @@ struct RunSpec {
   int64_t save_steps = 0;
   int zero_stage = 0;
   double dropout = 0;
+  bool dora = false;          // LoRA: --use_dora
   bool shard_at_load = true;  // TP: the model keeps only its shards from load on (CausalLM::shard_for_tensor_parallel)
   std::vector<std::string> modules_to_save;  // LoRA: trained copies of embed_tokens / lm_head (vocabulary shards)
   std::string run_dir, resume;
@@ -245,18 +246,21 @@ inline RunOutput run_rank(const RunSpec& spec, dist::Communicator* comm) {
   std::unique_ptr<train::ParallelWorld> parallel;
   if (comm != nullptr) parallel = std::make_unique<train::ParallelWorld>(*comm, spec.sp, spec.tp);
   auto lm = tiny_model(spec.model, 21);
-  if (parallel && spec.tp > 1 && spec.shard_at_load) lm->shard_for_tensor_parallel(parallel->layout().tp_rank, spec.tp);
   auto train_set = random_dataset(spec.model.vocab, 16, 5);
   auto val_set = random_dataset(spec.model.vocab, 5, 9);
+  // As swift sft: the adapters first (DoRA's magnitudes and modules_to_save copies from the whole weights), then the
+  // load's tensor-parallel sharding.
   model::LoraAdapters lora;
   if (spec.tuner == model::TunerType::Lora) {
     model::LoraSettings s;
     s.rank = 4;
     s.dropout = spec.dropout;
     s.seed = 3;
+    s.use_dora = spec.dora;
     s.modules_to_save = spec.modules_to_save;
     lora = model::create_lora(lm->config(), s, &lm->weights());
   }
+  if (parallel && spec.tp > 1 && spec.shard_at_load) lm->shard_for_tensor_parallel(parallel->layout().tp_rank, spec.tp);
   model::TrainableModel tm(*lm, spec.tuner, std::move(lora));
   data::LoaderOptions lo;
   lo.batch_size = spec.batch_size;

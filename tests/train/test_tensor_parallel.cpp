@@ -13,9 +13,10 @@
 // from a one-process one (ZeRO-1 over the replicas of each TP rank too); the embedding and the LM head are split by
 // vocabulary rows (V = 97: uneven shards; V = 96; tied: one shard; LoRA modules_to_save copies: trained shards) in
 // single steps and trainer runs; a rank sharded at load holds the replicated tensors plus 1/N of the linears and its
-// vocabulary rows of the embedding and head; heads / intermediate sizes that do not divide and DoRA are refused with
-// messages naming them (ZeRO-2 with TP: test_tensor_parallel_zero2.cpp); the CLI (`NPROC_PER_NODE=2 swift sft
-// --tensor_model_parallel_size 2`) logs the one-process losses and saves the adapter with its whole shapes.
+// vocabulary rows of the embedding and head; heads / intermediate sizes that do not divide are refused with messages
+// naming them (ZeRO-2 and DoRA with TP: test_tensor_parallel_zero2.cpp, test_tensor_parallel_dora.cpp); the CLI
+// (`NPROC_PER_NODE=2 swift sft --tensor_model_parallel_size 2`) logs the one-process losses and saves the adapter with
+// its whole shapes.
 //
 // Tolerances (F32, CPU), with the reasons of test_sequence_parallel.cpp: the row-parallel outputs are sums of N
 // partial products (o_proj, down_proj) and the partial gradients are summed afterwards, so rounding differs from one
@@ -349,7 +350,7 @@ TEST(TensorParallel, ATiedRankShardedAtLoadHoldsOneVocabularyShard) {
   }
 }
 
-TEST(TensorParallel, IndivisibleSizesAndDoraAreRefused) {
+TEST(TensorParallel, IndivisibleSizesAreRefused) {
   auto expect_refused = [](int world, const TinyModelSpec& spec, bool dora, const std::vector<std::string>& parts) {
     dist::run_ranks(world, [&](dist::Communicator& comm) {
       auto lm = test::tiny_model(spec, 1);
@@ -369,8 +370,7 @@ TEST(TensorParallel, IndivisibleSizesAndDoraAreRefused) {
   };
   expect_refused(4, spec_of("qwen3", 8, 2), false, {"--tensor_model_parallel_size 4", "2 key/value heads"});
   expect_refused(2, spec_of("qwen3", 8, 4, 41), false, {"--tensor_model_parallel_size 2", "intermediate_size 41"});
-  expect_refused(2, spec_of("qwen3", 8, 4), true, {"--use_dora true is not supported"});
-  // ZeRO-2 with TP works: test_tensor_parallel_zero2.cpp.
+  // DoRA and ZeRO-2 with TP work: test_tensor_parallel_dora.cpp, test_tensor_parallel_zero2.cpp.
 }
 
 // ---- trainer ---------------------------------------------------------------------------------------------------
