@@ -10,7 +10,9 @@
 // with and without dropout, q/k norms (qwen3) and o/down biases (llama), SP x TP, adapters created from the whole
 // weights before the model is sharded at load (as swift sft does). Trainer runs (DP x TP, SP x TP, ZeRO-1 and ZeRO-2)
 // follow one process step by step; a TP checkpoint holds the one-process tensors and each kind of run resumes from the
-// other's. Creating DoRA adapters from a model already sharded is refused with a message naming what to do.
+// other's; the CLI (`NPROC_PER_NODE=2 swift sft --use_dora true --tensor_model_parallel_size 2 --deepspeed zero2`)
+// logs the one-process losses and saves the whole adapter. Creating DoRA adapters from a model already sharded is
+// refused with a message naming what to do.
 //
 // Tolerances: those of test_tensor_parallel.cpp (loss 1e-6 relative; gradients 3e-5 of each tensor's largest
 // element; trainer losses 1e-6 relative and whole parameters 5e-5 relative L2 per tensor). The o/down norms are
@@ -18,6 +20,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 
 #include "dist/communicator.h"
@@ -236,6 +239,52 @@ TEST(TensorParallelDoraTrainer, CheckpointsAreWholeAndResumeAcrossLayouts) {
   }
   test::expect_same_end(b, single, "dora_resumed_tp");
 }
+
+#ifdef SWIFT_EXE
+// The CLI as users run it: `NPROC_PER_NODE=2 swift sft --use_dora true --tensor_model_parallel_size 2 --deepspeed
+// zero2` (the adapters created from the whole weights, then the model sharded at load) logs the one-process losses
+// and saves the adapter (magnitudes included) with its whole shapes and values.
+TEST(TensorParallelDoraCli, TwoRanksWithZeroTwoLogTheLossesOfOneProcessAndSaveWholeAdapters) {
+  const fs::path root = test::fresh_dir("tp_dora_cli");
+  const fs::path model = test::tiny_chat_with_four_heads(root / "model");
+  const std::string common = std::string(SWIFT_EXE) + " sft --model " + model.string() + " --dataset " +
+                             SWIFT_FIXTURES_DIR + "/tiny_chat/chat.jsonl --max_steps 3 --logging_steps 1 "
+                             "--lora_dropout 0 --split_dataset_ratio 0 --learning_rate 1e-3 --use_dora true "
+                             "--gradient_accumulation_steps 2 --per_device_train_batch_size 2";
+  const std::string one = common + " --output_dir " + (root / "one").string() + " > " + (root / "one.log").string() +
+                          " 2>&1";
+  ASSERT_EQ(std::system(one.c_str()), 0) << test::file_text(root / "one.log");
+  const std::string two = "NPROC_PER_NODE=2 SWIFT_DIST_LOG_DIR=" + (root / "ranks").string() +
+                          " SWIFT_DIST_TIMEOUT=60 " + common + " --tensor_model_parallel_size 2 --deepspeed zero2 " +
+                          "--output_dir " + (root / "two").string() + " > " + (root / "two.log").string() + " 2>&1";
+  ASSERT_EQ(std::system(two.c_str()), 0) << test::file_text(root / "two.log");
+  const fs::path dir_one = test::only_run_dir(root / "one"), dir_two = test::only_run_dir(root / "two");
+  const std::vector<double> a = test::logged_losses(dir_one), b = test::logged_losses(dir_two);
+  ASSERT_EQ(a.size(), 3u);
+  ASSERT_EQ(b.size(), 3u);
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 1e-6 * std::abs(a[i])) << "step " << i + 1;
+  const io::PeftAdapter pa = io::load_peft_adapter((dir_one / "checkpoint-3").string());
+  const io::PeftAdapter pb = io::load_peft_adapter((dir_two / "checkpoint-3").string());
+  ASSERT_EQ(pa.tensors.size(), pb.tensors.size());
+  int magnitudes = 0;
+  double worst = 0;
+  for (const auto& [name, t] : pa.tensors) {
+    ASSERT_TRUE(pb.tensors.count(name)) << name;
+    const Tensor& u = pb.tensors.at(name);
+    ASSERT_EQ(u.shape(), t.shape()) << name;
+    magnitudes += name.find("lora_magnitude_vector") != std::string::npos ? 1 : 0;
+    double d2 = 0, n2 = 0;
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      d2 += (u.item(i) - t.item(i)) * (u.item(i) - t.item(i));
+      n2 += t.item(i) * t.item(i);
+    }
+    worst = std::max(worst, std::sqrt(d2 / std::max(n2, 1e-30)));
+  }
+  EXPECT_GT(magnitudes, 0);
+  EXPECT_LE(worst, 5e-5) << "the adapter saved by the TP 2 x ZeRO-2 run against one process's";
+  std::printf("[ dora_cli ] adapter after 3 steps vs one process: worst relative L2 difference %.3g\n", worst);
+}
+#endif
 
 }  // namespace
 }  // namespace swift
