@@ -203,7 +203,8 @@ inline std::filesystem::path fresh_dir(const std::string& name) {
   return d;
 }
 
-inline std::shared_ptr<const data::TokenizedDataset> random_dataset(int64_t vocab, int n, uint64_t seed) {
+// Uniformly random tokens (no learnable pattern): the parallel runs compare numbers, not learning.
+inline std::shared_ptr<const data::TokenizedDataset> uniform_random_dataset(int64_t vocab, int n, uint64_t seed) {
   std::mt19937 rng(static_cast<uint32_t>(seed));
   data::TokenizedDataset::Parts parts;
   for (int i = 0; i < n; ++i) {
@@ -246,8 +247,8 @@ inline RunOutput run_rank(const RunSpec& spec, dist::Communicator* comm) {
   std::unique_ptr<train::ParallelWorld> parallel;
   if (comm != nullptr) parallel = std::make_unique<train::ParallelWorld>(*comm, spec.sp, spec.tp);
   auto lm = tiny_model(spec.model, 21);
-  auto train_set = random_dataset(spec.model.vocab, 16, 5);
-  auto val_set = random_dataset(spec.model.vocab, 5, 9);
+  auto train_set = uniform_random_dataset(spec.model.vocab, 16, 5);
+  auto val_set = uniform_random_dataset(spec.model.vocab, 5, 9);
   // As swift sft: the adapters first (DoRA's magnitudes and modules_to_save copies from the whole weights), then the
   // load's tensor-parallel sharding.
   model::LoraAdapters lora;
