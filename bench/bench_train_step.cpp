@@ -7,7 +7,7 @@
 //   bench_train_step --config bench/configs/qwen2.5-7b.json --tuner lora --seq 2048 --batch 4
 //       [--gradient_checkpointing [--recompute_num_layers N]] [--steps 6] [--warmup 2] [--device cuda|cpu]
 //   NPROC_PER_NODE=N bench_train_step ... [--zero 0|1|2] [--bucket_mb 25] [--no_overlap]   data parallel
-//   SWIFT_PROFILE=1 bench_train_step ...   adds a per-op time table (ops bracketed by synchronisations)
+//   SWIFT_PROFILE=1 bench_train_step ...   adds a per-op time table of the timed steps (ops bracketed by synchronisations)
 //
 // Invariants: prints exactly one JSON line (fields as the peer's) on success; the FLOP count is the peer's
 // formula (forward FLOPs per token x2 for LoRA, x3 for full); times are medians of the timed steps, each step
@@ -181,7 +181,10 @@ int main(int argc, char** argv) {
     double last_loss = 0;
     model::StepStats last_stats;
     for (int64_t step = 0; step < warmup + steps; ++step) {
-      if (step == warmup) memory_reset_peaks(device.is_cuda() ? 1 : 0);
+      if (step == warmup) {  // peaks and the SWIFT_PROFILE table count the timed steps only
+        memory_reset_peaks(device.is_cuda() ? 1 : 0);
+        profile::reset();
+      }
       const auto seed = static_cast<uint32_t>(step * world + env.rank + 1);
       model::MicroBatch mb = random_batch(config.vocab_size, seq, batch, seed);
       const auto t0 = std::chrono::steady_clock::now();

@@ -97,6 +97,40 @@ void resolve_quantization(Arguments& a) {
   }
 }
 
+// --fp16 / --bf16 (transformers' mixed-precision flags) and --torch_dtype. swift.cpp computes in the dtype the weights
+// are stored in, so the flags choose that dtype when --torch_dtype is not given (--fp16 true: float16 with dynamic
+// loss scaling; --bf16 true: bfloat16); a flag contradicting a given 16-bit --torch_dtype is refused (float32 keeps
+// its exact fp32 compute: ms-swift itself resolves fp16 true for float32 weights). Then, as ms-swift's
+// _init_mixed_precision: bf16 = (torch_dtype == bfloat16), fp16 = not bf16, where still None.
+void resolve_mixed_precision(Arguments& a) {
+  const bool fp16 = present(a, "fp16") && a.get_bool("fp16");
+  const bool bf16 = present(a, "bf16") && a.get_bool("bf16");
+  if (fp16 && bf16) {
+    fail("--fp16 true and --bf16 true ask for two compute dtypes; pass one of them (or --torch_dtype float16 / "
+         "bfloat16 alone)");
+  }
+  if (!present(a, "torch_dtype")) {
+    if (fp16) a.set("torch_dtype", "float16", ValueSource::resolved);
+    if (bf16) a.set("torch_dtype", "bfloat16", ValueSource::resolved);
+  } else {
+    const std::string dtype = a.get_string("torch_dtype");
+    if (fp16 && dtype == "bfloat16") {
+      fail("--fp16 true with --torch_dtype bfloat16: swift.cpp computes in the weights' dtype, so fp16 mixed "
+           "precision over bfloat16 weights is not available; use --torch_dtype float16 (fp16 compute with dynamic "
+           "loss scaling) or drop --fp16");
+    }
+    if (bf16 && dtype == "float16") {
+      fail("--bf16 true with --torch_dtype float16: swift.cpp computes in the weights' dtype; use --torch_dtype "
+           "bfloat16 or drop --bf16");
+    }
+  }
+  if (present(a, "torch_dtype")) {
+    const bool is_bf16 = a.get_string("torch_dtype") == "bfloat16";
+    fill(a, "bf16", is_bf16);
+    fill(a, "fp16", !is_bf16);
+  }
+}
+
 void resolve_training(Arguments& a, int world_size) {
   const Command cmd = a.command();
   const bool grpo = cmd == Command::rlhf && a.get_string("rlhf_type") == "grpo";
@@ -126,11 +160,7 @@ void resolve_training(Arguments& a, int world_size) {
   fill(a, "vit_gradient_checkpointing", a.get_bool("gradient_checkpointing"));
   if (present(a, "lorap_lr_ratio")) fill(a, "optimizer", "lorap");
   if (a.get_bool("use_galore")) fill(a, "optimizer", "galore");
-  if (present(a, "torch_dtype")) {
-    const bool bf16 = a.get_string("torch_dtype") == "bfloat16";
-    fill(a, "bf16", bf16);
-    fill(a, "fp16", !bf16);
-  }
+  resolve_mixed_precision(a);
 
   // Validation data and evaluation schedule.
   if (present(a, "val_dataset") && a.get_float("split_dataset_ratio") > 0) {

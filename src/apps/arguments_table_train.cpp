@@ -237,9 +237,12 @@ void add_training_options(std::vector<OptionSpec>& t) {
   t.push_back({.name = "gradient_checkpointing_kwargs", .type = json, .group = G::training, .commands = c,
                .help = "Checkpointing arguments as a JSON dict."});
   t.push_back({.name = "bf16", .type = boolean, .group = G::training, .commands = c, .default_note = "from torch_dtype",
-               .help = "bf16 mixed precision."});
+               .help = "bf16 mixed precision. swift.cpp computes in the weights' dtype: true without --torch_dtype "
+                       "selects bfloat16; true with --torch_dtype float16 (or with --fp16 true) is refused."});
   t.push_back({.name = "fp16", .type = boolean, .group = G::training, .commands = c, .default_note = "from torch_dtype",
-               .help = "fp16 mixed precision."});
+               .help = "fp16 mixed precision (fp16 compute, fp32 accumulation, dynamic loss scaling). swift.cpp "
+                       "computes in the weights' dtype: true without --torch_dtype selects float16; true with "
+                       "--torch_dtype bfloat16 (or with --bf16 true) is refused."});
   t.push_back({.name = "deepspeed", .type = json_or_string, .group = G::training, .commands = c,
                .help = "zero0, zero1, zero2, zero3, zero2_offload, zero3_offload or a config file; swift.cpp "
                        "maps ZeRO-1/2 to its sharded optimizer states."});

@@ -1,7 +1,7 @@
 // apps/cmd_infer.cpp — `swift infer`: a chat REPL on the terminal (streaming tokens unless --stream false) or batch
 // inference over --val_dataset into --result_path (jsonl), with or without --adapters, greedy or sampled, with a
 // KV cache. Runs on a CUDA device when one is visible (place_model_for_inference: --device_map cpu keeps the CPU,
-// --torch_dtype bfloat16|float32): prefill and decoding on the device, the KV cache there, and only the last
+// --torch_dtype bfloat16|float16|float32): prefill and decoding on the device, the KV cache there, and only the last
 // position's logits come back to the host, where sampling runs (serve/sampling).
 //
 // Invariants: prompts are rendered by the same chat template and encoder the trainer uses (with the generation

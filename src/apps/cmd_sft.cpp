@@ -10,8 +10,8 @@
 // loader gives each rank its share (global batch = per_device_train_batch_size x accumulation x world size); only
 // rank 0 creates the run directory (its path is sent to the others) and writes args.json, logs and checkpoints.
 // --sequence_parallel_size P / --tensor_model_parallel_size N: the world is DP = world / (P N) replicas whose ranks share
-// one batch stream; SP ranks split each batch's tokens, TP ranks the linears' weights (train/parallel.h); the
-// global batch counts replicas, not ranks.
+// one batch stream; SP ranks split each batch's tokens, TP ranks the linears' weights (train/parallel.h: each TP rank
+// keeps only its shards from load on); the global batch counts replicas, not ranks.
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -212,6 +212,9 @@ int run_training(Command command, const Args& raw) {
       lora = model::create_lora(config, s, &loaded.model->weights());
     }
   }
+  // Tensor parallel: each rank keeps only its shard of every attention and MLP weight (read from the mapped files
+  // where the shard lies) before the weights move to the device, so a rank holds 1/TP of them.
+  if (layout.tp > 1) loaded.model->shard_for_tensor_parallel(layout.tp_rank, layout.tp);
   const Placement placement = place_model_for_training(*loaded.model, m, env.local_rank);
   // Data parallel: the communicator of the launch. A model placed on CUDA (device LOCAL_RANK) reduces through
   // NCCL on that device; a CPU model through the shared-memory process group.
@@ -311,10 +314,21 @@ int run_training(Command command, const Args& raw) {
     std::fprintf(stderr, "training: %lld optimizer steps (streamed, gradient accumulation %lld)\n",
                  static_cast<long long>(trainer.max_steps()), static_cast<long long>(tc.gradient_accumulation_steps));
   }
+  if (tc.loss_scaling) {
+    std::fprintf(stderr, "fp16: dynamic loss scaling (initial scale %g or a resumed checkpoint's, x%g after %lld clean "
+                 "steps, x%g on overflow)\n",
+                 static_cast<double>(tc.loss_scaler.init_scale), static_cast<double>(tc.loss_scaler.growth_factor),
+                 static_cast<long long>(tc.loss_scaler.growth_interval),
+                 static_cast<double>(tc.loss_scaler.backoff_factor));
+  }
   const train::TrainResult r = trainer.train();
   std::fprintf(stderr, "train: %lld steps in %.1f s, %.0f tokens/s, peak memory %.2f GiB\n",
                static_cast<long long>(r.global_step), r.train_seconds, r.tokens_per_second,
                peak_rss_gib());
+  if (tc.loss_scaling) {
+    std::fprintf(stderr, "fp16: loss scale %g at the end, %lld optimizer step(s) skipped for overflow\n",
+                 static_cast<double>(r.loss_scale), static_cast<long long>(r.skipped_steps));
+  }
   std::printf("last_model_checkpoint: %s\n", r.last_checkpoint.c_str());
   std::printf("best_model_checkpoint: %s\n", r.best_checkpoint.empty() ? "None" : r.best_checkpoint.c_str());
   return r.interrupted ? 130 : 0;

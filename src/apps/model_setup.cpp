@@ -88,11 +88,11 @@ Placement place_model_for_training(model::CausalLM& model, const ModelArguments&
   DType matrices = DType::BF16;
   if (dtype == "float32") {
     matrices = DType::F32;
+  } else if (dtype == "float16") {
+    matrices = DType::F16;  // with dynamic loss scaling (cmd_sft sets TrainerConfig::loss_scaling)
   } else if (dtype != "bfloat16") {
-    fail("--torch_dtype {}: training on CUDA supports bfloat16 (default) and float32; float16 is not enabled yet: "
-         "its dynamic loss scaling (train/loss_scaler.h) and F16 kernels are built, but they have not been validated "
-         "on a GPU (use bfloat16)",
-         dtype);
+    fail("--torch_dtype {}: training on CUDA supports bfloat16 (default), float16 (with dynamic loss scaling) and "
+         "float32", dtype);
   }
   const Device device = Device::cuda(local_rank);
   model.place(device, matrices);
@@ -143,9 +143,10 @@ Placement place_model_for_inference(model::CausalLM& model, const ModelArguments
   DType matrices = DType::BF16;
   if (dtype == "float32") {
     matrices = DType::F32;
+  } else if (dtype == "float16") {
+    matrices = DType::F16;
   } else if (dtype != "bfloat16" && !dtype.empty()) {
-    fail("--torch_dtype {}: inference on CUDA supports bfloat16 (default) and float32; float16 is not enabled yet: "
-         "its kernels are built but have not been validated on a GPU (use bfloat16)", dtype);
+    fail("--torch_dtype {}: inference on CUDA supports bfloat16 (default), float16 and float32", dtype);
   }
   const Device device = Device::cuda(index);
   model.place(device, matrices);

@@ -34,20 +34,21 @@ LoadedModel load_model_for(const ModelArguments& model_args, const DataArguments
 
 // Where training runs, as ms-swift picks it: CUDA device `local_rank` when this build has CUDA and a device is
 // visible (CUDA_VISIBLE_DEVICES="" keeps the CPU), else the CPU. On CUDA the matrices are stored as --torch_dtype
-// (bfloat16 by default; float32 for exactness checks; float16 is refused: fp16 training needs loss scaling) and
-// the activations take the same dtype; on the CPU everything computes in F32 (stored weights keep their dtype).
+// (bfloat16 by default; float16, which the caller trains with dynamic loss scaling: cmd_sft sets
+// TrainerConfig::loss_scaling when `activations` is F16; float32 for exactness checks) and the activations take the
+// same dtype; on the CPU everything computes in F32 (stored weights keep their dtype, --torch_dtype is ignored).
 struct Placement {
   Device device;
-  DType activations = DType::F32;
+  DType activations = DType::F32;  // == the matrices' dtype on CUDA (BF16, F16 or F32); F32 on the CPU
 };
 Placement place_model_for_training(model::CausalLM& model, const ModelArguments& model_args, int local_rank);
 
 // Where inference (swift infer) runs: the same choice as training (CUDA device 0 of CUDA_VISIBLE_DEVICES when this
 // build has CUDA and a device is visible, else the CPU), overridden by --device_map (ms-swift's model argument):
 // "cpu" forces the CPU, "cuda" / "cuda:N" / N picks a device, "auto" (or none) is the default choice. On CUDA the
-// matrices are stored as --torch_dtype (bfloat16 by default, float32 for exactness; float16 is refused: activations
-// on CUDA are BF16 or F32) and activations, the KV cache and the LM head take that dtype. Call before set_lora (or
-// after: the adapters move with the model).
+// matrices are stored as --torch_dtype (bfloat16 by default, float16, float32 for exactness) and activations, the
+// KV cache and the LM head's logits take that dtype (fp32 accumulation and softmax). Call before set_lora (or after:
+// the adapters move with the model).
 Placement place_model_for_inference(model::CausalLM& model, const ModelArguments& model_args,
                                     const nlohmann::json& device_map);
 

@@ -17,6 +17,7 @@ namespace {
 struct Entry {
   long long calls = 0;
   double seconds = 0;
+  double longest = 0;
 };
 
 struct Table {
@@ -33,10 +34,12 @@ struct Table {
     std::vector<std::pair<std::string, Entry>> rows(entries.begin(), entries.end());
     std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
     std::fprintf(stderr, "\nSWIFT_PROFILE: wall time per region (inclusive), %.3f s since the first region\n", wall);
-    std::fprintf(stderr, "%-28s %10s %12s %12s %7s\n", "region", "calls", "total ms", "ms/call", "share");
+    std::fprintf(stderr, "%-28s %10s %12s %12s %12s %7s\n", "region", "calls", "total ms", "ms/call", "max ms",
+                 "share");
     for (const auto& [name, e] : rows) {
-      std::fprintf(stderr, "%-28s %10lld %12.1f %12.4f %6.1f%%\n", name.c_str(), e.calls, e.seconds * 1e3,
-                   e.seconds * 1e3 / static_cast<double>(std::max(1LL, e.calls)), 100.0 * e.seconds / std::max(wall, 1e-9));
+      std::fprintf(stderr, "%-28s %10lld %12.1f %12.4f %12.4f %6.1f%%\n", name.c_str(), e.calls, e.seconds * 1e3,
+                   e.seconds * 1e3 / static_cast<double>(std::max(1LL, e.calls)), e.longest * 1e3,
+                   100.0 * e.seconds / std::max(wall, 1e-9));
     }
   }
 };
@@ -66,6 +69,15 @@ void record(const char* name, double seconds) {
   Entry& e = t.entries[name];
   ++e.calls;
   e.seconds += seconds;
+  e.longest = std::max(e.longest, seconds);
+}
+
+void reset() {
+  if (!enabled()) return;
+  Table& t = table();
+  std::lock_guard<std::mutex> lock(t.mutex);
+  t.entries.clear();
+  t.start = std::chrono::steady_clock::now();
 }
 
 }  // namespace swift::profile

@@ -18,6 +18,8 @@ namespace swift::profile {
 bool enabled();
 // Adds one call of `seconds` to region `name` (a string literal: its address is the key).
 void record(const char* name, double seconds);
+// Forgets every region recorded so far and restarts the wall clock (a benchmark's warm-up steps).
+void reset();
 
 class Scope {
  public:

@@ -51,8 +51,11 @@ void check_tensor(const char* op, const char* name, const Tensor& t, Device devi
 }
 
 void check_reducible(const char* op, const char* name, const Tensor& t) {
-  if (t.dtype() != DType::F32 && t.dtype() != DType::BF16) {
-    fail("{}: {} has dtype {}; reductions take F32 or BF16 tensors", op, name, dtype_name(t.dtype()));
+  // F16 (tensor-parallel partial sums of fp16 activations) only on CUDA tensors: NCCL reduces it; the CPU
+  // communicators, whose activations are F32, do not.
+  if (t.dtype() != DType::F32 && t.dtype() != DType::BF16 && !(t.dtype() == DType::F16 && t.device().is_cuda())) {
+    fail("{}: {} has dtype {} on {}; reductions take F32 or BF16 tensors (F16 on CUDA devices)", op, name,
+         dtype_name(t.dtype()), t.device().str());
   }
 }
 
@@ -145,12 +148,6 @@ void check_all_to_all(const Tensor& input, const Tensor& output, int world, Devi
 }
 
 }  // namespace detail
-
-std::unique_ptr<Communicator> Communicator::split(int color) {
-  fail("split(color {}): the {} communicator cannot make sub-groups (sequence / tensor parallel groups); use the "
-       "CPU or NCCL backend",
-       color, backend());
-}
 
 // ---- solo --------------------------------------------------------------------------------------------------
 namespace {

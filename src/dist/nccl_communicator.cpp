@@ -19,8 +19,8 @@
 //    the compute stream: NCCL kernels of this communicator run in issue order on both streams (no cross-stream
 //    deadlock). synchronize() covers both streams. The watchdog tracks started collectives as the others.
 //  - NVLink multicast (NVLS) stays off: NCCL_NVLS_ENABLE=0 unless the user set it.
-//  - Reductions: ncclFloat / ncclBfloat16 with ncclSum or ncclAvg (NCCL's order and, for BF16, NCCL's rounding
-//    at each hop); copies (all_gather, broadcast, all_to_all) move bytes (ncclUint8), any dtype.
+//  - Reductions: ncclFloat / ncclBfloat16 / ncclFloat16 with ncclSum or ncclAvg (NCCL's order and, for 16-bit
+//    dtypes, NCCL's rounding at each hop); copies (all_gather, broadcast, all_to_all) move bytes (ncclUint8), any dtype.
 #include "dist/init.h"
 
 #ifdef SWIFT_WITH_NCCL
@@ -290,7 +290,9 @@ class NcclCommunicator final : public Communicator {
     Clock::time_point deadline;
   };
 
-  static ncclDataType_t nccl_type(DType dtype) { return dtype == DType::BF16 ? ncclBfloat16 : ncclFloat; }
+  static ncclDataType_t nccl_type(DType dtype) {
+    return dtype == DType::BF16 ? ncclBfloat16 : dtype == DType::F16 ? ncclFloat16 : ncclFloat;
+  }
   static ncclRedOp_t nccl_op(ReduceOp op) { return op == ReduceOp::Average ? ncclAvg : ncclSum; }
 
   // Polls the communicator's state until it leaves ncclInProgress; aborts and throws on error or timeout.

@@ -12,6 +12,8 @@
 //    place() and set_lora() bump revision_ so that decode plans holding the old addresses are remade.
 //  - Every expected tensor is checked for presence and shape; tensors nobody uses are an error too (they
 //    indicate a model this code does not understand), except known harmless ones (rotary inv_freq buffers).
+//  - shard_for_tensor_parallel replaces the linears' tensors (in weights_ and tensors_) by new shard tensors, so no
+//    reference to a whole one (or to its file mapping's pages outside the shard) remains.
 #include "model/causal_lm.h"
 
 #include <algorithm>
@@ -19,10 +21,12 @@
 #include <atomic>
 #include <cmath>
 #include <filesystem>
+#include <numeric>
 #include <set>
 
 #include "io/gguf.h"
 #include "io/hf_checkpoint.h"
+#include "model/parallel.h"
 #include "ops/attention_decode.h"
 #include "ops/ops.h"
 
@@ -171,9 +175,11 @@ Tensor placed(const Tensor& t, Device device, DType dtype) {
   return converted.device() == device ? converted : converted.to(device, MemoryCategory::Weights);
 }
 
-// Activations follow the matrices: F32 on the CPU and for F32 matrices, BF16 for 16-bit matrices on CUDA.
+// Activations follow the matrices: F32 on the CPU and for F32 matrices; on CUDA F16 for F16 matrices (torch_dtype
+// float16: fp16 storage, fp32 accumulation, as torch autocast), BF16 for BF16 (and packed 4-bit) matrices.
 DType activation_dtype_for(Device device, DType matrix_dtype) {
-  return device.is_cuda() && matrix_dtype != DType::F32 ? DType::BF16 : DType::F32;
+  if (!device.is_cuda() || matrix_dtype == DType::F32) return DType::F32;
+  return matrix_dtype == DType::F16 ? DType::F16 : DType::BF16;
 }
 
 // A process-wide unique revision: a decode plan matches only the model object and placement it was made for, even when
@@ -325,6 +331,8 @@ Tensor CausalLM::head_logits(const Tensor& hidden) const {
 Tensor CausalLM::run_layers(const Tensor& ids_in, const Tensor& positions_in, const Tensor& cu_in,
                             KvCache* cache) const {
   const io::ModelConfig& c = config_;
+  SWIFT_CHECK(tp_size_ == 1, "forward: this model holds tensor-parallel shard {} of {} of its linears "
+              "(shard_for_tensor_parallel); the forward needs whole weights: load the model again", tp_rank_, tp_size_);
   const Device dev = device();
   const int64_t T = ids_in.numel();
   SWIFT_CHECK(ids_in.dtype() == DType::I32 && positions_in.dtype() == DType::I32 && cu_in.dtype() == DType::I32,
@@ -438,6 +446,41 @@ Tensor CausalLM::forward(const Tensor& ids, const Tensor& positions, const Tenso
 Tensor CausalLM::forward(const std::vector<int32_t>& ids) const {
   PackedBatch batch = pack_sequences({ids});
   return forward(batch.ids, batch.positions, batch.cu_seqlens);
+}
+
+void CausalLM::shard_for_tensor_parallel(int rank, int size) {
+  const io::ModelConfig& c = config_;
+  SWIFT_CHECK(size >= 1 && rank >= 0 && rank < size, "shard_for_tensor_parallel: rank {} of a group of {}", rank, size);
+  SWIFT_CHECK(tp_size_ == 1, "shard_for_tensor_parallel: the model already holds shard {} of {}", tp_rank_, tp_size_);
+  SWIFT_CHECK(lora_.layers.empty(), "shard_for_tensor_parallel: shard the base model before setting adapters");
+  if (size == 1) return;
+  const int64_t Hq = c.num_attention_heads, Hkv = c.num_key_value_heads, F = c.intermediate_size;
+  SWIFT_CHECK(Hq % size == 0 && Hkv % size == 0 && F % size == 0,
+              "--tensor_model_parallel_size {}: the attention heads and the MLP's intermediate units are split over "
+              "the group, but this model has {} query heads, {} key/value heads and intermediate_size {}; pick a "
+              "size that divides all three (e.g. {})",
+              size, Hq, Hkv, F, std::gcd(std::gcd(Hq, Hkv), F));
+  using Layout = TensorParallelLayout;
+  for (size_t i = 0; i < weights_.layers.size(); ++i) {
+    LayerWeights& l = weights_.layers[i];
+    const std::array<std::pair<Tensor*, Tensor*>, kLinearKinds> linears = {{
+        {&l.q_proj, &l.q_bias}, {&l.k_proj, &l.k_bias}, {&l.v_proj, &l.v_bias}, {&l.o_proj, &l.o_bias},
+        {&l.gate_proj, &l.gate_bias}, {&l.up_proj, &l.up_bias}, {&l.down_proj, &l.down_bias}}};
+    for (int k = 0; k < kLinearKinds; ++k) {
+      const auto kind = static_cast<LinearKind>(k);
+      const bool column = kind != LinearKind::O && kind != LinearKind::Down;
+      const std::string module = linear_module_path(static_cast<int64_t>(i), kind);
+      auto [w, bias] = linears[static_cast<size_t>(k)];
+      *w = tensor_parallel_shard(*w, column ? Layout::Rows : Layout::Columns, rank, size, module + ".weight");
+      if (tensors_.count(module + ".weight")) tensors_[module + ".weight"] = *w;
+      if (column && bias->defined()) {  // a row-parallel bias stays whole (rank 0 adds it to the summed output)
+        *bias = tensor_parallel_shard(*bias, Layout::Rows, rank, size, module + ".bias");
+        if (tensors_.count(module + ".bias")) tensors_[module + ".bias"] = *bias;
+      }
+    }
+  }
+  tp_rank_ = rank;
+  tp_size_ = size;
 }
 
 void CausalLM::place(Device device, DType matrix_dtype) {

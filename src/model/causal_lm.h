@@ -4,7 +4,7 @@
 // Invariants:
 //  - Weights are held under their Hugging Face names, in their stored dtype (F32/BF16/F16). The forward runs
 //    where the weights live: on the CPU in F32; on a CUDA device (after place(), or weights made there) with
-//    activations in activation_dtype() (BF16 when the matrices are 16-bit, F32 when they are F32), fp32 math.
+//    activations in activation_dtype() (the matrices' dtype: BF16, F16 or F32; BF16 for packed 4-bit), fp32 math.
 //    Logits and hidden states come back to the host as F32 whatever the device. Missing, unexpected or
 //    mis-shaped weights throw naming the tensor and the expected shape.
 //  - Inference (forward, forward_cached) takes host inputs and copies them to the device in one transfer per
@@ -20,6 +20,9 @@
 //    replayed as a CUDA graph per key bucket unless SWIFT_CUDA_GRAPHS=0 (then the same kernels launch one by one:
 //    bit-identical logits either way). Models it does not cover (layer adapters, dynamic NTK rope) and the CPU keep
 //    the packed path. place() and set_lora() invalidate every plan (revision_).
+//  - After shard_for_tensor_parallel the model holds only its tensor-parallel rank's shard of every attention and
+//    MLP linear (model/parallel.h layouts); its own forward refuses to run (it needs whole weights): it trains
+//    through TrainableModel with the same group.
 #pragma once
 
 #include <array>
@@ -68,8 +71,8 @@ class CausalLM {
   const ModelWeights& weights() const { return weights_; }
   // The device every weight lives on (the CPU after load).
   Device device() const { return weights_.embed_tokens.device(); }
-  // Storage dtype of the forward's activations and of the KV cache: F32 on the CPU; on CUDA BF16 when the
-  // matrices are BF16/F16, F32 when they are F32 (exactness checks against the CPU).
+  // Storage dtype of the forward's activations and of the KV cache: F32 on the CPU; on CUDA the matrices' dtype
+  // (BF16, F16 for --torch_dtype float16, F32 for exactness checks against the CPU; BF16 for packed 4-bit ones).
   DType activation_dtype() const { return act_dtype_; }
 
   // Moves every weight to `device`: matrices (embeddings, projections, lm_head) stored as `matrix_dtype`
@@ -78,6 +81,16 @@ class CausalLM {
   // matrix_dtype). Adapters already set with set_lora move along (their DoRA norms are recomputed against the
   // placed weights); TrainableModel moves its own.
   void place(Device device, DType matrix_dtype);
+
+  // Tensor parallelism at load (--tensor_model_parallel_size `size`, this rank `rank` of the group): keeps only the
+  // rank's shard of every attention / MLP linear, as model/parallel.h lays them out (q, k, v, gate, up and their
+  // biases: rows [rank*M/size, (rank+1)*M/size); o, down: input columns [rank*K/size, (rank+1)*K/size); the o / down
+  // biases, norms, embedding and head stay whole). The whole tensors are released (a mapped file is read only where
+  // the shards lie), so a rank holds 1/size of the linears. Call once, before place() (so that only shards move to
+  // the device) and before training; throws naming the option when heads or intermediate units do not divide.
+  void shard_for_tensor_parallel(int rank, int size);
+  int tensor_parallel_rank() const { return tp_rank_; }
+  int tensor_parallel_size() const { return tp_size_; }  // 1: whole weights
 
   // LoRA adapters applied in every forward (inference: no dropout). Replaces any earlier adapters; an empty
   // LoraAdapters removes them. Throws when the adapters were made for another architecture. The adapters move to
@@ -140,6 +153,7 @@ class CausalLM {
   std::map<std::string, Tensor> tensors_;  // keeps every loaded tensor (and its mapping) alive
   ModelWeights weights_;
   LoraAdapters lora_;
+  int tp_rank_ = 0, tp_size_ = 1;  // shard_for_tensor_parallel
   std::vector<std::array<Tensor, kLinearKinds>> dora_norms_;  // [layer][kind] (M) F32 where the adapter is DoRA
   const Tensor& embed_table() const { return lora_.embed_tokens.defined() ? lora_.embed_tokens : weights_.embed_tokens; }
   const Tensor& head_table() const { return lora_.lm_head.defined() ? lora_.lm_head : weights_.lm_head; }

@@ -3,8 +3,11 @@
 //
 // Invariants: the exchange functions check their shapes against the group size and name what is wrong; they
 // allocate their staging buffer per call (Activations memory), on the tensors' device. Shards are new tensors (the
-// whole one can be freed); shard then gather gives the whole tensor back bit for bit (bytes are only moved).
+// whole one can be freed); shard then gather gives the whole tensor back bit for bit (bytes are only moved). On the
+// host a shard reads only its own bytes of the whole tensor (a mapped file: only the shard's pages).
 #include "model/parallel.h"
+
+#include <cstring>
 
 #include "core/error.h"
 #include "model/training.h"
@@ -69,6 +72,14 @@ Tensor tensor_parallel_shard(const Tensor& whole, TensorParallelLayout layout, i
   SWIFT_CHECK(whole.dim() == 2 && whole.size(1) % size == 0,
               "--tensor_model_parallel_size {}: {} {} cannot be split by columns", size, what, whole.str());
   const int64_t M = whole.size(0), Kr = whole.size(1) / size;
+  if (whole.device().is_cpu()) {  // each row's block copied directly: only the shard's bytes of `whole` are read
+    Tensor shard = Tensor::empty({M, Kr}, whole.dtype(), whole.device(), MemoryCategory::Weights);
+    const size_t row = dtype_bytes(whole.dtype(), Kr), stride = dtype_bytes(whole.dtype(), whole.size(1));
+    const char* src = static_cast<const char*>(whole.raw()) + static_cast<size_t>(rank) * row;
+    char* dst = static_cast<char*>(shard.raw());
+    for (int64_t m = 0; m < M; ++m) std::memcpy(dst + static_cast<size_t>(m) * row, src + static_cast<size_t>(m) * stride, row);
+    return shard;
+  }
   // (M, N, K/N) -> (N, M, K/N): shard t is the contiguous block t.
   Tensor blocks = Tensor::empty({size, M, Kr}, whole.dtype(), whole.device(), MemoryCategory::Workspace);
   ops::swap_outer_axes(whole.view({M, size, Kr}), blocks);

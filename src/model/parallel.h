@@ -29,8 +29,8 @@
 #include <cstdint>
 #include <string>
 
+#include "core/communicator.h"
 #include "core/tensor.h"
-#include "dist/communicator.h"
 
 namespace swift::model {
 

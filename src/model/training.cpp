@@ -79,7 +79,9 @@ TrainableModel::TrainableModel(CausalLM& model, TunerType type, LoraAdapters lor
   const io::ModelConfig& c = model.config();
   const ModelWeights& w = model.weights();
   device_ = model.device();
-  act_dtype_ = device_.is_cuda() ? DType::BF16 : DType::F32;
+  // Activations follow the weights on CUDA: F16 matrices (--torch_dtype float16) compute in F16, everything else in
+  // BF16 by default (set_activation_dtype picks F32 for exactness checks); the CPU computes in F32.
+  act_dtype_ = !device_.is_cuda() ? DType::F32 : model.activation_dtype() == DType::F16 ? DType::F16 : DType::BF16;
   for (auto& layer : lora_.layers) {  // adapters train where the model lives
     for (LoraLinear& ad : layer) {
       if (ad.a.defined() && !(ad.a.device() == device_)) ad.a = ad.a.to(device_, MemoryCategory::Weights);
@@ -222,16 +224,21 @@ std::map<std::string, Tensor> TrainableModel::full_weights() const {
   return out;
 }
 
-ops::Dropout TrainableModel::dropout_for(uint64_t seed, int64_t layer, int kind, bool training) const {
+ops::Dropout TrainableModel::dropout_for(uint64_t seed, int64_t layer, int kind, bool training, int64_t tokens) const {
   if (!training || lora_.dropout == 0.0f) return {};
-  // Sequence parallel: each rank of the group holds other tokens of the same micro-batch, so it draws its own masks.
-  if (parallel_.sp_size() > 1) seed = mix_seed(seed, 0x5350u, static_cast<uint64_t>(parallel_.sp_rank()));
-  // Tensor parallel: o / down see this rank's columns of their input only; the other inputs are whole (same masks).
+  ops::Dropout d{lora_.dropout, mix_seed(seed, static_cast<uint64_t>(layer), static_cast<uint64_t>(kind))};
+  // Sequence parallel: this rank's `tokens` rows start at row sp_rank * tokens of the padded batch (whose first rows
+  // are the one-process batch; the padding's rows lie past it and carry no gradient).
+  d.map.row_offset = static_cast<int64_t>(parallel_.sp_rank()) * tokens;
+  // Tensor parallel: o / down see this rank's block of input columns (its heads / intermediate units); the column-
+  // parallel linears see the whole input (no column block).
   const auto k = static_cast<LinearKind>(kind);
   if (parallel_.tp_size() > 1 && (k == LinearKind::O || k == LinearKind::Down)) {
-    seed = mix_seed(seed, 0x5450u, static_cast<uint64_t>(parallel_.tp_rank()));
+    const io::ModelConfig& c = model_.config();
+    d.map.full_cols = k == LinearKind::O ? c.num_attention_heads * c.head_dim : c.intermediate_size;
+    d.map.col_offset = parallel_.tp_rank() * d.map.full_cols / parallel_.tp_size();
   }
-  return {lora_.dropout, mix_seed(seed, static_cast<uint64_t>(layer), static_cast<uint64_t>(kind))};
+  return d;
 }
 
 // Rope over (T, H, D); dynamic NTK scaling depends on each sequence's length, so it goes sequence by sequence
@@ -277,10 +284,10 @@ void TrainableModel::layer_forward(int64_t i, const MicroBatch& b, const Tensor&
       if (!h.defined()) h = stat({T, L.lora->b.size(0)});
       return ops::dora_linear(x, L.w, L.bias, L.lora->a, L.lora->b, L.lora->magnitude,
                               dora_norms_[static_cast<size_t>(i)][static_cast<size_t>(kind)], lora_.scale,
-                              dropout_for(seed, i, static_cast<int>(kind), training), y, xa, h, accumulate);
+                              dropout_for(seed, i, static_cast<int>(kind), training, T), y, xa, h, accumulate);
     }
     ops::lora_linear(x, L.w, L.bias, L.lora->a, L.lora->b, lora_.scale,
-                     dropout_for(seed, i, static_cast<int>(kind), training), y, xa, accumulate);
+                     dropout_for(seed, i, static_cast<int>(kind), training, T), y, xa, accumulate);
   };
   // Tensor parallel: this rank's heads and intermediate units. Sequence parallel: attention sees Ta tokens with
   // hq / hkv heads (all T tokens and this rank's heads without it).
@@ -384,11 +391,11 @@ void TrainableModel::layer_backward(int64_t i, const MicroBatch& b, Activations&
       return ops::dora_linear_backward(dy, x, L.w, L.lora->a, L.lora->b, L.lora->magnitude,
                                        dora_norms_[static_cast<size_t>(i)][static_cast<size_t>(kind)],
                                        a.xa[static_cast<size_t>(kind)], a.h[static_cast<size_t>(kind)], lora_.scale,
-                                       dropout_for(seed, i, static_cast<int>(kind), true), dx, L.grad_a, L.grad_b,
+                                       dropout_for(seed, i, static_cast<int>(kind), true, T), dx, L.grad_a, L.grad_b,
                                        L.grad_m, accumulate_dx);
     }
     ops::lora_linear_backward(dy, x, L.w, L.lora->a, L.lora->b, a.xa[static_cast<size_t>(kind)], lora_.scale,
-                              dropout_for(seed, i, static_cast<int>(kind), true), dx, L.grad_a, L.grad_b,
+                              dropout_for(seed, i, static_cast<int>(kind), true, T), dx, L.grad_a, L.grad_b,
                               accumulate_dx);
   };
   // Tensor parallel: this rank's heads and units; the column-parallel input gradients are summed over the group.
@@ -455,6 +462,9 @@ void TrainableModel::layer_backward(int64_t i, const MicroBatch& b, Activations&
 StepStats TrainableModel::run(const MicroBatch& host_batch, float grad_scale, uint64_t seed, bool checkpoint,
                               bool backward) {
   const io::ModelConfig& c = model_.config();
+  SWIFT_CHECK(model_.tensor_parallel_size() == 1 || model_.tensor_parallel_size() == parallel_.tp_size(),
+              "training: the model holds tensor-parallel shard {} of {} of its linears; set_parallel with that "
+              "tensor-parallel group first", model_.tensor_parallel_rank(), model_.tensor_parallel_size());
   // Sequence parallel: host_batch is the padded batch of the group; this rank runs T = Tg / P of its tokens.
   const int64_t Tg = host_batch.ids.numel(), T = Tg / parallel_.sp_size(), C = c.hidden_size, L = c.num_hidden_layers;
   SWIFT_CHECK(host_batch.positions.numel() == Tg && host_batch.labels.numel() == Tg,
@@ -540,8 +550,9 @@ void TrainableModel::compute_dora_norms() {
 }
 
 void TrainableModel::set_activation_dtype(DType dtype) {
-  SWIFT_CHECK(dtype == DType::F32 || (dtype == DType::BF16 && device_.is_cuda()),
-              "activation dtype {} is not supported on {} (F32 everywhere, BF16 on CUDA)", dtype_name(dtype), device_.str());
+  SWIFT_CHECK(dtype == DType::F32 || ((dtype == DType::BF16 || dtype == DType::F16) && device_.is_cuda()),
+              "activation dtype {} is not supported on {} (F32 everywhere, BF16 or F16 on CUDA)", dtype_name(dtype),
+              device_.str());
   act_dtype_ = dtype;
 }
 
@@ -572,6 +583,11 @@ void TrainableModel::set_parallel(const ParallelGroups& groups) {
   if (groups.sequence == parallel_.sequence && groups.tensor == parallel_.tensor) return;  // the same groups again
   SWIFT_CHECK(parallel_.tp_size() == 1 && parallel_.sp_size() == 1,
               "set_parallel: the parallel groups are set once, before training (this model already has others)");
+  SWIFT_CHECK(model_.tensor_parallel_size() == 1 ||
+                  (model_.tensor_parallel_size() == N && model_.tensor_parallel_rank() == groups.tp_rank()),
+              "set_parallel: the model holds tensor-parallel shard {} of {} of its linears, but this rank is {} of a "
+              "tensor-parallel group of {}", model_.tensor_parallel_rank(), model_.tensor_parallel_size(),
+              groups.tp_rank(), N);
   if (N > 1) {
     SWIFT_CHECK(Hq % N == 0 && Hkv % N == 0 && F % N == 0,
                 "--tensor_model_parallel_size {}: the attention heads and the MLP's intermediate units are split over "
@@ -614,16 +630,19 @@ void TrainableModel::shard_for_tensor_parallel() {
   using Layout = TensorParallelLayout;
   const int N = parallel_.tp_size(), t = parallel_.tp_rank();
   const bool full = type_ == TunerType::Full;
+  // Sharded at load (CausalLM::shard_for_tensor_parallel): the linears' weights and column-parallel biases (and the
+  // full fine-tuning masters made from them) already are this rank's shards.
+  const bool loaded_shards = model_.tensor_parallel_size() > 1;
   std::map<std::string, Parameter*> by_name;
   for (Parameter& p : params_) by_name[p.name] = &p;
-  // A trainable tensor takes its layout; a sharded one is replaced by its shard, and the model's own handles
-  // (`value`, `grad`) follow the Parameter.
-  auto reshard = [&](const std::string& name, Tensor& value, Tensor& grad, Layout layout) {
+  // A trainable tensor takes its layout; a sharded one is replaced by its shard (unless `already`), and the model's
+  // own handles (`value`, `grad`) follow the Parameter.
+  auto reshard = [&](const std::string& name, Tensor& value, Tensor& grad, Layout layout, bool already = false) {
     auto it = by_name.find(name);
     SWIFT_CHECK(it != by_name.end(), "tensor parallel: '{}' is not a trainable parameter", name);
     Parameter& p = *it->second;
     p.tp = layout;
-    if (!is_sharded(layout)) return;
+    if (!is_sharded(layout) || already) return;
     value = tensor_parallel_shard(value, layout, t, N, name);
     grad = Tensor::zeros(value.shape(), DType::F32, device_, MemoryCategory::Gradients);
     p.value = value;
@@ -642,8 +661,11 @@ void TrainableModel::shard_for_tensor_parallel() {
       Linear& lin = l.linears[static_cast<size_t>(k)];
       const std::string module = linear_module_path(static_cast<int64_t>(i), kind);
       if (full) {
-        reshard(module + ".weight", lin.w, lin.grad_w, column ? Layout::Rows : Layout::Columns);
-        if (lin.bias.defined()) reshard(module + ".bias", lin.bias, lin.grad_bias, column ? Layout::Rows : Layout::Partial);
+        reshard(module + ".weight", lin.w, lin.grad_w, column ? Layout::Rows : Layout::Columns, loaded_shards);
+        if (lin.bias.defined()) {
+          reshard(module + ".bias", lin.bias, lin.grad_bias, column ? Layout::Rows : Layout::Partial, loaded_shards);
+        }
+      } else if (loaded_shards) {  // frozen and sharded at load: nothing to cut
       } else if (column) {  // frozen: a row shard is a view of the base weight
         const int64_t M = lin.w.size(0);
         lin.w = lin.w.slice_rows(t * M / N, (t + 1) * M / N);

@@ -23,13 +23,18 @@
 //  - Sequence parallel (set_parallel with an SP group of P ranks, model/parallel.h): every rank of the group passes
 //    the same micro-batch; it is padded to a multiple of P and this rank runs its 1/P of the tokens, exchanging heads
 //    around attention. The returned StepStats and the parameter gradients cover this rank's tokens only: the caller
-//    sums both over the group. Dropout masks are drawn per rank (the rank is mixed into the seed).
+//    sums both over the group. Each rank draws the dropout masks of its rows of the one-process input (the mask's
+//    map has the rank's first token as row offset), so SP equals one process with dropout too.
 //  - Tensor parallel (set_parallel with a TP group of N ranks): the linears' weights, biases and LoRA factors are
 //    replaced by this rank's shards (model/parallel.h: q/k/v/gate/up by output rows, o/down by input columns) and
-//    each Parameter records its layout. After the step's backward the caller sums the Partial gradients over the
+//    each Parameter records its layout. A CausalLM sharded at load (CausalLM::shard_for_tensor_parallel, what
+//    `swift sft` does) already holds only those shards of its frozen weights, so a rank keeps 1/N of them; it must
+//    then be trained with the same rank of a group of the same size (checked). After the step's backward the caller sums the Partial gradients over the
 //    group (reduce_tensor_parallel_gradients), reduces everything over the ranks holding the same shards, and
 //    counts sharded gradients once per shard in the norm. StepStats are whole on every rank of the group. DoRA is
-//    refused; LoRA dropout masks of o/down inputs (sharded) are drawn per rank.
+//    refused. LoRA dropout: q/k/v/gate/up see the whole input (the one-process masks on every rank); o/down draw the
+//    masks of their block of input columns (map: full_cols = the whole input width, col_offset = the rank's first
+//    column), so the sum over the group is the one-process LoRA term.
 #pragma once
 
 #include <array>
@@ -85,8 +90,10 @@ class TrainableModel {
   TrainableModel& operator=(const TrainableModel&) = delete;
 
   TunerType type() const { return type_; }
-  // Activation storage dtype: F32 on the CPU (the only choice there); on CUDA BF16 by default, F32 for exactness
-  // checks (then a model placed with F32 matrices computes as the CPU does, up to summation order).
+  // Activation storage dtype: F32 on the CPU (the only choice there); on CUDA by default F16 when the model's
+  // matrices are F16 (--torch_dtype float16: fp16 storage with fp32 accumulation; the trainer's loss scaling keeps
+  // small gradients representable), else BF16; F32 for exactness checks (then a model placed with F32 matrices
+  // computes as the CPU does, up to summation order). Gradients w.r.t. activations take the same dtype.
   void set_activation_dtype(DType dtype);
   DType activation_dtype() const { return act_dtype_; }
   // The sequence- and tensor-parallel groups of this rank (not owned; see the head comment), once, before training
@@ -150,9 +157,12 @@ class TrainableModel {
                      uint64_t dropout_seed, bool training) const;
   void layer_backward(int64_t layer, const MicroBatch& b, Activations& a, Tensor& dx, uint64_t dropout_seed);
   void apply_rope(Tensor& x, const MicroBatch& b, bool backward) const;
-  ops::Dropout dropout_for(uint64_t seed, int64_t layer, int kind, bool training) const;
-  // An activation (act_dtype_: F32 on the CPU, BF16 on CUDA) or an F32 statistic (rstd, lse, LoRA's xa) on the
-  // model's device.
+  // The LoRA dropout of one linear: its seed is a function of (step seed, layer, kind) only, and its map places this
+  // rank's (tokens, input columns) block in the one-process input (sequence parallel: the rank's first token;
+  // tensor parallel's o / down: the rank's first input column), so every rank draws the one-process masks.
+  ops::Dropout dropout_for(uint64_t seed, int64_t layer, int kind, bool training, int64_t tokens) const;
+  // An activation (act_dtype_: F32 on the CPU, BF16 / F16 / F32 on CUDA) or an F32 statistic (rstd, lse, LoRA's
+  // xa) on the model's device.
   Tensor act(const Shape& shape) const;
   Tensor stat(const Shape& shape) const;
   // Sequence parallel: the rows of a per-token tensor of the padded batch that this rank runs (all rows otherwise).
@@ -175,7 +185,7 @@ class TrainableModel {
   int64_t padding_id_ = -1;  // config.pad_token_id: the embedding row that gets no gradient from lookups
   std::vector<std::array<Tensor, kLinearKinds>> dora_norms_;  // [layer][kind] DoRA weight norms of this micro-batch
   Device device_;                           // the model's device: parameters, gradients and activations live here
-  DType act_dtype_ = DType::F32;            // activation storage dtype (BF16 on CUDA, math in fp32)
+  DType act_dtype_ = DType::F32;            // activation storage dtype (BF16 / F16 on CUDA, math in fp32)
   const MicroBatch* host_batch_ = nullptr;  // during run(): the host copy of the batch (rope reads positions)
   std::function<void(int64_t)> backward_hook_;  // set_backward_hook
   std::function<Tensor(size_t)> gradient_provider_;  // set_gradient_provider

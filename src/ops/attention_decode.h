@@ -8,7 +8,7 @@
 //
 // Invariants: same numerics as ops::attention (scaled scores, softmax in fp32 with the max subtracted), so
 // prefill through ops::attention and decoding through this op give the same logits up to rounding; the
-// reference (ops::ref::attention_decode) loops naively in double. Activations are F32, or BF16 on CUDA (one
+// reference (ops::ref::attention_decode) loops naively in double. Activations are F32, or BF16 / F16 on CUDA (one
 // dtype for q, the caches and out; fp32 math). ops::attention_decode dispatches on the tensors' device
 // (ops/attention_decode.cpp): the CPU kernel (ops/cpu/attention_decode.cpp) or the split-K CUDA kernel
 // (ops/cuda/attention_decode.cu); never a silent fallback.

@@ -38,8 +38,15 @@ Device checked_as(const char* op, Fn&& fn) {
   }
 }
 
-void check_dropout_config(const char* op, const Dropout& dropout) {
+// p in [0, 1); the map places a block `cols` wide inside the full tensor (offsets >= 0, the block within full_cols).
+void check_dropout_config(const char* op, const Dropout& dropout, int64_t cols) {
   if (!(dropout.p >= 0.0f && dropout.p < 1.0f)) fail("{}: dropout p = {} must be in [0, 1)", op, dropout.p);
+  const DropoutMap& m = dropout.map;
+  if (m.row_offset < 0 || m.col_offset < 0 || m.full_cols < 0 || (m.full_cols == 0 && m.col_offset != 0) ||
+      (m.full_cols > 0 && m.col_offset + cols > m.full_cols)) {
+    fail("{}: dropout map (row_offset {}, full_cols {}, col_offset {}) does not place a block {} columns wide inside "
+         "the full tensor", op, m.row_offset, m.full_cols, m.col_offset, cols);
+  }
 }
 
 }  // namespace
@@ -193,7 +200,7 @@ Device check_dropout(const Tensor& x, const Dropout& dropout, const Tensor& out)
   require_activation(op, "x", x);
   require_activation(op, "out", out, "x", &x);
   require_same_shape(op, "x", x, "out", out);
-  check_dropout_config(op, dropout);
+  check_dropout_config(op, dropout, x.dim() > 0 ? x.size(x.dim() - 1) : 1);
   if (overlaps(out, x) && !same_view(out, x)) fail("{}: out {} partially overlaps x {}", op, desc(out), desc(x));
   return common_device(op, {&x, &out});
 }
@@ -217,7 +224,7 @@ void check_lora_factors(const char* op, const Tensor& x, const Tensor& w, const 
   require_dtype(op, "xa", xa, DType::F32);
   require_shape(op, "xa", xa, {n, r}, "(N, r)");
   if (!std::isfinite(scale)) fail("{}: scale = {} must be finite", op, scale);
-  check_dropout_config(op, dropout);
+  check_dropout_config(op, dropout, k);
 }
 }  // namespace
 

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "ops/philox.h"
 
 namespace swift::ops {
 
@@ -165,11 +166,16 @@ void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, co
 // CUDA kernel regenerate it exactly, and CPU results are reproducible. Kept elements are scaled by
 // 1 / (1 - p) (float), as torch.nn.Dropout. The caller picks one seed per (step, micro-batch, layer, module)
 // so that masks never repeat (PEFT gives each adapted module its own dropout).
+// `map` (ops/philox.h DropoutMap) places the op's 2-D operand, a block of a larger tensor on a parallel rank, in that
+// tensor: local element (i, j) draws index (row_offset + i) * full_cols + col_offset + j, so sequence- and
+// tensor-parallel ranks draw the masks of one process. The default map is the identity (index i * cols + j).
 struct Dropout {
   float p = 0.0f;      // drop probability in [0, 1); 0 = identity (no RNG at all)
   uint64_t seed = 0;
+  DropoutMap map{};
 };
-// out = x * keep / (1 - p). x, out: same shape F32 (flat index = element index); out may be x.
+// out = x * keep / (1 - p). x, out: same shape F32; x is seen as (numel / cols, cols) with cols its last dimension
+// (identity map: flat index = element index); out may be x.
 void dropout(const Tensor& x, const Dropout& dropout, Tensor& out);
 
 // ---- LoRA linear (PEFT semantics) ------------------------------------------------------------------------------
@@ -177,7 +183,8 @@ void dropout(const Tensor& x, const Dropout& dropout, Tensor& out);
 //   x: (N, K) F32; w: (M, K) F32/BF16/F16 (frozen); bias: (M) or undefined (frozen);
 //   a: (r, K) F32 (lora_A); b: (M, r) F32 (lora_B); scale = alpha / r, or alpha / sqrt(r) for rsLoRA.
 //   y: (N, M) F32 = (+= with accumulate); xa: (N, r) F32 written: dropout(x) a^T, saved for the backward.
-//   The dropout mask of element (n, k) of x is keep(seed, n * K + k): recomputing regenerates it.
+//   The dropout mask of element (n, k) of x is keep(seed, dropout_index(map, n, k, K)) (identity: n * K + k):
+//   recomputing regenerates it.
 // DoRA (magnitude vector, row norms of w + scale * b a) is dora_linear below.
 void lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& a, const Tensor& b, float scale,
                  const Dropout& dropout, Tensor& y, Tensor& xa, bool accumulate = false);

@@ -8,6 +8,9 @@
 //  - Header-only, no library calls: usable from host code and (with SWIFT_HOST_DEVICE) from CUDA kernels.
 //  - Dropout keeps element i when word >= threshold(p) = round(p * 2^32) (p in [0, 1)): P(drop) = p to within
 //    2^-32; p = 0 keeps everything.
+//  - A DropoutMap places a rank's local (rows, cols) block in the full tensor whose mask it draws (sequence parallel:
+//    a row offset; tensor parallel's row-parallel inputs: a column block), so every rank draws exactly the mask of
+//    its place in the one-process tensor. The default map is the identity: local flat index = stream index.
 #pragma once
 
 #include <cstdint>
@@ -66,5 +69,40 @@ SWIFT_HOST_DEVICE inline uint32_t dropout_threshold(float p) {
 SWIFT_HOST_DEVICE inline bool dropout_keep(uint64_t seed, uint64_t index, uint32_t threshold) {
   return philox_word(seed, index) >= threshold;
 }
+
+// Where a local (rows, cols) block lies in the full (.., full_cols) tensor whose dropout mask it draws: local element
+// (i, j) uses stream index (row_offset + i) * full_cols + col_offset + j. full_cols 0: the local width (no column
+// block). All zero: the identity, i * cols + j.
+struct DropoutMap {
+  int64_t row_offset = 0;  // the full tensor's row of local row 0
+  int64_t full_cols = 0;   // the full tensor's column count (0: the local tensor is full width)
+  int64_t col_offset = 0;  // the full tensor's column of local column 0
+};
+
+// The stream index of local element (row, col) of a block `cols` wide.
+SWIFT_HOST_DEVICE inline uint64_t dropout_index(const DropoutMap& m, int64_t row, int64_t col, int64_t cols) {
+  return static_cast<uint64_t>((m.row_offset + row) * (m.full_cols > 0 ? m.full_cols : cols) + m.col_offset + col);
+}
+
+// Whether `m` maps a block `cols` wide onto itself (local flat index = stream index): the kernels' plain path.
+SWIFT_HOST_DEVICE inline bool dropout_map_identity(const DropoutMap& m, int64_t cols) {
+  return m.row_offset == 0 && m.col_offset == 0 && (m.full_cols == 0 || m.full_cols == cols);
+}
+
+// Words of stream `seed` at arbitrary indices, caching the last block: runs of consecutive indices cost one Philox
+// block per 4 words (for mapped blocks, whose rows start anywhere in the stream).
+struct PhiloxCursor {
+  uint64_t seed;
+  uint64_t block = ~uint64_t{0};
+  PhiloxBlock words{};
+  SWIFT_HOST_DEVICE explicit PhiloxCursor(uint64_t s) : seed(s) {}
+  SWIFT_HOST_DEVICE uint32_t word(uint64_t index) {
+    if ((index >> 2) != block) {
+      block = index >> 2;
+      words = philox_block(seed, block);
+    }
+    return words.w[index & 3];
+  }
+};
 
 }  // namespace swift::ops

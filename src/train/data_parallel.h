@@ -42,7 +42,7 @@
 #include <string>
 #include <vector>
 
-#include "dist/communicator.h"
+#include "core/communicator.h"
 #include "model/training.h"
 
 namespace swift::train {

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "dist/communicator.h"
+#include "core/communicator.h"
 #include "model/parallel.h"
 #include "model/training.h"
 #include "train/optimizer.h"

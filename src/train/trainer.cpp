@@ -157,10 +157,11 @@ TrainResult Trainer::train_loop() {
   // reduce-scatters the gradients (each rank gets the sums of its pieces only).
   const bool zero = dp && c.zero_stage >= 1;
   const bool zero2 = dp && c.zero_stage == 2;
-  // Tensor parallel: gradients are summed over the ranks that hold the same shards (the world without TP).
-  SWIFT_CHECK(!(zero && tensor_parallel_group()), "--deepspeed zero{} with --tensor_model_parallel_size > 1 is not "
-              "supported yet (ZeRO shards the optimizer over ranks that hold different shards); drop --deepspeed",
-              c.zero_stage);
+  // Tensor parallel: gradients are summed over the ranks that hold the same shards (the world without TP); ZeRO-1
+  // shards the AdamW state over those same ranks (the reducer's group), each TP rank its own parameter shards.
+  SWIFT_CHECK(!(zero2 && tensor_parallel_group()), "--deepspeed zero2 with --tensor_model_parallel_size > 1 is not "
+              "supported (its gradient storage and norm do not know the tensor-parallel layouts); use --deepspeed "
+              "zero1");
   std::unique_ptr<GradientReducer> reducer =
       dp ? std::make_unique<GradientReducer>(c.parallel ? c.parallel->replicas() : *c.comm, params, c.reduce_bucket_bytes,
                                              zero2 ? GradientReduction::ReduceScatter : GradientReduction::AllReduce)
@@ -181,17 +182,19 @@ TrainResult Trainer::train_loop() {
                             warmup_steps_for(max_steps_, c.warmup_steps, c.warmup_ratio), c.min_lr_rate);
   TrainerState state;
   if (!c.resume_from_checkpoint.empty()) {  // every rank loads the same checkpoint
+    // Tensor parallel: whole tensors were saved; this rank keeps its shards.
+    ShardFunction shard;
+    if (dist::Communicator* tp = tensor_parallel_group()) {
+      shard = [tp](const model::Parameter& p, const Tensor& whole) {
+        return model::tensor_parallel_shard(whole, p.tp, tp->rank(), tp->world_size(), p.name);
+      };
+    }
     if (zero) {  // the checkpoint holds the full moments (one-process format): keep this rank's pieces
       AdamW full(params, adam);
-      state = load_checkpoint(c.resume_from_checkpoint, model_, full);
+      state = load_checkpoint(c.resume_from_checkpoint, model_, full, shard);
       sharded->load_full(full);
-    } else if (dist::Communicator* tp = tensor_parallel_group()) {  // whole tensors saved: keep this rank's shards
-      state = load_checkpoint(c.resume_from_checkpoint, model_, *optimizer,
-                              [tp](const model::Parameter& p, const Tensor& whole) {
-                                return model::tensor_parallel_shard(whole, p.tp, tp->rank(), tp->world_size(), p.name);
-                              });
     } else {
-      state = load_checkpoint(c.resume_from_checkpoint, model_, *optimizer);
+      state = load_checkpoint(c.resume_from_checkpoint, model_, *optimizer, shard);
     }
     if (main) {
       std::fprintf(stderr, "resumed from %s at step %lld (epoch %lld, batch %lld)\n", c.resume_from_checkpoint.c_str(),
@@ -216,14 +219,16 @@ TrainResult Trainer::train_loop() {
     contents.state.epoch = loader_.epoch();
     contents.state.batch_in_epoch = loader_.step();
     std::string dir = c.run_dir + "/checkpoint-" + std::to_string(state.global_step);
-    std::unique_ptr<AdamW> full;  // ZeRO: the moments gathered on rank 0 for the one-process format
+    // ZeRO: the moments gathered on rank 0 for the one-process format (with TP on every rank: each TP group
+    // gathers its shards' moments next, a collective of every rank).
+    std::unique_ptr<AdamW> full;
     if (zero) {
-      if (main) full = std::make_unique<AdamW>(params, adam);
+      if (main || tensor_parallel_group()) full = std::make_unique<AdamW>(params, adam);
       sharded->gather_full(full.get());
       contents.optimizer = full.get();
     }
     if (dist::Communicator* tp = tensor_parallel_group()) {  // whole tensors for the one-process format
-      contents.tensor_parallel_whole = gather_tensor_parallel_state(*tp, params, *optimizer);
+      contents.tensor_parallel_whole = gather_tensor_parallel_state(*tp, params, zero ? *full : *optimizer);
     }
     if (main) {
       dir = save_checkpoint(c.run_dir, contents);

@@ -50,14 +50,15 @@
 // loader of every rank is its replica's share (LoaderOptions{world_size = DP, rank = dp_rank}), so the SP ranks of a
 // replica hold the same micro-batches and each runs its slice of the tokens (model/parallel.h). Token counts of the
 // batches are counted once per replica; losses and gradients are summed over the whole world (the SP ranks' partial
-// sums); dropout masks: micro-batch k of replica d is micro-batch k * DP + d of the step (each SP rank draws its own
-// masks for its tokens). The trainer hands the groups to the model (TrainableModel::set_parallel).
+// sums); dropout masks: micro-batch k of replica d is micro-batch k * DP + d of the step (each SP rank draws the
+// one-process masks of its tokens' rows, so one replica of SP ranks equals one process with dropout). The trainer hands the groups to the model (TrainableModel::set_parallel).
 // Tensor parallel (TP > 1): the world is DP x SP x TP; the TP ranks of a replica hold shards of the linears
 // (model/parallel.h) and run the same tokens. After the backward, gradients are summed over the ranks holding the
 // same shards (train/parallel.h replicas()), then the Partial ones over the TP group; the norm counts each shard
 // once; statistics come from TP rank 0 of each group. Checkpoints hold the whole tensors (gathered for rank 0 to
-// write), and resuming shards them again, so a TP run resumes from a one-process checkpoint and back. ZeRO with TP
-// is refused.
+// write), and resuming shards them again, so a TP run resumes from a one-process checkpoint and back. ZeRO-1 with TP
+// shards each TP rank's AdamW state over the ranks holding the same shards (the reducer's group); checkpoints gather
+// the moments over that group, then the whole tensors over the TP group. ZeRO-2 with TP is refused.
 #pragma once
 
 #include <cstdint>
@@ -68,8 +69,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/communicator.h"
 #include "data/loader.h"
-#include "dist/communicator.h"
 #include "model/training.h"
 #include "ops/ops.h"
 #include "train/loss_scaler.h"

@@ -34,7 +34,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "dist/communicator.h"
+#include "core/communicator.h"
 #include "model/training.h"
 #include "ops/ops.h"
 #include "train/data_parallel.h"

@@ -201,6 +201,37 @@ TEST(ArgumentsDefaults, EvaluationFollowsValidationData) {
                    0.0);
 }
 
+TEST(ArgumentsDefaults, MixedPrecisionFlagsFollowAndChooseTorchDtype) {
+  // ms-swift's _init_mixed_precision: bf16 = (torch_dtype == bfloat16), fp16 = not bf16 (float32 too).
+  for (const auto& [dtype, bf16] : std::vector<std::pair<std::string, bool>>{
+           {"bfloat16", true}, {"float16", false}, {"float32", false}}) {
+    const Arguments a = sft({"--torch_dtype", dtype});
+    EXPECT_EQ(a.get_bool("bf16"), bf16) << dtype;
+    EXPECT_EQ(a.get_bool("fp16"), !bf16) << dtype;
+  }
+  // swift.cpp computes in the weights' dtype: a flag alone chooses it.
+  const Arguments fp16 = sft({"--fp16", "true"});
+  EXPECT_EQ(fp16.get_string("torch_dtype"), "float16");
+  EXPECT_FALSE(fp16.get_bool("bf16"));
+  const Arguments bf16 = sft({"--bf16", "true"});
+  EXPECT_EQ(bf16.get_string("torch_dtype"), "bfloat16");
+  EXPECT_FALSE(bf16.get_bool("fp16"));
+  EXPECT_EQ(sft({"--fp16", "true", "--torch_dtype", "fp16"}).get_string("torch_dtype"), "float16");
+  EXPECT_EQ(sft({"--fp16", "true", "--torch_dtype", "float32"}).get_string("torch_dtype"), "float32");
+  EXPECT_TRUE(sft({"--fp16", "false"}).is_none("torch_dtype"));
+  // Resolving the resolved arguments (args.json) changes nothing.
+  const Arguments again = parse(Command::sft, {"--model", "m", "--dataset", "d", "--torch_dtype", "float16",
+                                               "--fp16", "true", "--bf16", "false"});
+  EXPECT_EQ(again.get_string("torch_dtype"), "float16");
+  // Contradictions are refused naming both options.
+  EXPECT_CONTAINS(parse_error(Command::sft, with(kSftBase, {"--fp16", "true", "--bf16", "true"})),
+                  "--fp16 true and --bf16 true");
+  EXPECT_CONTAINS(parse_error(Command::sft, with(kSftBase, {"--fp16", "true", "--torch_dtype", "bfloat16"})),
+                  "--fp16 true with --torch_dtype bfloat16");
+  EXPECT_CONTAINS(parse_error(Command::sft, with(kSftBase, {"--bf16", "true", "--torch_dtype", "float16"})),
+                  "--bf16 true with --torch_dtype float16");
+}
+
 TEST(ArgumentsDefaults, OutputDirFromModelName) {
   EXPECT_EQ(parse(Command::sft, {"--model", "Qwen/Qwen2.5-0.5B", "--dataset", "d"}).get_string("output_dir"),
             "output/Qwen2.5-0.5B");

@@ -1,7 +1,9 @@
 // tests/gpu/test_cuda_attention.cpp — attention and attention_backward on CUDA against the CPU references
-// (ops::ref, double precision): F32 (generic fp32 kernels), BF16 and F16 (tensor-core kernels for D = 64/128,
-// the generic kernel for other D), packed variable-length batches with odd lengths, GQA ratios 1/2/7, windows.
-// Also prints (does not assert) the time and TFLOP/s of a T = 8192 (4 x 2048), Hq 28, Hkv 4, D 128 BF16 case.
+// (ops::ref, double precision): F32 (generic fp32 kernels), BF16 and F16 through the default path (cuDNN's fused
+// attention on sm_90+, see test_cuda_attention_cudnn.cpp) and through our kernels (SWIFT_ATTENTION=flash2:
+// tensor-core kernels for D = 64/128, the generic kernel for other D), packed variable-length batches with odd
+// lengths, GQA ratios 1/2/7, windows. Also prints (does not assert) the time and TFLOP/s of a T = 8192
+// (4 x 2048), Hq 28, Hkv 4, D 128 BF16 case (bench/bench_attention compares the paths).
 //
 // Invariants:
 //  - Fresh random inputs per case (seeded); BF16 results are compared with the reference fed the same
@@ -22,9 +24,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
+#include "gpu/attention_test_util.h"
 #include "ops/backends.h"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/op_test_util.h"
@@ -39,53 +43,6 @@ bool have_device() {
   return ops::cuda_device_count() > 0;
 }
 
-constexpr int64_t kPad = 64;
-
-// A device tensor of `shape` in the middle of a NaN-filled device buffer (kPad NaN elements on each side).
-struct DeviceOut {
-  DeviceOut(const Shape& shape, DType dtype) : shape(shape), dtype(dtype) {
-    const int64_t n = shape_numel(shape) + 2 * kPad;
-    Tensor host = Tensor::empty({n}, dtype);
-    for (int64_t i = 0; i < n; ++i) {
-      if (dtype == DType::F32) static_cast<float*>(host.raw())[i] = std::nanf("");
-      else static_cast<uint16_t*>(host.raw())[i] = 0x7fc0;
-    }
-    flat = host.to(Device::cuda());
-    tensor = Tensor(flat.storage(), flat.byte_offset() + dtype_bytes(dtype, kPad), shape, dtype);
-  }
-  // The output as F32 on the CPU, after checking every element was written and the padding is intact.
-  Tensor result(const char* what) const {
-    Tensor host = flat.to(Device::cpu());
-    const int64_t n = shape_numel(shape);
-    for (int64_t i = 0; i < kPad; ++i) {
-      EXPECT_TRUE(std::isnan(host.item(i)) && std::isnan(host.item(kPad + n + i))) << what << ": padding written at " << i;
-    }
-    Tensor inner(host.storage(), dtype_bytes(dtype, kPad), shape, dtype);
-    EXPECT_TRUE(all_finite(inner)) << what << ": element not written or not finite";
-    return dtype == DType::F32 ? inner.clone() : inner.to_dtype(DType::F32);
-  }
-  Shape shape;
-  DType dtype;
-  Tensor flat, tensor;
-};
-
-struct Metrics {
-  double rel = 0, max_abs = 0, max_ref = 0;
-};
-Metrics compare(const Tensor& got, const Tensor& ref) {
-  Metrics m;
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < ref.numel(); ++i) {
-    const double a = got.item(i), e = ref.item(i), d = a - e;
-    num += d * d;
-    den += e * e;
-    m.max_abs = std::max(m.max_abs, std::fabs(d));
-    m.max_ref = std::max(m.max_ref, std::fabs(e));
-  }
-  m.rel = den > 0 ? std::sqrt(num / den) : (num > 0 ? INFINITY : 0.0);  // inf when the reference is all zeros
-  if (!std::isfinite(num)) m.rel = INFINITY;
-  return m;
-}
 
 void expect_close(const char* what, DType dtype, const Tensor& got, const Tensor& ref) {
   const Metrics m = compare(got, ref);
@@ -212,7 +169,28 @@ TEST(OpsCudaAttention, BF16MatchesReference) {
   for (const Case& c : cases()) run_case(c, DType::BF16, seed += 10);
 }
 
-// F16: the tensor-core kernels' f16 mma path (D 64 / 128) and the generic kernel for other D. Inputs as BF16's
+// Our kernels for the activations cuDNN would otherwise take (SWIFT_ATTENTION=flash2 for the test's duration).
+struct Flash2Only {
+  Flash2Only() { setenv("SWIFT_ATTENTION", "flash2", 1); }
+  ~Flash2Only() { unsetenv("SWIFT_ATTENTION"); }
+};
+
+TEST(OpsCudaAttention, BF16Flash2MatchesReference) {
+  ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
+  const Flash2Only flash2;
+  uint32_t seed = 1500;
+  for (const Case& c : cases()) run_case(c, DType::BF16, seed += 10);
+}
+
+TEST(OpsCudaAttention, F16Flash2MatchesReference) {
+  ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
+  const Flash2Only flash2;
+  uint32_t seed = 1900;
+  for (const Case& c : cases()) run_case(c, DType::F16, seed += 10);
+}
+
+// F16 through the default path (F16Flash2MatchesReference: the tensor-core kernels' f16 mma path for D 64 / 128
+// and the generic kernel for other D). Inputs as BF16's
 // (q, k in [-2, 2]): in fp16's range. lse keeps BF16's bound (fp32 math on exact 16-bit inputs either way).
 TEST(OpsCudaAttention, F16MatchesReference) {
   ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";

@@ -16,7 +16,10 @@
 //      model BF16 (BF16 matrices and activations on the GPU vs the CPU with the same BF16 matrices and F32
 //        activations): logits rel_l2 4e-2 and max_abs 8e-2 * max|logit| — every stored activation (residual stream,
 //        projections, attention output, KV cache, logits) is rounded to bf16 (2^-9 relative), compounding over the
-//        layers, as in the BF16 training test.
+//        layers, as in the BF16 training test;
+//      model F16 (F16 matrices and activations on the GPU vs the CPU with the same F16 matrices and F32 activations):
+//        logits rel_l2 1e-2 and max_abs 2e-2 * max|logit| — the BF16 bounds over 4: fp16 rounds every stored
+//        activation to 2^-11 relative, 8x finer than bf16 (the other 2x is margin: not yet measured on the H200).
 #include <gtest/gtest.h>
 
 #ifdef SWIFT_WITH_CUDA
@@ -186,6 +189,7 @@ Decoded decode(const model::CausalLM& m, const std::vector<int32_t>& prompt, int
 
 constexpr double kF32MaxAbs = 1e-4, kF32RelL2 = 2e-5;
 constexpr double kBf16RelL2 = 4e-2, kBf16MaxAbsOfMax = 8e-2;
+constexpr double kF16RelL2 = 1e-2, kF16MaxAbsOfMax = 2e-2;
 
 std::map<std::string, double>& worst_model_errors() {
   static std::map<std::string, double> m;
@@ -198,6 +202,14 @@ void expect_bf16_close(const std::string& what, const Tensor& actual, const Tens
   double& worst = worst_model_errors()["bf16 rel_l2 " + what.substr(0, what.find(' '))];
   worst = std::max(worst, d.rel_l2);
   EXPECT_TRUE(d.nonfinite == 0 && d.rel_l2 <= kBf16RelL2 && d.max_abs <= kBf16MaxAbsOfMax * d.expected_abs_max)
+      << what << ": " << golden::describe(d);
+}
+// F16 comparison: as BF16's with fp16's bounds.
+void expect_f16_close(const std::string& what, const Tensor& actual, const Tensor& expected) {
+  const golden::TensorDiff d = golden::compare(actual, expected);
+  double& worst = worst_model_errors()["f16 rel_l2 " + what.substr(0, what.find(' '))];
+  worst = std::max(worst, d.rel_l2);
+  EXPECT_TRUE(d.nonfinite == 0 && d.rel_l2 <= kF16RelL2 && d.max_abs <= kF16MaxAbsOfMax * d.expected_abs_max)
       << what << ": " << golden::describe(d);
 }
 void expect_f32_close(const std::string& what, const Tensor& actual, const Tensor& expected) {
@@ -266,6 +278,31 @@ TEST_P(CudaDecodeModel, Bf16LogitsCloseToCpu) {
   }
 }
 
+// --torch_dtype float16: F16 weights, activations and KV cache on the GPU against the CPU running the same F16
+// matrices with F32 activations, fed the same tokens.
+TEST_P(CudaDecodeModel, F16LogitsCloseToCpu) {
+  ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
+  const std::string name = GetParam();
+  const Fixture f = load_fixture(name);
+  auto cpu = model::CausalLM::load(golden_dir(name));
+  cpu->place(Device::cpu(), DType::F16);
+  ASSERT_EQ(cpu->activation_dtype(), DType::F32);
+  auto gpu = model::CausalLM::load(golden_dir(name));
+  gpu->place(Device::cuda(), DType::F16);
+  ASSERT_EQ(gpu->activation_dtype(), DType::F16);
+  auto cache = gpu->new_kv_cache(4);
+  EXPECT_EQ(cache.k[0].dtype(), DType::F16);
+  expect_f16_close(name + " packed forward", gpu->forward(f.ids, f.positions, f.cu_seqlens),
+                   cpu->forward(f.ids, f.positions, f.cu_seqlens));
+  const int64_t steps = 16;
+  const Decoded want = decode(*cpu, f.first, steps);
+  const Decoded got = decode(*gpu, f.first, steps, &want.ids);
+  for (int64_t s = 0; s < steps; ++s) {
+    expect_f16_close(name + " step " + std::to_string(s), got.logits[static_cast<size_t>(s)],
+                     want.logits[static_cast<size_t>(s)]);
+  }
+}
+
 // Sliding window, dynamic rope and yarn, q/k norm, biases, tied heads and GQA all pass through the device path.
 INSTANTIATE_TEST_SUITE_P(Golden, CudaDecodeModel,
                          ::testing::Values("llama_gqa_llama3", "mistral_sliding_window", "qwen3_qknorm",
@@ -293,7 +330,7 @@ TEST(CudaDecodeAdapters, LoraAndDoraMatchCpu) {
     const Decoded want_steps = decode(*cpu, f.first, 6);
     for (bool set_before_place : {false, true}) {
       SCOPED_TRACE(set_before_place ? "set_lora, then place" : "place, then set_lora");
-      for (DType dtype : {DType::F32, DType::BF16}) {
+      for (DType dtype : {DType::F32, DType::BF16, DType::F16}) {
         SCOPED_TRACE(dtype_name(dtype));
         auto gpu = model::CausalLM::load(golden_dir(name));
         if (set_before_place) gpu->set_lora(adapters);
@@ -305,13 +342,17 @@ TEST(CudaDecodeAdapters, LoraAndDoraMatchCpu) {
         if (dtype == DType::F32) {
           expect_f32_close(name + " adapters forward", got, want);
           EXPECT_EQ(decode(*gpu, f.first, 6).ids, want_steps.ids);
-        } else {
+        } else if (dtype == DType::BF16) {
           // The CPU reference keeps F32 matrices here: bf16 weight rounding adds to the activations' rounding.
           expect_bf16_close(name + " adapters forward", got, want);
+        } else {
+          expect_f16_close(name + " adapters forward", got, want);
         }
         for (size_t i = 0; i < got_steps.logits.size(); ++i) {
-          if (dtype == DType::F32) expect_f32_close(name + " adapters step", got_steps.logits[i], want_steps.logits[i]);
-          else expect_bf16_close(name + " adapters step", got_steps.logits[i], want_steps.logits[i]);
+          const std::string what = name + " adapters step";
+          if (dtype == DType::F32) expect_f32_close(what, got_steps.logits[i], want_steps.logits[i]);
+          else if (dtype == DType::BF16) expect_bf16_close(what, got_steps.logits[i], want_steps.logits[i]);
+          else expect_f16_close(what, got_steps.logits[i], want_steps.logits[i]);
         }
       }
     }

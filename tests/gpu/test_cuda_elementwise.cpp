@@ -16,10 +16,13 @@
 
 #ifdef SWIFT_WITH_CUDA
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
 
+#include "gpu/gpu_timing.h"
 #include "ops/backends.h"
 #include "ops/cuda/kernels_elementwise.cuh"
 #include "ops/op_test_util.h"
@@ -592,6 +595,32 @@ TEST(OpsCudaElementwise, ScaleGradientsMatchesCpu) {
     ops::scale_gradients(dev, factor);
     for (size_t i = 0; i < cpu.size(); ++i) EXPECT_TRUE(bit_equal(dev[i].to(Device::cpu()), cpu[i])) << factor << " " << i;
     EXPECT_FALSE(std::isfinite(ops::grad_norm(dev)));
+  }
+}
+
+// Opt-in timing (SWIFT_GPU_BENCH=1) of rmsnorm_backward at Qwen2.5-0.5B's full fine-tuning shape (16,384 x 896,
+// BF16 activations, F32 weight): dx only, dweight only, both. A yardstick, not an assertion.
+TEST(OpsCudaElementwise, BenchRmsnormBackward) {
+  if (std::getenv("SWIFT_GPU_BENCH") == nullptr) GTEST_SKIP() << "set SWIFT_GPU_BENCH=1 to time model-sized calls";
+  ASSERT_TRUE(have_device());
+  const Device d = Device::cuda();
+  auto time = [](auto&& fn) { return time_ms(fn, 20); };
+  for (const int64_t c : {int64_t{896}, int64_t{3584}}) {
+    const int64_t n = 16384;
+    const Tensor x = on_device(random_tensor({n, c}, DType::F32, 1, -3.0f, 3.0f), DType::BF16);
+    const Tensor dy = on_device(random_tensor({n, c}, DType::F32, 2), DType::BF16);
+    const Tensor w = random_tensor({c}, DType::F32, 3, 0.5f, 1.5f).to(d);
+    Tensor y = Tensor::empty({n, c}, DType::BF16, d), rstd = Tensor::empty({n}, DType::F32, d);
+    ops::rmsnorm(x, w, 1e-6f, y, rstd);
+    Tensor dx = Tensor::empty({n, c}, DType::BF16, d), dw = Tensor::zeros({c}, DType::F32, d), none;
+    const double dx_ms = time([&] { ops::rmsnorm_backward(dy, x, w, rstd, dx, none); });
+    const double dw_ms = time([&] { ops::rmsnorm_backward(dy, x, w, rstd, none, dw); });
+    const double both_ms = time([&] { ops::rmsnorm_backward(dy, x, w, rstd, dx, dw); });
+    const double acc_ms = time([&] { ops::rmsnorm_backward(dy, x, w, rstd, dx, dw, /*accumulate_dx=*/true); });
+    const double fwd_ms = time([&] { ops::rmsnorm(x, w, 1e-6f, y, rstd); });
+    std::printf("rmsnorm %ld x %ld bf16: backward both with dx += %.3f ms\n", n, c, acc_ms);
+    std::printf("rmsnorm %ld x %ld bf16: forward %.3f ms; backward dx %.3f ms, dweight %.3f ms, both %.3f ms\n", n, c,
+                fwd_ms, dx_ms, dw_ms, both_ms);
   }
 }
 

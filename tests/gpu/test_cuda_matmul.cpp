@@ -15,7 +15,6 @@
 
 #ifdef SWIFT_WITH_CUDA
 #include <cmath>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -24,9 +23,10 @@
 
 #include <fmt/format.h>
 
+#include "gpu/gpu_test_util.h"
+#include "gpu/gpu_timing.h"
 #include "ops/backends.h"
 #include "ops/cuda/cuda_backend.h"
-#include "gpu/gpu_test_util.h"
 #include "ops/op_test_util.h"
 #include "ops/ops.h"
 #include "ops/reference.h"
@@ -245,6 +245,64 @@ TEST(OpsCudaMatmul, LoraLinearForwardAndBackward) {
   }
 }
 
+// A dropout map (ops/philox.h: a parallel rank's block of the full tensor) on the one-pass kernels and on the GEMM
+// path, against the reference with the same map: whole-width row blocks (sequence parallel: stream runs start at
+// row_offset * K, a multiple of 4 or not) and column blocks (tensor parallel's row-parallel inputs, offsets not a
+// multiple of 4: the kernels' word-by-word branch); also ops::dropout with a map.
+TEST(OpsCudaMatmul, LoraLinearWithDropoutMapMatchesReference) {
+  ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
+  struct Case { int64_t n, k, m, r; ops::DropoutMap map; };
+  const Case cases[] = {{131, 264, 72, 8, {37, 0, 0}},       {70, 520, 24, 16, {3, 1040, 520}},
+                        {45, 264, 40, 8, {5, 301, 13}},       {33, 37, 29, 8, {11, 0, 0}},
+                        {29, 37, 20, 4, {2, 50, 9}},          {300, 16, 264, 16, {1, 19, 3}}};
+  uint32_t seed = 9100;
+  for (const Case& cs : cases) {
+    for (DType act : {DType::F32, DType::BF16}) {
+      ops::Dropout drop{0.25f, 0x5EED5EEDull + seed};
+      drop.map = cs.map;
+      const float scale = 2.0f / static_cast<float>(cs.r);
+      g_tag = std::string("lora mapped ") + name(act);
+      SCOPED_TRACE(fmt::format("N={} K={} M={} r={} act={} map=({}, {}, {})", cs.n, cs.k, cs.m, cs.r, name(act),
+                               cs.map.row_offset, cs.map.full_cols, cs.map.col_offset));
+      Input x = make_input({cs.n, cs.k}, act, ++seed);
+      Input w = make_weight({cs.m, cs.k}, DType::BF16, ++seed);
+      Input a = make_weight({cs.r, cs.k}, DType::F32, ++seed, -0.5f, 0.5f);
+      Input b = make_weight({cs.m, cs.r}, DType::F32, ++seed, -0.5f, 0.5f);
+      Input bias;
+      DeviceOut y({cs.n, cs.m}, act), xa({cs.n, cs.r}, DType::F32);
+      Tensor y_ref = Tensor::empty({cs.n, cs.m}, DType::F32), xa_ref = Tensor::empty({cs.n, cs.r}, DType::F32);
+      ops::lora_linear(x.dev, w.dev, bias.dev, a.dev, b.dev, scale, drop, y.tensor, xa.tensor);
+      ops::ref::lora_linear(x.ref, w.ref, bias.ref, a.ref, b.ref, scale, drop, y_ref, xa_ref);
+      expect_close(y.fetch(), y_ref, tol_for(act), "y");
+      expect_close(xa.fetch(), xa_ref, 1e-5, "xa");
+      Input dy = make_input({cs.n, cs.m}, act, ++seed);
+      DeviceOut dx({cs.n, cs.k}, act), da({cs.r, cs.k}, DType::F32), db({cs.m, cs.r}, DType::F32);
+      Tensor dx_ref = Tensor::empty({cs.n, cs.k}, DType::F32);
+      Tensor da_ref = random_tensor({cs.r, cs.k}, DType::F32, ++seed);
+      Tensor db_ref = random_tensor({cs.m, cs.r}, DType::F32, ++seed);
+      da.set(da_ref);
+      db.set(db_ref);
+      const Tensor xa_dev = xa_ref.to(Device::cuda());
+      ops::lora_linear_backward(dy.dev, x.dev, w.dev, a.dev, b.dev, xa_dev, scale, drop, dx.tensor, da.tensor,
+                                db.tensor);
+      ops::ref::lora_linear_backward(dy.ref, x.ref, w.ref, a.ref, b.ref, xa_ref, scale, drop, dx_ref, da_ref, db_ref);
+      expect_close(dx.fetch(), dx_ref, tol_for(act), "dx");
+      expect_close(da.fetch(), da_ref, tol_for(act), "da");
+      expect_close(db.fetch(), db_ref, tol_for(act), "db");
+      // ops::dropout of the same block: the reference's mask exactly (x * multiplier, one rounding).
+      DeviceOut out({cs.n, cs.k}, act);
+      Tensor out_ref = Tensor::empty({cs.n, cs.k}, DType::F32);
+      ops::dropout(x.dev, drop, out.tensor);
+      ops::ref::dropout(x.ref, drop, out_ref);
+      const Tensor got = out.fetch();
+      for (int64_t i = 0; i < got.numel(); ++i) {
+        ASSERT_EQ(got.item(i) == 0.0, out_ref.item(i) == 0.0) << "element " << i;
+      }
+      expect_close(got, out_ref, act == DType::F32 ? 1e-7 : tol_for(act), "dropout");
+    }
+  }
+}
+
 // Worst relative-norm errors seen above (runs after them: tests run in definition order).
 TEST(OpsCudaMatmul, Summary) {
   std::printf("%-44s %s\n", "op activation-dtype output", "worst ||out-ref||/||ref||");
@@ -256,34 +314,25 @@ TEST(OpsCudaMatmul, BenchModelShapes) {
   if (std::getenv("SWIFT_GPU_BENCH") == nullptr) GTEST_SKIP() << "set SWIFT_GPU_BENCH=1 to time model-sized calls";
   ASSERT_TRUE(have_device());
   const Device d = Device::cuda();
-  auto sync = [] { Tensor::zeros({1}, DType::F32, Device::cuda()).to(Device::cpu()); };
-  auto time_ms = [&](auto&& fn) {
-    fn();
-    sync();
-    const int reps = 5;
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < reps; ++i) fn();
-    sync();
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / reps;
-  };
+  auto time = [](auto&& fn) { return time_ms(fn, 5); };
   const int64_t n = 8192, c = 3584, f = 18944, vocab = 152064, r = 8;
   auto rnd = [&](const Shape& s, DType t, uint32_t seed) { return random_tensor(s, t, seed, -0.05f, 0.05f).to(d); };
   Tensor x = rnd({n, c}, DType::BF16, 1), w = rnd({f, c}, DType::BF16, 2), y = Tensor::empty({n, f}, DType::BF16, d);
   Tensor dy = rnd({n, f}, DType::BF16, 3), dx = Tensor::empty({n, c}, DType::BF16, d);
   Tensor dw = Tensor::zeros({f, c}, DType::F32, d), none;
   const double gemm_flop = 2.0 * n * c * f;
-  double ms = time_ms([&] { ops::linear(x, w, none, y); });
+  double ms = time([&] { ops::linear(x, w, none, y); });
   std::printf("linear bf16 (%ld x %ld) x (%ld x %ld)^T: %.3f ms, %.0f TFLOP/s\n", n, c, f, c, ms, gemm_flop / ms / 1e9);
-  ms = time_ms([&] { ops::linear_backward(dy, x, w, dx, none, none); });
+  ms = time([&] { ops::linear_backward(dy, x, w, dx, none, none); });
   std::printf("linear_backward dx only: %.3f ms, %.0f TFLOP/s\n", ms, gemm_flop / ms / 1e9);
-  ms = time_ms([&] { ops::linear_backward(dy, x, w, none, dw, none); });
+  ms = time([&] { ops::linear_backward(dy, x, w, none, dw, none); });
   std::printf("linear_backward dw (F32 +=): %.3f ms, %.0f TFLOP/s\n", ms, gemm_flop / ms / 1e9);
   Tensor a = rnd({r, c}, DType::F32, 4), b = rnd({f, r}, DType::F32, 5), xa = Tensor::empty({n, r}, DType::F32, d);
   Tensor da = Tensor::zeros({r, c}, DType::F32, d), db = Tensor::zeros({f, r}, DType::F32, d);
   const ops::Dropout drop{0.05f, 42};
-  ms = time_ms([&] { ops::lora_linear(x, w, none, a, b, 4.0f, drop, y, xa); });
+  ms = time([&] { ops::lora_linear(x, w, none, a, b, 4.0f, drop, y, xa); });
   std::printf("lora_linear r=8 p=0.05 (base + adapter): %.3f ms\n", ms);
-  ms = time_ms([&] { ops::lora_linear_backward(dy, x, w, a, b, xa, 4.0f, drop, dx, da, db); });
+  ms = time([&] { ops::lora_linear_backward(dy, x, w, a, b, xa, 4.0f, drop, dx, da, db); });
   std::printf("lora_linear_backward (dx, da, db): %.3f ms\n", ms);
   Tensor head = rnd({vocab, c}, DType::BF16, 6), dhead = Tensor::zeros({vocab, c}, DType::F32, d);
   Tensor dhidden = Tensor::empty({n, c}, DType::BF16, d);
@@ -291,9 +340,9 @@ TEST(OpsCudaMatmul, BenchModelShapes) {
   for (int64_t i = 0; i < n; ++i) lab[static_cast<size_t>(i)] = i % 4 == 0 ? -100 : static_cast<int32_t>((i * 7919) % vocab);
   const Tensor labels = Tensor::from_i32({n}, lab).to(d);
   const double head_flop = 2.0 * 0.75 * n * c * vocab;
-  ms = time_ms([&] { ops::cross_entropy(x, head, labels, 1.0f / n, none, none); });
+  ms = time([&] { ops::cross_entropy(x, head, labels, 1.0f / n, none, none); });
   std::printf("cross_entropy loss only (6144 valid tokens, V=152064): %.3f ms, %.0f TFLOP/s\n", ms, head_flop / ms / 1e9);
-  ms = time_ms([&] { ops::cross_entropy(x, head, labels, 1.0f / n, dhidden, dhead); });
+  ms = time([&] { ops::cross_entropy(x, head, labels, 1.0f / n, dhidden, dhead); });
   std::printf("cross_entropy + dhidden + dhead: %.3f ms, %.0f TFLOP/s (3 head-sized products)\n", ms,
               3 * head_flop / ms / 1e9);
 }

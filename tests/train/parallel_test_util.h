@@ -224,6 +224,7 @@ struct RunSpec {
   int64_t save_steps = 0;
   int zero_stage = 0;
   double dropout = 0;
+  bool shard_at_load = true;  // TP: the model keeps only its shards from load on (CausalLM::shard_for_tensor_parallel)
   std::string run_dir, resume;
 };
 
@@ -235,7 +236,10 @@ struct RunOutput {
 };
 
 inline RunOutput run_rank(const RunSpec& spec, dist::Communicator* comm) {
+  std::unique_ptr<train::ParallelWorld> parallel;
+  if (comm != nullptr) parallel = std::make_unique<train::ParallelWorld>(*comm, spec.sp, spec.tp);
   auto lm = tiny_model(spec.model, 21);
+  if (parallel && spec.tp > 1 && spec.shard_at_load) lm->shard_for_tensor_parallel(parallel->layout().tp_rank, spec.tp);
   auto train_set = random_dataset(spec.model.vocab, 16, 5);
   auto val_set = random_dataset(spec.model.vocab, 5, 9);
   model::LoraAdapters lora;
@@ -247,8 +251,6 @@ inline RunOutput run_rank(const RunSpec& spec, dist::Communicator* comm) {
     lora = model::create_lora(lm->config(), s);
   }
   model::TrainableModel tm(*lm, spec.tuner, std::move(lora));
-  std::unique_ptr<train::ParallelWorld> parallel;
-  if (comm != nullptr) parallel = std::make_unique<train::ParallelWorld>(*comm, spec.sp, spec.tp);
   data::LoaderOptions lo;
   lo.batch_size = spec.batch_size;
   lo.seed = 11;

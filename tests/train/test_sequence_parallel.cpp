@@ -5,8 +5,10 @@
 // heads [r*H/P, (r+1)*H/P) of every token); the SP forward + backward of a micro-batch of odd length (padded)
 // gives the one-process loss and, after summing over the group, the one-process gradients, for LoRA and full
 // fine-tuning, GQA, q/k norms (qwen3), biases (qwen2), a sliding window (mistral), dynamic-NTK rope, with and
-// without gradient checkpointing; trainer runs of DP x SP ranks follow the one-process run of the same global
-// batch step by step; heads that do not divide the group size are refused with a message naming both; the CLI
+// without gradient checkpointing, and with LoRA dropout (each rank draws the one-process masks of its rows); trainer
+// runs of DP x SP ranks follow the one-process run of the same global batch step by step, with dropout too when the
+// ranks are one replica (with several, each replica's micro-batch has its own seed, unlike one process's joint
+// batch); heads that do not divide the group size are refused with a message naming both; the CLI
 // (`NPROC_PER_NODE=2 swift sft --sequence_parallel_size 2`) logs the one-process losses.
 //
 // Tolerances (F32, CPU). The runs cannot be bit-identical: SP splits the token sum of every weight gradient into P
@@ -59,6 +61,7 @@ struct Case {
   int sp;
   model::TunerType tuner;
   bool checkpointing;
+  float dropout = 0.0f;  // LoRA dropout
 };
 
 std::unique_ptr<model::CausalLM> load_case_model(const Case& k) {
@@ -72,6 +75,7 @@ Gradients forward_backward(const Case& k, const model::MicroBatch& batch, dist::
   auto lm = load_case_model(k);
   model::LoraAdapters lora;
   if (k.tuner == model::TunerType::Lora) lora = test::random_lora(lm->config());
+  lora.dropout = k.dropout;
   model::TrainableModel tm(*lm, k.tuner, std::move(lora));
   if (sp != nullptr) tm.set_parallel({sp, nullptr});
   const model::StepStats s =
@@ -140,7 +144,11 @@ INSTANTIATE_TEST_SUITE_P(
         // Fewer key/value heads than ranks: each is repeated to the ranks that need it, gradients summed back.
         Case{"llama_kv1_sp2_lora", spec_of("llama", 4, 1), "", 2, model::TunerType::Lora, true},
         Case{"qwen3_kv2_sp4_full", spec_of("qwen3", 8, 2), "", 4, model::TunerType::Full, false},
-        Case{"golden_llama_gqa_sp4_full", {}, "llama_gqa_llama3", 4, model::TunerType::Full, true}),
+        Case{"golden_llama_gqa_sp4_full", {}, "llama_gqa_llama3", 4, model::TunerType::Full, true},
+        // LoRA dropout: every rank draws the one-process masks of its rows (padding on the last rank).
+        Case{"qwen3_sp2_lora_dropout", spec_of("qwen3", 8, 4), "", 2, model::TunerType::Lora, true, 0.1f},
+        Case{"qwen3_sp4_lora_dropout", spec_of("qwen3", 8, 4), "", 4, model::TunerType::Lora, false, 0.1f},
+        Case{"llama_kv1_sp2_lora_dropout", spec_of("llama", 4, 1), "", 2, model::TunerType::Lora, false, 0.3f}),
     [](const auto& info) { return info.param.name; });
 
 // Dynamic NTK rope scales each sequence by its own length: with SP it must still see whole sequences.
@@ -268,18 +276,26 @@ TEST(SequenceParallelTrainer, DataTimesSequenceRanksEqualOneProcess) {
   }
 }
 
-// Dropout under SP: every rank draws its own masks (its tokens), so the run differs from one process but is a pure
-// function of the seed: two runs give the same bits, and every rank ends with the same parameters.
-TEST(SequenceParallelTrainer, DropoutRunsAreReproducible) {
-  RunSpec spec;
-  spec.sp = 2;
-  spec.dropout = 0.1;
-  spec.run_dir = train::create_run_dir(fresh_dir("dropout_a").string());
-  const RunOutput a = run_world(2, spec);
-  spec.run_dir = train::create_run_dir(fresh_dir("dropout_b").string());
-  const RunOutput b = run_world(2, spec);
-  EXPECT_EQ(a.losses, b.losses);
-  EXPECT_TRUE(a.params == b.params);
+// Dropout under SP: every rank draws the one-process masks of its rows, so SP runs of one replica follow the
+// one-process run with dropout step by step (and two SP runs give the same bits).
+TEST(SequenceParallelTrainer, DropoutRunsEqualOneProcess) {
+  for (int sp : {2, 4}) {
+    const std::string name = "dropout_sp" + std::to_string(sp);
+    RunSpec one;
+    one.dropout = 0.1;
+    one.run_dir = train::create_run_dir(fresh_dir(name + "_one").string());
+    const RunOutput single = run_rank(one, nullptr);
+    RunSpec spec = one;
+    spec.sp = sp;
+    spec.run_dir = train::create_run_dir(fresh_dir(name + "_a").string());
+    const RunOutput a = run_world(sp, spec);
+    expect_same_run(a, single, name);
+    if (sp != 2) continue;
+    spec.run_dir = train::create_run_dir(fresh_dir(name + "_b").string());
+    const RunOutput b = run_world(sp, spec);
+    EXPECT_EQ(a.losses, b.losses);
+    EXPECT_TRUE(a.params == b.params);
+  }
 }
 
 #ifdef SWIFT_EXE

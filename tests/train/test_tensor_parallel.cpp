@@ -1,14 +1,18 @@
 // tests/train/test_tensor_parallel.cpp — Megatron tensor parallelism on the CPU (issue 6): N thread-ranks over the
-// in-process communicator, each with its own copy of a tiny model sharded by TrainableModel::set_parallel, against
-// one process.
+// in-process communicator, each with its own copy of a tiny model sharded by TrainableModel::set_parallel (or at load,
+// CausalLM::shard_for_tensor_parallel, as the trainer runs and the CLI do), against one process.
 //
 // What must hold: sharding then gathering gives every tensor back (rows and columns, odd sizes); one forward +
 // backward gives the one-process loss on every rank and, after the group's sum of the partial gradients and the
 // gather of the sharded ones, the one-process gradients, for LoRA and full fine-tuning, GQA, q/k norms (qwen3),
-// q/k/v biases (qwen2), o_proj / down_proj biases (llama attention_bias + mlp_bias: added once), TP 2 and 4, and TP
-// combined with SP; trainer runs of DP x TP and SP x TP ranks follow the one-process run step by step; their
+// q/k/v biases (qwen2), o_proj / down_proj biases (llama attention_bias + mlp_bias: added once), TP 2 and 4, TP
+// combined with SP, and LoRA dropout (o_proj / down_proj ranks draw the one-process masks of their input columns);
+// trainer runs of DP x TP and SP x TP ranks follow the one-process run step by step (with dropout when the ranks are
+// one replica: several replicas draw per-replica seeds, unlike one process's joint batch); their
 // checkpoints hold whole tensors, a one-process run resumes from a TP checkpoint and a TP run from a one-process
-// one; heads / intermediate sizes that do not divide, DoRA and ZeRO are refused with messages naming them; the CLI
+// one (ZeRO-1 over the replicas of each TP rank too); a rank sharded at load holds the replicated tensors plus 1/N
+// of the linears; heads / intermediate sizes that do not divide, DoRA and ZeRO-2 are refused with messages naming
+// them; the CLI
 // (`NPROC_PER_NODE=2 swift sft --tensor_model_parallel_size 2`) logs the one-process losses and saves the adapter
 // with its whole shapes.
 //
@@ -21,7 +25,10 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <set>
 
 #include "dist/communicator.h"
 #include "io/peft_adapter.h"
@@ -53,6 +60,8 @@ struct Case {
   nlohmann::json overrides;  // config.json fields on top of the spec's (biases)
   int tp, sp;
   model::TunerType tuner;
+  float dropout = 0.0f;      // LoRA dropout
+  bool load_shards = false;  // the model keeps only its shards from load on (CausalLM::shard_for_tensor_parallel)
 };
 
 io::ModelConfig case_config(const Case& k) {
@@ -66,14 +75,14 @@ io::ModelConfig case_config(const Case& k) {
 Gradients forward_backward(const Case& k, const model::MicroBatch& batch, dist::Communicator* world) {
   const io::ModelConfig c = case_config(k);
   auto lm = model::CausalLM::from_weights(c, test::tiny_weights(c, 11));
+  std::unique_ptr<train::ParallelWorld> parallel;
+  if (world != nullptr) parallel = std::make_unique<train::ParallelWorld>(*world, k.sp, k.tp);
+  if (parallel && k.load_shards) lm->shard_for_tensor_parallel(parallel->layout().tp_rank, k.tp);
   model::LoraAdapters lora;
   if (k.tuner == model::TunerType::Lora) lora = test::random_lora(c);
+  lora.dropout = k.dropout;
   model::TrainableModel tm(*lm, k.tuner, std::move(lora));
-  std::unique_ptr<train::ParallelWorld> parallel;
-  if (world != nullptr) {
-    parallel = std::make_unique<train::ParallelWorld>(*world, k.sp, k.tp);
-    tm.set_parallel(parallel->groups());
-  }
+  if (parallel) tm.set_parallel(parallel->groups());
   const model::StepStats s =
       tm.forward_backward(batch, 1.0f / static_cast<float>(test::target_tokens(batch)), 5, true);
   if (world == nullptr) return test::collect_gradients(tm, s);
@@ -138,7 +147,19 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"llama_biases_tp4_lora", spec_of("llama", 4, 4, 36), kAllBiases, 4, 1,
                            model::TunerType::Lora},
                       Case{"qwen3_tp2_sp2_lora", spec_of("qwen3", 8, 4), {}, 2, 2, model::TunerType::Lora},
-                      Case{"qwen3_tp2_sp2_full", spec_of("qwen3", 8, 4), {}, 2, 2, model::TunerType::Full}),
+                      Case{"qwen3_tp2_sp2_full", spec_of("qwen3", 8, 4), {}, 2, 2, model::TunerType::Full},
+                      Case{"qwen3_tp2_lora_dropout", spec_of("qwen3", 8, 4), {}, 2, 1, model::TunerType::Lora, 0.1f},
+                      Case{"llama_biases_tp4_lora_dropout", spec_of("llama", 4, 4, 36), kAllBiases, 4, 1,
+                           model::TunerType::Lora, 0.3f},
+                      Case{"qwen3_tp2_sp2_lora_dropout", spec_of("qwen3", 8, 4), {}, 2, 2, model::TunerType::Lora,
+                           0.1f},
+                      // Sharded at load: the frozen (LoRA) or master (full) weights are this rank's shards already.
+                      Case{"llama_biases_tp2_full_load_shards", spec_of("llama", 4, 4, 36), kAllBiases, 2, 1,
+                           model::TunerType::Full, 0.0f, true},
+                      Case{"llama_biases_tp4_lora_load_shards", spec_of("llama", 4, 4, 36), kAllBiases, 4, 1,
+                           model::TunerType::Lora, 0.1f, true},
+                      Case{"qwen3_tp2_sp2_lora_load_shards", spec_of("qwen3", 8, 4), {}, 2, 2, model::TunerType::Lora,
+                           0.1f, true}),
     [](const auto& info) { return info.param.name; });
 
 TEST(TensorParallel, ShardThenGatherGivesTheTensorBack) {
@@ -166,6 +187,97 @@ TEST(TensorParallel, ShardThenGatherGivesTheTensorBack) {
   EXPECT_THROW(model::tensor_parallel_shard(odd, model::TensorParallelLayout::Rows, 0, 2, "odd"), Error);
 }
 
+// Bytes held by a model's weights (each storage once: a tied head shares the embedding's).
+int64_t weight_bytes(const model::CausalLM& lm) {
+  std::set<const void*> seen;
+  int64_t bytes = 0;
+  auto add = [&](const Tensor& t) {
+    if (t.defined() && seen.insert(t.storage().get()).second) bytes += static_cast<int64_t>(t.storage()->bytes());
+  };
+  const model::ModelWeights& w = lm.weights();
+  for (const Tensor* t : {&w.embed_tokens, &w.final_norm, &w.lm_head}) add(*t);
+  for (const model::LayerWeights& l : w.layers) {
+    for (const Tensor* t : {&l.input_norm, &l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.q_bias, &l.k_bias, &l.v_bias,
+                            &l.o_bias, &l.q_norm, &l.k_norm, &l.post_attention_norm, &l.gate_proj, &l.up_proj,
+                            &l.down_proj, &l.gate_bias, &l.up_bias, &l.down_bias}) {
+      add(*t);
+    }
+  }
+  return bytes;
+}
+
+// A rank sharded at load keeps exactly the replicated tensors (embedding, head, norms, o/down biases) plus 1/N of the
+// linears (weights and column-parallel biases), each shard in storage of its own size (no view of a whole tensor),
+// from random weights in memory and from a safetensors directory (mapped: the shard is copied out of the mapping).
+// The shards equal the slices of the whole tensors, and the sharded model refuses its own forward.
+TEST(TensorParallel, ARankShardedAtLoadHoldsItsShareOfTheWeights) {
+  const Case k{"llama_biases", spec_of("llama", 4, 4, 36), kAllBiases, 1, 1, model::TunerType::Lora};
+  const io::ModelConfig c = case_config(k);
+  const fs::path dir = test::fresh_dir("tp_load_shards");
+  std::ofstream(dir / "config.json") << [&] {
+    nlohmann::json j = test::tiny_config_json(k.spec);
+    for (const auto& [key, value] : k.overrides.items()) j[key] = value;
+    return j.dump(2);
+  }();
+  io::save_safetensors((dir / "model.safetensors").string(), test::tiny_weights(c, 11));
+  int64_t linear_bytes = 0;  // the whole linears' weights and column-parallel biases
+  {
+    auto whole = model::CausalLM::from_weights(c, test::tiny_weights(c, 11));
+    for (const model::LayerWeights& l : whole->weights().layers) {
+      for (const Tensor* t : {&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.gate_proj, &l.up_proj, &l.down_proj,
+                              &l.q_bias, &l.k_bias, &l.v_bias, &l.gate_bias, &l.up_bias}) {
+        linear_bytes += t->defined() ? static_cast<int64_t>(t->nbytes()) : 0;
+      }
+    }
+  }
+  auto reference = model::CausalLM::from_weights(c, test::tiny_weights(c, 11));
+  const int64_t whole_bytes = weight_bytes(*reference);
+  for (bool from_file : {false, true}) {
+    for (int N : {2, 4}) {
+      for (int t = 0; t < N; ++t) {
+        SCOPED_TRACE(std::string(from_file ? "file" : "memory") + " N=" + std::to_string(N) + " t=" + std::to_string(t));
+        auto lm = from_file ? model::CausalLM::load(dir.string())
+                            : model::CausalLM::from_weights(c, test::tiny_weights(c, 11));
+        lm->shard_for_tensor_parallel(t, N);
+        EXPECT_EQ(lm->tensor_parallel_size(), N);
+        const int64_t bytes = weight_bytes(*lm);
+        EXPECT_EQ(bytes, whole_bytes - linear_bytes + linear_bytes / N);
+        const model::LayerWeights& l = lm->weights().layers[1];
+        const model::LayerWeights& r = reference->weights().layers[1];
+        for (const Tensor* s : {&l.q_proj, &l.o_proj, &l.down_proj, &l.up_bias}) {
+          EXPECT_EQ(s->storage()->bytes(), s->nbytes()) << s->str() << ": a view of a larger storage";
+        }
+        const Tensor q = model::tensor_parallel_shard(r.q_proj, model::TensorParallelLayout::Rows, t, N, "q");
+        const Tensor o = model::tensor_parallel_shard(r.o_proj, model::TensorParallelLayout::Columns, t, N, "o");
+        EXPECT_EQ(std::memcmp(l.q_proj.raw(), q.raw(), q.nbytes()), 0);
+        EXPECT_EQ(std::memcmp(l.o_proj.raw(), o.raw(), o.nbytes()), 0);
+        EXPECT_EQ(l.o_bias.numel(), c.hidden_size);  // row-parallel bias: whole
+        if (from_file && t == 0) {
+          std::printf("[ tp%d ] a rank sharded at load holds %lld of %lld weight bytes (linears %lld -> %lld)\n", N,
+                      static_cast<long long>(bytes), static_cast<long long>(whole_bytes),
+                      static_cast<long long>(linear_bytes), static_cast<long long>(linear_bytes / N));
+        }
+        try {
+          lm->forward(std::vector<int32_t>{1, 2, 3});
+          ADD_FAILURE() << "the forward of a sharded model must be refused";
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("tensor-parallel shard"), std::string::npos) << e.what();
+        }
+        if (!from_file && N == 2 && t == 1) {  // training it without its group is refused too
+          model::TrainableModel tm(*lm, model::TunerType::Lora, test::random_lora(c));
+          const model::MicroBatch batch = test::random_micro_batch({5, 3}, c.vocab_size, 3);
+          try {
+            tm.forward_backward(batch, 0.1f, 1, false);
+            ADD_FAILURE() << "training a sharded model without its group must be refused";
+          } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find("set_parallel"), std::string::npos) << e.what();
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(TensorParallel, IndivisibleSizesDoraAndZeroAreRefused) {
   auto expect_refused = [](int world, const TinyModelSpec& spec, bool dora, const std::vector<std::string>& parts) {
     dist::run_ranks(world, [&](dist::Communicator& comm) {
@@ -187,16 +299,16 @@ TEST(TensorParallel, IndivisibleSizesDoraAndZeroAreRefused) {
   expect_refused(4, spec_of("qwen3", 8, 2), false, {"--tensor_model_parallel_size 4", "2 key/value heads"});
   expect_refused(2, spec_of("qwen3", 8, 4, 41), false, {"--tensor_model_parallel_size 2", "intermediate_size 41"});
   expect_refused(2, spec_of("qwen3", 8, 4), true, {"--use_dora true is not supported"});
-  // ZeRO shards the optimizer over ranks that hold the same parameters; with TP they do not.
+  // ZeRO-2's gradient storage and norm do not know the tensor-parallel layouts (ZeRO-1 works: see the trainer tests).
   test::RunSpec zero;
   zero.tp = 2;
-  zero.zero_stage = 1;
+  zero.zero_stage = 2;
   zero.run_dir = train::create_run_dir(test::fresh_dir("tp_zero").string());
   try {
     test::run_world(2, zero);
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("--deepspeed zero1 with --tensor_model_parallel_size"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("--deepspeed zero2 with --tensor_model_parallel_size"), std::string::npos)
         << e.what();
   }
 }
@@ -207,14 +319,21 @@ TEST(TensorParallelTrainer, DataSequenceAndTensorRanksEqualOneProcess) {
   struct Layout {
     int world, sp, tp;
     model::TunerType tuner;
+    double dropout = 0;  // LoRA dropout (one replica only: see the head comment)
+    int zero = 0;        // ZeRO-1: AdamW state sharded over the DP replicas of each TP rank
   };
   for (const Layout& l : {Layout{2, 1, 2, model::TunerType::Lora}, Layout{4, 1, 2, model::TunerType::Full},
-                          Layout{4, 2, 2, model::TunerType::Lora}, Layout{4, 1, 4, model::TunerType::Lora}}) {
+                          Layout{4, 2, 2, model::TunerType::Lora}, Layout{4, 1, 4, model::TunerType::Lora},
+                          Layout{2, 1, 2, model::TunerType::Lora, 0.1}, Layout{4, 2, 2, model::TunerType::Lora, 0.1},
+                          Layout{4, 1, 2, model::TunerType::Lora, 0, 1}, Layout{4, 1, 2, model::TunerType::Full, 0, 1},
+                          Layout{8, 2, 2, model::TunerType::Lora, 0, 1}}) {
     const std::string name = "w" + std::to_string(l.world) + "_sp" + std::to_string(l.sp) + "_tp" +
-                             std::to_string(l.tp) + (l.tuner == model::TunerType::Lora ? "_lora" : "_full");
+                             std::to_string(l.tp) + (l.tuner == model::TunerType::Lora ? "_lora" : "_full") +
+                             (l.dropout > 0 ? "_dropout" : "") + (l.zero ? "_zero1" : "");
     const int dp = l.world / (l.sp * l.tp);
     test::RunSpec one;
     one.tuner = l.tuner;
+    one.dropout = l.dropout;
     one.batch_size = dp;
     one.run_dir = train::create_run_dir(test::fresh_dir(name + "_one").string());
     const test::RunOutput single = test::run_rank(one, nullptr);
@@ -222,6 +341,7 @@ TEST(TensorParallelTrainer, DataSequenceAndTensorRanksEqualOneProcess) {
     par.sp = l.sp;
     par.tp = l.tp;
     par.batch_size = 1;
+    par.zero_stage = l.zero;
     par.run_dir = train::create_run_dir(test::fresh_dir(name + "_par").string());
     test::expect_same_run(test::run_world(l.world, par), single, name);
   }
@@ -264,6 +384,53 @@ TEST(TensorParallelTrainer, CheckpointsAreWholeAndResumeAcrossLayouts) {
     }
     test::expect_same_end(b, single, "resumed_tp_" + name);
   }
+}
+
+// ZeRO-1 with TP (DP 2 x TP 2): the AdamW state of each TP rank's shards is sharded over its two replicas; the run
+// follows one process, its checkpoint holds the one-process tensors (moments included), and each kind of run resumes
+// from the other's checkpoint-2.
+TEST(TensorParallelTrainer, ZeroOneCheckpointsAreWholeAndResumeAcrossLayouts) {
+  test::RunSpec one;
+  one.batch_size = 2;
+  one.save_steps = 2;
+  one.run_dir = train::create_run_dir(test::fresh_dir("zero1_one").string());
+  const test::RunOutput single = test::run_rank(one, nullptr);
+  test::RunSpec par = one;
+  par.tp = 2;
+  par.batch_size = 1;
+  par.zero_stage = 1;
+  par.run_dir = train::create_run_dir(test::fresh_dir("zero1_tp").string());
+  const test::RunOutput parallel = test::run_world(4, par);
+  test::expect_same_run(parallel, single, "zero1_tp2_dp2");
+  const io::SafetensorsFile a =
+      io::SafetensorsFile::open((fs::path(one.run_dir) / "checkpoint-2" / "optimizer.safetensors").string());
+  const io::SafetensorsFile b =
+      io::SafetensorsFile::open((fs::path(par.run_dir) / "checkpoint-2" / "optimizer.safetensors").string());
+  ASSERT_EQ(a.names(), b.names());
+  double worst = 0;
+  for (const std::string& n : a.names()) {
+    const Tensor x = a.tensor(n), y = b.tensor(n);
+    ASSERT_EQ(x.shape(), y.shape()) << n;
+    double d2 = 0, n2 = 0;
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      const double u = x.data<float>()[i], v = y.data<float>()[i];
+      d2 += (u - v) * (u - v);
+      n2 += u * u;
+    }
+    worst = std::max(worst, std::sqrt(d2 / std::max(n2, 1e-30)));
+  }
+  EXPECT_LE(worst, 5e-5) << "AdamW moments of the ZeRO-1 x TP checkpoint";
+  test::RunSpec from_par = one;  // one process resumes from the ZeRO-1 x TP checkpoint
+  from_par.resume = (fs::path(par.run_dir) / "checkpoint-2").string();
+  from_par.run_dir = train::create_run_dir(test::fresh_dir("zero1_from_tp").string());
+  const test::RunOutput x = test::run_rank(from_par, nullptr);
+  ASSERT_EQ(x.losses.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) EXPECT_NEAR(x.losses[i], parallel.losses[i + 2], 1e-6 * parallel.losses[i + 2]);
+  test::RunSpec from_one = par;  // the ZeRO-1 x TP run resumes from the one-process checkpoint
+  from_one.resume = (fs::path(one.run_dir) / "checkpoint-2").string();
+  from_one.run_dir = train::create_run_dir(test::fresh_dir("zero1_from_one").string());
+  test::expect_same_end(test::run_world(4, from_one), single, "zero1_tp_resumed");
+  std::printf("[ zero1_tp2_dp2 ] AdamW moments at checkpoint-2: worst relative L2 difference %.3g\n", worst);
 }
 
 #ifdef SWIFT_EXE

@@ -5,6 +5,8 @@
 //    (ops/philox.h); it is regenerated wherever needed (forward, backward dx, backward da), never stored, and
 //    applied as x * multiplier (so NaN stays NaN, as torch's x * mask). With AVX-512, 16 Philox blocks are
 //    generated at once (same words bit for bit; tests/ops/test_lora.cpp checks masks against the reference).
+//  - With a DropoutMap (ops/philox.h) local element (i, j) draws stream index dropout_index(map, i, j, cols): a
+//    full-width map is one contiguous run of the stream (one call, as the identity), a column block one run per row.
 //  - p == 0 uses no RNG and no scratch: the LoRA products run on x directly.
 //  - The base product goes through linear / linear_backward (16-bit frozen weights converted per block); the
 //    rank-r products are single-threaded sgemm calls on tiles owned by one thread (row chunks for xa and dx,
@@ -110,9 +112,25 @@ struct DropoutParams {
   uint64_t seed;
   uint32_t threshold;
   float keep_scale;
+  DropoutMap map;
 };
 DropoutParams params_of(const Dropout& d) {
-  return {d.seed, dropout_threshold(d.p), d.p > 0.0f ? 1.0f / (1.0f - d.p) : 1.0f};
+  return {d.seed, dropout_threshold(d.p), d.p > 0.0f ? 1.0f / (1.0f - d.p) : 1.0f, d.map};
+}
+
+// out[e] = multiplier of local flat element begin + e (e < count) of a (rows, cols) operand, through d.map.
+void mapped_multipliers(const DropoutParams& d, int64_t cols, int64_t begin, int64_t count, float* out) {
+  if (count <= 0 || cols <= 0) return;
+  if (d.map.col_offset == 0 && (d.map.full_cols == 0 || d.map.full_cols == cols)) {  // full width: one run
+    dropout_multipliers(d.seed, d.threshold, d.keep_scale, dropout_index(d.map, 0, 0, cols) + static_cast<uint64_t>(begin),
+                        count, out);
+    return;
+  }
+  for (int64_t e = begin; e < begin + count;) {  // a column block: one run per (part of a) row
+    const int64_t row = e / cols, col = e % cols, len = std::min(cols - col, begin + count - e);
+    dropout_multipliers(d.seed, d.threshold, d.keep_scale, dropout_index(d.map, row, col, cols), len, out + (e - begin));
+    e += len;
+  }
 }
 
 // Rows per work item when a (rows x k) fp32 block must fit kChunkFloats (at least 1).
@@ -130,6 +148,7 @@ void dropout(const Tensor& x, const Dropout& dropout, Tensor& out) {
     return;
   }
   const DropoutParams d = params_of(dropout);
+  const int64_t cols = x.dim() > 0 ? x.size(x.dim() - 1) : 1;
   const int64_t chunks = (n + kChunkFloats - 1) / kChunkFloats;
 #pragma omp parallel if (n >= kChunkFloats)
   {
@@ -137,7 +156,7 @@ void dropout(const Tensor& x, const Dropout& dropout, Tensor& out) {
 #pragma omp for schedule(static)
     for (int64_t ch = 0; ch < chunks; ++ch) {
       const int64_t begin = ch * kChunkFloats, len = std::min(kChunkFloats, n - begin);
-      dropout_multipliers(d.seed, d.threshold, d.keep_scale, static_cast<uint64_t>(begin), len, mult);
+      mapped_multipliers(d, cols, begin, len, mult);
 #pragma omp simd
       for (int64_t e = 0; e < len; ++e) po[begin + e] = px[begin + e] * mult[e];
     }
@@ -166,7 +185,7 @@ void lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Ten
 #pragma omp for schedule(static)
       for (int64_t ch = 0; ch < chunks; ++ch) {
         const int64_t n0 = ch * rows, nr = std::min(rows, n - n0);
-        dropout_multipliers(d.seed, d.threshold, d.keep_scale, static_cast<uint64_t>(n0 * k), nr * k, xd);
+        mapped_multipliers(d, k, n0 * k, nr * k, xd);
 #pragma omp simd
         for (int64_t e = 0; e < nr * k; ++e) xd[e] = px[n0 * k + e] * xd[e];
         if (k > 0) {
@@ -222,7 +241,7 @@ void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, co
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(nr), static_cast<int>(k),
                     static_cast<int>(r), 1.0f, pg + n0 * r, static_cast<int>(r), pa, static_cast<int>(k), 0.0f, ga,
                     static_cast<int>(k));
-        dropout_multipliers(d.seed, d.threshold, d.keep_scale, static_cast<uint64_t>(n0 * k), nr * k, mult);
+        mapped_multipliers(d, k, n0 * k, nr * k, mult);
         float* out = pdx + n0 * k;
 #pragma omp simd
         for (int64_t e = 0; e < nr * k; ++e) out[e] += scale * (mult[e] * ga[e]);
@@ -244,7 +263,7 @@ void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, co
           for (int64_t i = 0; i < nr; ++i) {
             float* row = xd + i * cols;
             const float* xr = px + (n0 + i) * k + k0;
-            dropout_multipliers(d.seed, d.threshold, d.keep_scale, static_cast<uint64_t>((n0 + i) * k + k0), cols, row);
+            mapped_multipliers(d, k, (n0 + i) * k + k0, cols, row);
 #pragma omp simd
             for (int64_t j = 0; j < cols; ++j) row[j] = xr[j] * row[j];
           }

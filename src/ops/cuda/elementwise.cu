@@ -8,7 +8,9 @@
 //  - Arithmetic is fp32 with explicit __f*_rn intrinsics where the CPU kernels (and torch) round each operation,
 //    so nvcc's multiply-add contraction cannot change results. exp is expf (not the fast-math __expf).
 //  - Dropout: group g is exactly philox block g (counter = i / 4, word = i % 4) of ops/philox.h, so the mask equals
-//    the CPU's bit for bit; kept values are x * keep_scale, dropped x * 0 (NaN stays NaN, as the CPU kernel).
+//    the CPU's bit for bit; kept values are x * keep_scale, dropped x * 0 (NaN stays NaN, as the CPU kernel). With a
+//    non-identity DropoutMap (x seen as (n / cols, cols)) each element's word is drawn at dropout_index(map, ...)
+//    through a PhiloxCursor instead.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -160,13 +162,23 @@ struct SwigluBackwardFn {
   }
 };
 
-// Group g = philox block g: element 4g + e uses word e.
+// Group g = philox block g: element 4g + e uses word e (identity map; `mapped`: the word at the element's
+// dropout_index of (row, col) in the (n / cols, cols) view).
 template <typename T>
 __global__ void dropout_kernel(const T* x, T* out, int64_t n, uint64_t seed, uint32_t threshold, float keep_scale,
-                               bool vectorized) {
+                               bool vectorized, int64_t cols, DropoutMap map, bool mapped) {
   const int64_t groups = (n + 3) / 4;
   for (int64_t g = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; g < groups; g += int64_t{gridDim.x} * blockDim.x) {
-    const PhiloxBlock block = philox_block(seed, static_cast<uint64_t>(g));
+    PhiloxBlock block;
+    if (!mapped) {
+      block = philox_block(seed, static_cast<uint64_t>(g));
+    } else {
+      PhiloxCursor cursor(seed);
+      for (int e = 0; e < 4; ++e) {
+        const int64_t i = g * 4 + e < n ? g * 4 + e : n - 1;
+        block.w[e] = cursor.word(dropout_index(map, i / cols, i % cols, cols));
+      }
+    }
     const int64_t base = g * 4;
     if (vectorized && base + 4 <= n) {
       float v[4];
@@ -199,7 +211,14 @@ cudaError_t launch_swiglu_backward(const void* dout, const void* gate, const voi
 
 cudaError_t launch_dropout(const void* x, void* out, int dtype, int64_t n, uint64_t seed, uint32_t threshold,
                            float keep_scale, cudaStream_t stream) {
+  return launch_dropout(x, out, dtype, n, n, seed, threshold, keep_scale, DropoutMap{}, stream);
+}
+
+cudaError_t launch_dropout(const void* x, void* out, int dtype, int64_t n, int64_t cols, uint64_t seed,
+                           uint32_t threshold, float keep_scale, const DropoutMap& map, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
+  if (cols <= 0 || n % cols != 0) return cudaErrorInvalidValue;
+  const bool mapped = !dropout_map_identity(map, cols);
   if (dtype < 0 || dtype > 2) return cudaErrorInvalidValue;
   const size_t elem = dtype == 0 ? 4 : 2;
   if (threshold == 0 && keep_scale == 1.0f) {  // p = 0: identity, no RNG (as the CPU kernel)
@@ -209,14 +228,14 @@ cudaError_t launch_dropout(const void* x, void* out, int dtype, int64_t n, uint6
   const bool vectorized = aligned(x, 4 * elem) && aligned(out, 4 * elem);
   if (dtype == 0) {
     dropout_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const float*>(x), static_cast<float*>(out), n,
-                                                           seed, threshold, keep_scale, vectorized);
+                                                           seed, threshold, keep_scale, vectorized, cols, map, mapped);
   } else if (dtype == 2) {
     dropout_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const __half*>(x), static_cast<__half*>(out), n,
-                                                           seed, threshold, keep_scale, vectorized);
+                                                           seed, threshold, keep_scale, vectorized, cols, map, mapped);
   } else {
     dropout_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(x),
                                                            static_cast<__nv_bfloat16*>(out), n, seed, threshold,
-                                                           keep_scale, vectorized);
+                                                           keep_scale, vectorized, cols, map, mapped);
   }
   return cudaGetLastError();
 }

@@ -24,6 +24,8 @@
 
 #include <cuda_runtime.h>
 
+#include "ops/philox.h"
+
 #if defined(__CUDACC__)
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -63,6 +65,10 @@ cudaError_t launch_swiglu_backward(const void* dout, const void* gate, const voi
 // out[i] = x[i] * (philox_word(seed, i) >= threshold ? keep_scale : 0). threshold 0 and keep_scale 1: a copy.
 cudaError_t launch_dropout(const void* x, void* out, int dtype, int64_t n, uint64_t seed, uint32_t threshold,
                            float keep_scale, cudaStream_t stream);
+// The same with x seen as (n / cols, cols) (cols divides n) and element (i, j)'s word at dropout_index(map, i, j,
+// cols) (ops/philox.h DropoutMap: its place in the full tensor; the identity map is the call above).
+cudaError_t launch_dropout(const void* x, void* out, int dtype, int64_t n, int64_t cols, uint64_t seed,
+                           uint32_t threshold, float keep_scale, const DropoutMap& map, cudaStream_t stream);
 
 // ---- embedding (embedding_rope.cu, which also owns the device error record) ------------------------------------
 // out[t] = table[ids[t]]: table (vocab, c) table_dtype; ids (tokens) I32; out (tokens, c) out_dtype. An id outside

@@ -3,12 +3,15 @@
 //
 // Every launcher takes the fast path's conditions (lora_fast_shape(k, r): r in {8, 16}, k % 8 == 0; activations F32,
 // BF16 or F16, dtype code 0 / 1 / 2; pointers 16-byte aligned) and returns cudaErrorInvalidValue otherwise, so the caller
-// falls back to its GEMM path. Dropout multipliers are those of ops.h (threshold 0, keep_scale 1: none).
+// falls back to its GEMM path. Dropout multipliers are those of ops.h (threshold 0, keep_scale 1: none), at the
+// stream indices of `map` (ops/philox.h DropoutMap: the operand's place in the full tensor; {} = identity).
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
+
+#include "ops/philox.h"
 
 namespace swift::ops::cuda {
 
@@ -18,19 +21,20 @@ bool lora_fast_shape(int64_t k, int r);
 int64_t lora_xa_splits(int64_t k);
 // xa (n, r) F32 = dropout(x) a^T in one read of x (x: (n, k), a: (r, k) F32).
 cudaError_t launch_lora_xa(const void* x, int x_dtype, const float* a, int64_t n, int64_t k, int r, uint64_t seed,
-                           uint32_t threshold, float keep_scale, float* part, float* xa, cudaStream_t stream);
+                           uint32_t threshold, float keep_scale, const DropoutMap& map, float* part, float* xa,
+                           cudaStream_t stream);
 
 // y (n, k) += scale * multiplier * (g F) in one read and write of y; g: (n, r) F32; F = f as (r, k), or
 // f_transposed: f stored (k, r) (LoRA's b for the forward's B product).
 cudaError_t launch_lora_rank_update(void* y, int y_dtype, const float* g, const float* f, bool f_transposed, int64_t n,
                                     int64_t k, int r, float scale, uint64_t seed, uint32_t threshold, float keep_scale,
-                                    cudaStream_t stream);
+                                    const DropoutMap& map, cudaStream_t stream);
 
 // Row slices of the da pass (a function of the shape only); `part` needs lora_da_slices(n, k, r) * r * k floats.
 int64_t lora_da_slices(int64_t n, int64_t k, int r);
 // da (r, k) += scale * g^T dropout(x) in one read of x; g: (n, r) F32.
 cudaError_t launch_lora_da(const void* x, int x_dtype, const float* g, int64_t n, int64_t k, int r, float scale,
-                           uint64_t seed, uint32_t threshold, float keep_scale, float* part, float* da,
-                           cudaStream_t stream);
+                           uint64_t seed, uint32_t threshold, float keep_scale, const DropoutMap& map, float* part,
+                           float* da, cudaStream_t stream);
 
 }  // namespace swift::ops::cuda

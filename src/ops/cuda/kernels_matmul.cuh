@@ -11,6 +11,8 @@
 
 #include <cuda_runtime.h>
 
+#include "ops/philox.h"
+
 namespace swift::ops::cuda {
 
 // d[i, j] = (beta == 0 ? 0 : beta * d[i, j]) + (bias ? bias[j] : 0)      d: (n, m) row stride ldd; bias: (m) or null.
@@ -20,14 +22,16 @@ cudaError_t launch_scale_add_bias(void* d, int d_dtype, int64_t n, int64_t m, in
 // out[j] += sum over the n rows of x[i, j], in a fixed order (deterministic).   x: (n, m); out: (m) F32.
 cudaError_t launch_column_sums_add(const void* x, int x_dtype, int64_t n, int64_t m, float* out, cudaStream_t stream);
 
-// Dropout multipliers of ops.h: flat element e keeps when philox_word(seed, e) >= threshold; kept elements are
-// scaled by keep_scale (threshold 0, keep_scale 1: identity, no RNG).
+// Dropout multipliers of ops.h: element (i, j) of the (N, k) operand keeps when philox_word(seed,
+// dropout_index(map, i, j, k)) >= threshold (map {}: the flat index e = i * k + j); kept elements are scaled by
+// keep_scale (threshold 0, keep_scale 1: identity, no RNG).
 // out[e - row0 * k] = x[e] * multiplier(e) for flat e in [row0 * k, (row0 + rows) * k).   x: (N, k); out: (rows, k) F32.
 cudaError_t launch_dropout_rows_to_f32(const void* x, int x_dtype, int64_t row0, int64_t rows, int64_t k,
-                                       uint64_t seed, uint32_t threshold, float keep_scale, float* out,
-                                       cudaStream_t stream);
+                                       uint64_t seed, uint32_t threshold, float keep_scale, const DropoutMap& map,
+                                       float* out, cudaStream_t stream);
 // dx[e] += scale * (multiplier(e) * ga[e - row0 * k]) for flat e in the same range.   dx: (N, k); ga: (rows, k) F32.
 cudaError_t launch_lora_dx_add(void* dx, int dx_dtype, const float* ga, int64_t row0, int64_t rows, int64_t k,
-                               float scale, uint64_t seed, uint32_t threshold, float keep_scale, cudaStream_t stream);
+                               float scale, uint64_t seed, uint32_t threshold, float keep_scale, const DropoutMap& map,
+                               cudaStream_t stream);
 
 }  // namespace swift::ops::cuda

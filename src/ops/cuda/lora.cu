@@ -7,8 +7,10 @@
 //  - Fast-path conditions (the caller checks them, else uses the GEMM path): r in {8, 16}, k % 8 == 0, x / y
 //    16-byte aligned, F32, BF16 or F16 activations (dtype codes 0 / 1 / 2; the kernels are templates on the element
 //    type). A lane handles 8 consecutive columns (one 16-byte BF16 / F16 load, two F32 loads), i.e. exactly two
-//    philox blocks: the dropout multiplier of flat element e is philox_word(seed, e) >= threshold ? keep_scale : 0
-//    (ops/philox.h), the same masks as the CPU.
+//    philox blocks: the dropout multiplier of element (row, col) is philox_word(seed, g) >= threshold ? keep_scale : 0
+//    with g = dropout_index(map, row, col, k) (ops/philox.h; identity map: g = row * k + col), the same masks as the
+//    CPU. When g is a multiple of 4 (always with the identity map, since k % 8 == 0) the 8 words are two whole
+//    blocks; a mapped block starting elsewhere in the stream draws its words one by one (PhiloxCursor).
 //  - Math in fp32 with fp32 factors (PEFT runs the adapter in fp32); 16-bit outputs are rounded once.
 //  - Deterministic: every output has one writer and a summation order fixed by (n, k, r) alone (never by the GPU
 //    model or timing): xa sums its column splits in order, da its row slices in order.
@@ -172,17 +174,25 @@ __device__ __forceinline__ void load_group_raw(const void* p, int64_t n, int64_t
   }
 }
 
-// Multiplies v (flat elements e .. e + N - 1, e % 4 == 0) by their dropout multipliers.
+// Multiplies v (elements (row, col .. col + N - 1) of an (n, k) operand, col % 4 == 0) by their dropout multipliers,
+// at stream indices g .. g + N - 1 with g = dropout_index(map, row, col, k).
 template <int N>
-__device__ __forceinline__ void apply_dropout(float v[N], uint64_t seed, int64_t e, uint32_t threshold,
-                                              float keep_scale) {
+__device__ __forceinline__ void apply_dropout(float v[N], uint64_t seed, const DropoutMap& map, int64_t row,
+                                              int64_t col, int64_t k, uint32_t threshold, float keep_scale) {
   if (threshold == 0) return;
+  const uint64_t g = dropout_index(map, row, col, k);
+  if ((g & 3) == 0) {  // whole blocks (every identity-mapped call)
 #pragma unroll
-  for (int q = 0; q < N / 4; ++q) {
-    const PhiloxBlock blk = philox_block(seed, static_cast<uint64_t>(e >> 2) + q);
+    for (int q = 0; q < N / 4; ++q) {
+      const PhiloxBlock blk = philox_block(seed, (g >> 2) + q);
 #pragma unroll
-    for (int w = 0; w < 4; ++w) v[4 * q + w] = v[4 * q + w] * (blk.w[w] >= threshold ? keep_scale : 0.0f);
+      for (int w = 0; w < 4; ++w) v[4 * q + w] = v[4 * q + w] * (blk.w[w] >= threshold ? keep_scale : 0.0f);
+    }
+    return;
   }
+  PhiloxCursor cursor(seed);
+#pragma unroll
+  for (int i = 0; i < N; ++i) v[i] = v[i] * (cursor.word(g + i) >= threshold ? keep_scale : 0.0f);
 }
 
 // Sums R values over the 32 lanes of a warp by halving exchanges (a reduce-scatter: log2(R) steps move half of the
@@ -218,7 +228,7 @@ __device__ __forceinline__ float warp_reduce_scatter(float (&v)[R], int lane, in
 template <int R, typename T>
 __global__ void __launch_bounds__(kThreads, kHalfWidth<T> ? 2 : 1)
     lora_xa_kernel(const void* x, const float* a, int64_t n, int64_t k, int64_t rows_per_block, uint64_t seed,
-                   uint32_t threshold, float keep_scale, float* out) {
+                   uint32_t threshold, float keep_scale, DropoutMap map, float* out) {
   constexpr int J = kRowsAtOnce<R>;
   __shared__ __align__(16) float sa[R][kTileCols];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -242,7 +252,7 @@ __global__ void __launch_bounds__(kThreads, kHalfWidth<T> ? 2 : 1)
 #pragma unroll
       for (int j = 0; j < J; ++j) {
         raw_to_float8<T>(raw[j][s], v[j]);
-        apply_dropout<kVec>(v[j], seed, (warp_row0 + g0 + j) * k + c0 + cc, threshold, keep_scale);
+        apply_dropout<kVec>(v[j], seed, map, warp_row0 + g0 + j, c0 + cc, k, threshold, keep_scale);
       }
 #pragma unroll
       for (int rr = 0; rr < R; ++rr) {
@@ -275,12 +285,12 @@ __global__ void sum_splits_kernel(const float* part, int64_t splits, int64_t cou
   }
 }
 
-// y[row][c] += scale * mult(row * k + c) * sum_rr g[row][rr] * F[rr][c]; F = f (R, k), or f (k, R) transposed.
+// y[row][c] += scale * mult(row, c) * sum_rr g[row][rr] * F[rr][c]; F = f (R, k), or f (k, R) transposed.
 // (rows_per_block is a multiple of kTileRows, so of kWarps * J.)
 template <int R, typename T, bool kTransposed>
 __global__ void __launch_bounds__(kThreads, kHalfWidth<T> ? 2 : 1)
     lora_rank_update_kernel(void* y, const float* g, const float* f, int64_t n, int64_t k, int64_t rows_per_block,
-                            float scale, uint64_t seed, uint32_t threshold, float keep_scale) {
+                            float scale, uint64_t seed, uint32_t threshold, float keep_scale, DropoutMap map) {
   constexpr int J = 2;  // rows at once: y's loads are held in registers until the store
   __shared__ __align__(16) float sf[R][kTileCols];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -326,7 +336,7 @@ __global__ void __launch_bounds__(kThreads, kHalfWidth<T> ? 2 : 1)
         const int64_t row = warp_row0 + g0 + j;
         if (row >= n || c0 + cc >= k) continue;
         const int64_t e = row * k + c0 + cc;
-        apply_dropout<kVec>(t[j], seed, e, threshold, keep_scale);
+        apply_dropout<kVec>(t[j], seed, map, row, c0 + cc, k, threshold, keep_scale);
         float v[kVec];
         raw_to_float8<T>(raw[j][s], v);
 #pragma unroll
@@ -347,7 +357,7 @@ int da_tile_cols(int r) { return 32 * (r == 8 ? 8 : 4); }
 template <int R, typename T>
 __global__ void __launch_bounds__(kThreads) lora_da_kernel(const void* x, const float* g, int64_t n, int64_t k,
                                                            int64_t rows_per_slice, uint64_t seed, uint32_t threshold,
-                                                           float keep_scale, float* part) {
+                                                           float keep_scale, DropoutMap map, float* part) {
   constexpr int C = kDaColsPerLane<R>;
   constexpr int kCols = 32 * C;
   __shared__ __align__(16) float tile[R][kCols];
@@ -373,7 +383,7 @@ __global__ void __launch_bounds__(kThreads) lora_da_kernel(const void* x, const 
         load4<T>(x, e, v[0]);
         if (two) load4<T>(x, e2, v[1]);
       }
-      apply_dropout<C>(v[0], seed, e, threshold, keep_scale);
+      apply_dropout<C>(v[0], seed, map, row, c, k, threshold, keep_scale);
       float gv[R];
 #pragma unroll
       for (int q = 0; q < R / 4; ++q) {
@@ -385,7 +395,7 @@ __global__ void __launch_bounds__(kThreads) lora_da_kernel(const void* x, const 
 #pragma unroll
         for (int i = 0; i < C; ++i) acc[rr][i] += gv[rr] * v[0][i];
       if (two) {
-        apply_dropout<C>(v[1], seed, e2, threshold, keep_scale);
+        apply_dropout<C>(v[1], seed, map, row2, c, k, threshold, keep_scale);
 #pragma unroll
         for (int q = 0; q < R / 4; ++q) {
           const float4 t = *reinterpret_cast<const float4*>(g + row2 * R + 4 * q);
@@ -463,7 +473,8 @@ bool lora_fast_shape(int64_t k, int r) { return (r == 8 || r == 16) && k % 8 == 
 int64_t lora_xa_splits(int64_t k) { return (k + kTileCols - 1) / kTileCols; }
 
 cudaError_t launch_lora_xa(const void* x, int x_dtype, const float* a, int64_t n, int64_t k, int r, uint64_t seed,
-                           uint32_t threshold, float keep_scale, float* part, float* xa, cudaStream_t stream) {
+                           uint32_t threshold, float keep_scale, const DropoutMap& map, float* part, float* xa,
+                           cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
   if (!lora_fast_shape(k, r) || !activation_code(x_dtype) || !grid_fits(n, k)) return cudaErrorInvalidValue;
   const int64_t splits = lora_xa_splits(k);
@@ -473,9 +484,9 @@ cudaError_t launch_lora_xa(const void* x, int x_dtype, const float* a, int64_t n
   with_element_type(x_dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     if (r == 8) {
-      lora_xa_kernel<8, T><<<grid, kThreads, 0, stream>>>(x, a, n, k, rows, seed, threshold, keep_scale, out);
+      lora_xa_kernel<8, T><<<grid, kThreads, 0, stream>>>(x, a, n, k, rows, seed, threshold, keep_scale, map, out);
     } else {
-      lora_xa_kernel<16, T><<<grid, kThreads, 0, stream>>>(x, a, n, k, rows, seed, threshold, keep_scale, out);
+      lora_xa_kernel<16, T><<<grid, kThreads, 0, stream>>>(x, a, n, k, rows, seed, threshold, keep_scale, map, out);
     }
   });
   if (splits == 1) return cudaGetLastError();
@@ -487,7 +498,7 @@ cudaError_t launch_lora_xa(const void* x, int x_dtype, const float* a, int64_t n
 
 cudaError_t launch_lora_rank_update(void* y, int y_dtype, const float* g, const float* f, bool f_transposed, int64_t n,
                                     int64_t k, int r, float scale, uint64_t seed, uint32_t threshold, float keep_scale,
-                                    cudaStream_t stream) {
+                                    const DropoutMap& map, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
   if (!lora_fast_shape(k, r) || !activation_code(y_dtype) || !grid_fits(n, k)) return cudaErrorInvalidValue;
   const int64_t rows = rows_per_block(n, k);
@@ -496,7 +507,7 @@ cudaError_t launch_lora_rank_update(void* y, int y_dtype, const float* g, const 
     using T = std::remove_pointer_t<decltype(tag)>;
 #define SWIFT_LORA_UPDATE(R, TR)                                                                               \
   lora_rank_update_kernel<R, T, TR><<<grid, kThreads, 0, stream>>>(y, g, f, n, k, rows, scale, seed, threshold, \
-                                                                   keep_scale)
+                                                                   keep_scale, map)
     if (r == 8) {
       f_transposed ? SWIFT_LORA_UPDATE(8, true) : SWIFT_LORA_UPDATE(8, false);
     } else {
@@ -515,8 +526,8 @@ int64_t lora_da_slices(int64_t n, int64_t k, int r) {
 }
 
 cudaError_t launch_lora_da(const void* x, int x_dtype, const float* g, int64_t n, int64_t k, int r, float scale,
-                           uint64_t seed, uint32_t threshold, float keep_scale, float* part, float* da,
-                           cudaStream_t stream) {
+                           uint64_t seed, uint32_t threshold, float keep_scale, const DropoutMap& map, float* part,
+                           float* da, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
   if (!lora_fast_shape(k, r) || !activation_code(x_dtype)) return cudaErrorInvalidValue;
   const int64_t slices = lora_da_slices(n, k, r);
@@ -526,10 +537,10 @@ cudaError_t launch_lora_da(const void* x, int x_dtype, const float* g, int64_t n
     using T = std::remove_pointer_t<decltype(tag)>;
     if (r == 8) {
       lora_da_kernel<8, T><<<grid, kThreads, 0, stream>>>(x, g, n, k, rows_per_slice, seed, threshold, keep_scale,
-                                                          part);
+                                                          map, part);
     } else {
       lora_da_kernel<16, T><<<grid, kThreads, 0, stream>>>(x, g, n, k, rows_per_slice, seed, threshold, keep_scale,
-                                                           part);
+                                                           map, part);
     }
   });
   const cudaError_t status = cudaGetLastError();

@@ -6,8 +6,10 @@
 //  - Loads convert to fp32, all math in fp32 (expf/logf, no fast-math intrinsics), stores round once
 //    (__float2bfloat16_rn / __float2half_rn).
 //  - Every kernel is deterministic: each output element has one writer and a fixed summation order.
-//  - The dropout multiplier of flat element e is philox_word(seed, e) >= threshold ? keep_scale : 0 (ops/philox.h),
-//    applied as x * multiplier (NaN stays NaN), as the CPU kernels do.
+//  - The dropout multiplier of element (row, col) of an (N, k) operand is philox_word(seed, g) >= threshold ?
+//    keep_scale : 0 with g = dropout_index(map, row, col, k) (ops/philox.h), applied as x * multiplier (NaN stays
+//    NaN), as the CPU kernels do. The identity map (g = flat index) keeps the one-block-per-thread path; a mapped
+//    operand draws each element's word through a PhiloxCursor.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -76,37 +78,60 @@ __global__ void column_sums_add_kernel(const void* x, int x_dtype, int64_t n, in
 }
 
 // ---- LoRA dropout ----
+// The 4 multipliers of flat elements 4q .. 4q + 3 of an (N, k) operand (threshold 0: all keep_scale = 1). The
+// identity map uses block q as is; a mapped one (`mapped`) draws each element's word at its stream index.
+__device__ __forceinline__ void quad_multipliers(int64_t q, int64_t k, uint64_t seed, uint32_t threshold,
+                                                 float keep_scale, const DropoutMap& map, bool mapped, float mult[4]) {
+  if (threshold == 0) {
+#pragma unroll
+    for (int w = 0; w < 4; ++w) mult[w] = keep_scale;
+    return;
+  }
+  if (!mapped) {
+    const PhiloxBlock blk = philox_block(seed, static_cast<uint64_t>(q));
+#pragma unroll
+    for (int w = 0; w < 4; ++w) mult[w] = blk.w[w] >= threshold ? keep_scale : 0.0f;
+    return;
+  }
+  PhiloxCursor cursor(seed);
+#pragma unroll
+  for (int w = 0; w < 4; ++w) {
+    const int64_t e = q * 4 + w;
+    mult[w] = cursor.word(dropout_index(map, e / k, e % k, k)) >= threshold ? keep_scale : 0.0f;
+  }
+}
+
 // Each thread handles one philox block (4 consecutive flat indices) intersected with [begin, end).
-__global__ void dropout_rows_to_f32_kernel(const void* x, int x_dtype, int64_t begin, int64_t end, uint64_t seed,
-                                           uint32_t threshold, float keep_scale, float* out) {
+__global__ void dropout_rows_to_f32_kernel(const void* x, int x_dtype, int64_t begin, int64_t end, int64_t k,
+                                           uint64_t seed, uint32_t threshold, float keep_scale, DropoutMap map,
+                                           bool mapped, float* out) {
   const int64_t q0 = begin >> 2, q1 = (end + 3) >> 2;
   for (int64_t q = q0 + blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; q < q1;
        q += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    PhiloxBlock blk{{0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu}};
-    if (threshold != 0) blk = philox_block(seed, static_cast<uint64_t>(q));
+    float mult[4];
+    quad_multipliers(q, k, seed, threshold, keep_scale, map, mapped, mult);
 #pragma unroll
     for (int w = 0; w < 4; ++w) {
       const int64_t e = q * 4 + w;
       if (e < begin || e >= end) continue;
-      const float mult = blk.w[w] >= threshold ? keep_scale : 0.0f;
-      out[e - begin] = load_f(x, x_dtype, e) * mult;
+      out[e - begin] = load_f(x, x_dtype, e) * mult[w];
     }
   }
 }
 
-__global__ void lora_dx_add_kernel(void* dx, int dx_dtype, const float* ga, int64_t begin, int64_t end, float scale,
-                                   uint64_t seed, uint32_t threshold, float keep_scale) {
+__global__ void lora_dx_add_kernel(void* dx, int dx_dtype, const float* ga, int64_t begin, int64_t end, int64_t k,
+                                   float scale, uint64_t seed, uint32_t threshold, float keep_scale, DropoutMap map,
+                                   bool mapped) {
   const int64_t q0 = begin >> 2, q1 = (end + 3) >> 2;
   for (int64_t q = q0 + blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; q < q1;
        q += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    PhiloxBlock blk{{0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu}};
-    if (threshold != 0) blk = philox_block(seed, static_cast<uint64_t>(q));
+    float mult[4];
+    quad_multipliers(q, k, seed, threshold, keep_scale, map, mapped, mult);
 #pragma unroll
     for (int w = 0; w < 4; ++w) {
       const int64_t e = q * 4 + w;
       if (e < begin || e >= end) continue;
-      const float mult = blk.w[w] >= threshold ? keep_scale : 0.0f;
-      store_f(dx, dx_dtype, e, load_f(dx, dx_dtype, e) + scale * (mult * ga[e - begin]));
+      store_f(dx, dx_dtype, e, load_f(dx, dx_dtype, e) + scale * (mult[w] * ga[e - begin]));
     }
   }
 }
@@ -129,23 +154,24 @@ cudaError_t launch_column_sums_add(const void* x, int x_dtype, int64_t n, int64_
 }
 
 cudaError_t launch_dropout_rows_to_f32(const void* x, int x_dtype, int64_t row0, int64_t rows, int64_t k,
-                                       uint64_t seed, uint32_t threshold, float keep_scale, float* out,
-                                       cudaStream_t stream) {
+                                       uint64_t seed, uint32_t threshold, float keep_scale, const DropoutMap& map,
+                                       float* out, cudaStream_t stream) {
   if (rows <= 0 || k <= 0) return cudaSuccess;
   const int64_t begin = row0 * k, end = begin + rows * k;
   const int64_t quads = ((end + 3) >> 2) - (begin >> 2);
-  dropout_rows_to_f32_kernel<<<grid_for(quads, 256), 256, 0, stream>>>(x, x_dtype, begin, end, seed, threshold,
-                                                                      keep_scale, out);
+  dropout_rows_to_f32_kernel<<<grid_for(quads, 256), 256, 0, stream>>>(
+      x, x_dtype, begin, end, k, seed, threshold, keep_scale, map, !dropout_map_identity(map, k), out);
   return cudaGetLastError();
 }
 
 cudaError_t launch_lora_dx_add(void* dx, int dx_dtype, const float* ga, int64_t row0, int64_t rows, int64_t k,
-                               float scale, uint64_t seed, uint32_t threshold, float keep_scale, cudaStream_t stream) {
+                               float scale, uint64_t seed, uint32_t threshold, float keep_scale, const DropoutMap& map,
+                               cudaStream_t stream) {
   if (rows <= 0 || k <= 0) return cudaSuccess;
   const int64_t begin = row0 * k, end = begin + rows * k;
   const int64_t quads = ((end + 3) >> 2) - (begin >> 2);
-  lora_dx_add_kernel<<<grid_for(quads, 256), 256, 0, stream>>>(dx, dx_dtype, ga, begin, end, scale, seed, threshold,
-                                                              keep_scale);
+  lora_dx_add_kernel<<<grid_for(quads, 256), 256, 0, stream>>>(dx, dx_dtype, ga, begin, end, k, scale, seed, threshold,
+                                                              keep_scale, map, !dropout_map_identity(map, k));
   return cudaGetLastError();
 }
 

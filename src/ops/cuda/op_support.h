@@ -54,10 +54,11 @@ struct DropoutParams {
   uint64_t seed = 0;
   uint32_t threshold = 0;  // 0: keep everything (no random numbers)
   float keep_scale = 1.0f;
+  DropoutMap map{};        // the operand's place in the full tensor (ops.h Dropout::map); identity when p = 0
 };
 inline DropoutParams params_of(const Dropout& d) {
   if (d.p == 0.0f) return {};
-  return {d.seed, dropout_threshold(d.p), 1.0f / (1.0f - d.p)};
+  return {d.seed, dropout_threshold(d.p), 1.0f / (1.0f - d.p), d.map};
 }
 
 // db (m, r) F32 += scale * dy^T xa: dy (n, m) row-major in `act`, xa (n, r) F32 rounded to `act` (r columns: tiny).

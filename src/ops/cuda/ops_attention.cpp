@@ -1,20 +1,23 @@
 // ops/cuda/ops_attention.cpp — attention and attention_backward on CUDA tensors: unpacks the Tensors, reads the
-// (tiny) cu_seqlens back to the host for the batch size and the longest sequence, and calls the flash-attention
-// launchers of kernels_attention.cuh on the device's stream. attention_decode (queries against a KV cache) calls
-// the split-K launcher of kernels_attention_decode.cuh with a workspace for the splits' partial results;
-// attention_decode_at / kv_cache_write are its replayable forms (position read on the device, caller's workspace: they
-// allocate nothing, so a CUDA graph may capture them).
+// (tiny) cu_seqlens back to the host for the batch size and the longest sequence, and runs cuDNN's fused flash
+// attention (attention_cudnn.cpp: BF16 / F16 on sm_90+, the default) or, when cuDNN cannot take the call or
+// SWIFT_ATTENTION=flash2, the flash-attention launchers of kernels_attention.cuh on the device's stream.
+// attention_decode (queries against a KV cache) calls the split-K launcher of kernels_attention_decode.cuh with a
+// workspace for the splits' partial results; attention_decode_at / kv_cache_write are its replayable forms (position
+// read on the device, caller's workspace: they allocate nothing, so a CUDA graph may capture them).
 //
 // Invariants:
 //  - Arguments were validated by ops/op_checks (shapes, one device, dtypes, cu_seqlens monotone from 0 to T).
 //  - Activations are F32, BF16 or F16 (one dtype per call); lse and the backward's delta scratch are F32.
-//  - Launch failures become swift::Error naming the op. Results are deterministic (no atomics).
+//  - Launch failures become swift::Error naming the op. Results are deterministic (no atomics; cuDNN's backward
+//    is its deterministic variant unless SWIFT_CUDNN_ATTENTION_BWD=nondeterministic).
 #include "ops/cuda/cuda_ops.h"
 
 #include <algorithm>
 #include <array>
 
 #include "core/error.h"
+#include "ops/cuda/attention_cudnn.h"
 #include "ops/cuda/kernels_attention.cuh"
 #include "ops/cuda/kernels_attention_decode.cuh"
 
@@ -57,6 +60,8 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& 
                int64_t window, Tensor& out, Tensor& lse) {
   const char* op = "attention";
   const AttentionShape s = shape_of(op, q, k, cu_seqlens, scale, window);
+  if (try_cudnn_attention_forward(s, q, k, v, cu_seqlens, out, lse)) return;
+  count_flash2_attention(false);
   check_launch(op, launch_attention_forward(s, q.raw(), k.raw(), v.raw(), cu_seqlens.data<int32_t>(), out.raw(),
                                             lse.defined() ? lse.data<float>() : nullptr, dtype_code(op, q),
                                             stream(q.device().index)));
@@ -67,6 +72,8 @@ void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, co
                         Tensor& dk, Tensor& dv) {
   const char* op = "attention_backward";
   const AttentionShape s = shape_of(op, q, k, cu_seqlens, scale, window);
+  if (try_cudnn_attention_backward(s, dout, q, k, v, out, lse, cu_seqlens, dq, dk, dv)) return;
+  count_flash2_attention(true);
   // delta (Hq, T) scratch from the caching allocator (Workspace); released after the enqueue, which is safe: every
   // kernel of the device runs on its one stream, so a later owner's work is ordered after these launches.
   Tensor delta = Tensor::empty({q.size(1), q.size(0)}, DType::F32, q.device(), MemoryCategory::Workspace);

@@ -177,7 +177,8 @@ void dora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Ten
   const void* xd = x.raw();
   if (dropped) {
     xd_holder = workspace(n * k, act, device);
-    check_launch(op, launch_dropout(x.raw(), xd_holder.raw(), code(act), n * k, d.seed, d.threshold, d.keep_scale, s));
+    check_launch(op, launch_dropout(x.raw(), xd_holder.raw(), code(act), n * k, k, d.seed, d.threshold, d.keep_scale,
+                                    d.map, s));
     xd = xd_holder.raw();
   }
   // h (n, m) F32 = xd w^T.
@@ -201,7 +202,7 @@ void dora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Ten
       for (int64_t n0 = 0; n0 < n; n0 += rows) {
         const int64_t nr = std::min(rows, n - n0);
         check_launch(op, launch_dropout_rows_to_f32(x.raw(), code(act), n0, nr, k, d.seed, d.threshold, d.keep_scale,
-                                                    xd32.data<float>(), s));
+                                                    d.map, xd32.data<float>(), s));
         product_f32(op, device, false, true, nr, r, k, xd32.raw(), k, a.raw(), k,
                     offset(xa.raw(), n0 * r, DType::F32), r, 1.0f, 0.0f);
       }
@@ -263,7 +264,7 @@ void dora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, co
       for (int64_t n0 = 0; n0 < n; n0 += rows) {  // row chunks in order
         const int64_t nr = std::min(rows, n - n0);
         check_launch(op, launch_dropout_rows_to_f32(x.raw(), code(act), n0, nr, k, d.seed, d.threshold, d.keep_scale,
-                                                    buf.data<float>(), s));
+                                                    d.map, buf.data<float>(), s));
         product_f32(op, device, true, false, r, k, nr, offset(gb.raw(), n0 * r, DType::F32), r, buf.raw(), k,
                     da.raw(), k, scale, 1.0f);
       }
@@ -279,7 +280,8 @@ void dora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, co
       const int64_t nr = std::min(rows, n - n0);
       product_f32(op, device, false, false, nr, k, r, offset(gb.raw(), n0 * r, DType::F32), r, a.raw(), k, buf.raw(),
                   k, 1.0f, 0.0f);
-      check_launch(op, launch_lora_dx_add(dx.raw(), code(act), buf.data<float>(), n0, nr, k, scale, 0, 0u, 1.0f, s));
+      check_launch(op, launch_lora_dx_add(dx.raw(), code(act), buf.data<float>(), n0, nr, k, scale, 0, 0u, 1.0f,
+                                          DropoutMap{}, s));
     }
     return;
   }
@@ -296,7 +298,7 @@ void dora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, co
                   k, scale, 1.0f);  // += scale gb a
     }
     check_launch(op, launch_lora_dx_add(dx.raw(), code(act), buf.data<float>(), n0, nr, k, 1.0f, d.seed, d.threshold,
-                                        d.keep_scale, s));
+                                        d.keep_scale, d.map, s));
   }
 }
 

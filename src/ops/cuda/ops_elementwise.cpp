@@ -227,9 +227,11 @@ void dropout(const Tensor& x, const Dropout& dropout, Tensor& out) {
   // As ops/cpu/lora.cpp: threshold round(p 2^32), kept values scaled by float(1 / (1 - p)).
   const uint32_t threshold = dropout_threshold(dropout.p);
   const float keep_scale = dropout.p > 0.0f ? 1.0f / (1.0f - dropout.p) : 1.0f;
-  check_launch("dropout", launch_dropout(x.raw(), out.raw(), code(x.dtype()), x.numel(), dropout.seed,
+  // x is seen as (numel / cols, cols), cols its last dimension, for the map (ops.h).
+  const int64_t cols = x.dim() > 0 && x.size(x.dim() - 1) > 0 ? x.size(x.dim() - 1) : 1;
+  check_launch("dropout", launch_dropout(x.raw(), out.raw(), code(x.dtype()), x.numel(), cols, dropout.seed,
                                          dropout.p == 0.0f ? 0u : threshold, dropout.p == 0.0f ? 1.0f : keep_scale,
-                                         stream_of(x)));
+                                         dropout.map, stream_of(x)));
 }
 
 void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config, int64_t step) {

@@ -253,8 +253,8 @@ void lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Ten
     const int64_t splits = lora_xa_splits(k);
     Tensor part = splits > 1 ? workspace(splits * n * r, DType::F32, device) : Tensor();
     check_launch(op, launch_lora_xa(x.raw(), code(act), a.data<float>(), n, k, static_cast<int>(r), d.seed, d.threshold,
-                                    d.keep_scale, part.defined() ? part.data<float>() : nullptr, xa.data<float>(),
-                                    stream(device)));
+                                    d.keep_scale, d.map, part.defined() ? part.data<float>() : nullptr,
+                                    xa.data<float>(), stream(device)));
   } else if (act == DType::F32 && dropout.p == 0.0f) {
     xa_args.n = n;
     xa_args.a = x.raw();
@@ -267,7 +267,7 @@ void lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Ten
     for (int64_t n0 = 0; n0 < n; n0 += rows) {
       const int64_t nr = std::min(rows, n - n0);
       check_launch(op, launch_dropout_rows_to_f32(x.raw(), code(act), n0, nr, k, d.seed, d.threshold, d.keep_scale,
-                                                  xd.data<float>(), stream(device)));
+                                                  d.map, xd.data<float>(), stream(device)));
       xa_args.n = nr;
       xa_args.a = xd.raw();
       xa_args.d = offset(xa.raw(), n0 * r, DType::F32);
@@ -278,7 +278,7 @@ void lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Ten
   DeviceRegion b_region("lora_linear.b_product", device);
   if (one_pass(y, r)) {  // y += scale * xa b^T in one read and write of y, fp32 factors
     check_launch(op, launch_lora_rank_update(y.raw(), code(act), xa.data<float>(), b.data<float>(), true, n, m,
-                                             static_cast<int>(r), scale, 0, 0u, 1.0f, stream(device)));
+                                             static_cast<int>(r), scale, 0, 0u, 1.0f, DropoutMap{}, stream(device)));
     return;
   }
   // y += scale * xa b^T (F32 factors; rounded to bf16 for bf16 activations).
@@ -331,15 +331,15 @@ void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, co
     if (dx.defined()) {
       DeviceRegion region("lora_linear_backward.dx_lora", device);
       check_launch(op, launch_lora_rank_update(dx.raw(), code(act), g.data<float>(), a.data<float>(), false, n, k,
-                                               static_cast<int>(r), scale, d.seed, d.threshold, d.keep_scale,
+                                               static_cast<int>(r), scale, d.seed, d.threshold, d.keep_scale, d.map,
                                                stream(device)));
     }
     if (da.defined()) {
       DeviceRegion region("lora_linear_backward.da", device);
       Tensor part = workspace(lora_da_slices(n, k, static_cast<int>(r)) * r * k, DType::F32, device);
       check_launch(op, launch_lora_da(x.raw(), code(act), g.data<float>(), n, k, static_cast<int>(r), scale,
-                                            d.seed, d.threshold, d.keep_scale, part.data<float>(), da.data<float>(),
-                                            stream(device)));
+                                            d.seed, d.threshold, d.keep_scale, d.map, part.data<float>(),
+                                            da.data<float>(), stream(device)));
     }
     return;
   }
@@ -360,14 +360,14 @@ void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, co
       args.ldd = k;
       matmul(op, device, args);
       check_launch(op, launch_lora_dx_add(dx.raw(), code(act), buf.data<float>(), n0, nr, k, scale, d.seed,
-                                          d.threshold, d.keep_scale, stream(device)));
+                                          d.threshold, d.keep_scale, d.map, stream(device)));
     }
   }
   if (da.defined()) {  // da (r, k) += scale g^T dropout(x), row chunks in order
     for (int64_t n0 = 0; n0 < n; n0 += rows) {
       const int64_t nr = std::min(rows, n - n0);
       check_launch(op, launch_dropout_rows_to_f32(x.raw(), code(act), n0, nr, k, d.seed, d.threshold, d.keep_scale,
-                                                  buf.data<float>(), stream(device)));
+                                                  d.map, buf.data<float>(), stream(device)));
       MatmulArgs args;
       args.trans_a = true;
       args.n = r;

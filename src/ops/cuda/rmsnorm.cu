@@ -75,18 +75,34 @@ __global__ void rmsnorm_kernel(const T* x, const W* weight, T* y, float* rstd, i
   if (rstd != nullptr && lane == 0) rstd[row] = inv;
 }
 
+// Both loops batch kUnroll elements per lane: their loads are issued together before any math or store (dx may be dy
+// or, with accumulate, is read and written: without the batching every element waited for the previous store, 0.46
+// ms instead of 0.04 for 16,384 x 896 with accumulate). The additions keep their order: the same result.
 template <typename T, typename W, int kRowThreads>
 __global__ void rmsnorm_dx_kernel(const T* dy, const T* x, const W* weight, const float* rstd, T* dx, int64_t n,
                                   int64_t c, bool accumulate) {
   constexpr int kRowsPerBlock = kBlock / kRowThreads;
+  constexpr int kUnroll = 4;
   const int64_t row = blockIdx.x * int64_t{kRowsPerBlock} + threadIdx.x / kRowThreads;
   const int lane = threadIdx.x % kRowThreads;
   if (kRowsPerBlock > 1 && row >= n) return;
   const T* xr = x + row * c;
   const T* gr = dy + row * c;
   double sum = 0.0;
-  for (int64_t j = lane; j < c; j += kRowThreads) {
-    sum += static_cast<double>(__fmul_rn(load_f32(gr, j), load_f32(weight, j))) * load_f32(xr, j);
+  for (int64_t j0 = lane; j0 < c; j0 += int64_t{kUnroll} * kRowThreads) {
+    float g[kUnroll], w[kUnroll], v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t j = j0 + int64_t{u} * kRowThreads;
+      const bool in = j < c;
+      g[u] = in ? load_f32(gr, j) : 0.0f;
+      w[u] = in ? load_f32(weight, j) : 0.0f;
+      v[u] = in ? load_f32(xr, j) : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if (j0 + int64_t{u} * kRowThreads < c) sum += static_cast<double>(__fmul_rn(g[u], w[u])) * v[u];
+    }
   }
   sum = row_sum<kRowThreads>(sum);
   const float inv = rstd[row];
@@ -94,11 +110,25 @@ __global__ void rmsnorm_dx_kernel(const T* dy, const T* x, const W* weight, cons
   const float coef = static_cast<float>(__dmul_rn(__dmul_rn(__dmul_rn(__dmul_rn(-inv_d, inv_d), inv_d), sum),
                                                   1.0 / static_cast<double>(c)));
   T* out = dx + row * c;
-  for (int64_t j = lane; j < c; j += kRowThreads) {
-    const float g = __fmul_rn(load_f32(gr, j), load_f32(weight, j));
-    float v = __fadd_rn(__fmul_rn(g, inv), __fmul_rn(load_f32(xr, j), coef));
-    if (accumulate) v = __fadd_rn(load_f32(out, j), v);
-    store_f32(out, j, v);
+  for (int64_t j0 = lane; j0 < c; j0 += int64_t{kUnroll} * kRowThreads) {
+    float g[kUnroll], w[kUnroll], v[kUnroll], o[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t j = j0 + int64_t{u} * kRowThreads;
+      const bool in = j < c;
+      g[u] = in ? load_f32(gr, j) : 0.0f;
+      w[u] = in ? load_f32(weight, j) : 0.0f;
+      v[u] = in ? load_f32(xr, j) : 0.0f;
+      o[u] = in && accumulate ? load_f32(out, j) : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t j = j0 + int64_t{u} * kRowThreads;
+      if (j >= c) continue;
+      float r = __fadd_rn(__fmul_rn(__fmul_rn(g[u], w[u]), inv), __fmul_rn(v[u], coef));
+      if (accumulate) r = __fadd_rn(o[u], r);
+      store_f32(out, j, r);
+    }
   }
 }
 
@@ -111,17 +141,42 @@ __global__ void rmsnorm_dweight_partial_kernel(const T* dy, const T* x, const fl
   if (j >= c) return;
   const int64_t r0 = chunk * rows;
   const int64_t r1 = r0 + rows < n ? r0 + rows : n;
+  // kUnroll rows' loads are issued before their products are added (in row order): the loop is latency-bound
+  // otherwise (one dependent load chain per thread).
+  constexpr int kUnroll = 8;
   double acc = 0.0;
-  for (int64_t r = r0; r < r1; ++r) {
+  int64_t r = r0;
+  for (; r + kUnroll <= r1; r += kUnroll) {
+    float d[kUnroll], v[kUnroll], s[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      d[u] = load_f32(dy, (r + u) * c + j);
+      v[u] = load_f32(x, (r + u) * c + j);
+      s[u] = rstd[r + u];
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) acc += static_cast<double>(__fmul_rn(d[u], __fmul_rn(v[u], s[u])));
+  }
+  for (; r < r1; ++r) {
     acc += static_cast<double>(__fmul_rn(load_f32(dy, r * c + j), __fmul_rn(load_f32(x, r * c + j), rstd[r])));
   }
   partials[chunk * c + j] = acc;
 }
 
+// One column per thread, chunks added in order; kUnroll loads in flight per thread (same order, same result).
 __global__ void rmsnorm_dweight_reduce_kernel(const double* partials, float* dweight, int64_t chunks, int64_t c) {
+  constexpr int kUnroll = 16;
   for (int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; j < c; j += int64_t{gridDim.x} * blockDim.x) {
     double total = 0.0;
-    for (int64_t k = 0; k < chunks; ++k) total += partials[k * c + j];
+    int64_t k = 0;
+    for (; k + kUnroll <= chunks; k += kUnroll) {
+      double p[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) p[u] = partials[(k + u) * c + j];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) total += p[u];
+    }
+    for (; k < chunks; ++k) total += partials[k * c + j];
     dweight[j] = static_cast<float>(static_cast<double>(dweight[j]) + total);
   }
 }

@@ -20,10 +20,10 @@ using util::store;
 
 namespace {
 
-double multiplier(const Dropout& d, int64_t i) {
+double multiplier(const Dropout& d, int64_t i, int64_t cols) {
   if (d.p == 0.0f) return 1.0;
   const float keep_scale = 1.0f / (1.0f - d.p);
-  return dropout_keep(d.seed, static_cast<uint64_t>(i), dropout_threshold(d.p)) ? keep_scale : 0.0;
+  return dropout_keep(d.seed, dropout_index(d.map, i / cols, i % cols, cols), dropout_threshold(d.p)) ? keep_scale : 0.0;
 }
 
 }  // namespace
@@ -53,7 +53,7 @@ void dora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Ten
   std::vector<double> xd(static_cast<size_t>(k)), xar(static_cast<size_t>(r));
   for (int64_t row = 0; row < n; ++row) {
     for (int64_t i = 0; i < k; ++i) {
-      xd[static_cast<size_t>(i)] = static_cast<double>(load(x, row * k + i)) * multiplier(d, row * k + i);
+      xd[static_cast<size_t>(i)] = static_cast<double>(load(x, row * k + i)) * multiplier(d, row * k + i, k);
     }
     for (int64_t q = 0; q < r; ++q) {
       double acc = 0.0;
@@ -114,7 +114,7 @@ void dora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, co
           dir += (dh[static_cast<size_t>(row * m + o)] - dyv) * load(w, o * k + i);
         }
         for (int64_t q = 0; q < r; ++q) lora += gb[static_cast<size_t>(row * r + q)] * load(a, q * k + i);
-        double v = base + multiplier(d, row * k + i) * (dir + s * lora);
+        double v = base + multiplier(d, row * k + i, k) * (dir + s * lora);
         if (accumulate_dx) v += load(dx, row * k + i);
         store(dx, row * k + i, v);
       }
@@ -125,7 +125,7 @@ void dora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, co
       for (int64_t i = 0; i < k; ++i) {
         double acc = 0.0;
         for (int64_t row = 0; row < n; ++row) {
-          acc += gb[static_cast<size_t>(row * r + q)] * load(x, row * k + i) * multiplier(d, row * k + i);
+          acc += gb[static_cast<size_t>(row * r + q)] * load(x, row * k + i) * multiplier(d, row * k + i, k);
         }
         store(da, q * k + i, load(da, q * k + i) + s * acc);
       }

@@ -6,8 +6,8 @@
 //    AdamW / clip, whose definition *is* a sequence of fp32 roundings (torch's): they are written scalar, one
 //    element at a time, with the same fp32 operations as ops.h documents (this file is built without
 //    contraction, so only the explicit std::fma calls fuse).
-//  - The dropout mask comes from ops/philox.h, element by element (dropout_keep), independent of the fast
-//    kernel's block-wise generation.
+//  - The dropout mask comes from ops/philox.h, element by element (dropout_keep at dropout_index of the op's map),
+//    independent of the fast kernel's block-wise generation.
 //  - Cross-entropy keeps all V logits of one token at a time (a reference may; the fast op never does).
 #include <cmath>
 #include <vector>
@@ -24,18 +24,20 @@ using util::store;
 
 namespace {
 
-// The dropout multiplier of flat element i: 1 / (1 - p) in float when kept, else 0.
-double multiplier(const Dropout& d, int64_t i) {
+// The dropout multiplier of local flat element i of a (.., cols) operand (stream index through d.map):
+// 1 / (1 - p) in float when kept, else 0.
+double multiplier(const Dropout& d, int64_t i, int64_t cols) {
   if (d.p == 0.0f) return 1.0;
   const float keep_scale = 1.0f / (1.0f - d.p);
-  return dropout_keep(d.seed, static_cast<uint64_t>(i), dropout_threshold(d.p)) ? keep_scale : 0.0;
+  return dropout_keep(d.seed, dropout_index(d.map, i / cols, i % cols, cols), dropout_threshold(d.p)) ? keep_scale : 0.0;
 }
 
 }  // namespace
 
 void dropout(const Tensor& x, const Dropout& d, Tensor& out) {
   detail::require_cpu("dropout", detail::check_dropout(x, d, out));
-  for (int64_t i = 0; i < x.numel(); ++i) store(out, i, static_cast<double>(load(x, i)) * multiplier(d, i));
+  const int64_t cols = x.dim() > 0 ? x.size(x.dim() - 1) : 1;
+  for (int64_t i = 0; i < x.numel(); ++i) store(out, i, static_cast<double>(load(x, i)) * multiplier(d, i, cols));
 }
 
 // y = x w^T + bias + scale (dropout(x) a^T) b^T; xa = dropout(x) a^T.
@@ -48,7 +50,7 @@ void lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Ten
     for (int64_t q = 0; q < r; ++q) {
       double acc = 0.0;
       for (int64_t i = 0; i < k; ++i) {
-        acc += static_cast<double>(load(x, row * k + i)) * multiplier(d, row * k + i) * load(a, q * k + i);
+        acc += static_cast<double>(load(x, row * k + i)) * multiplier(d, row * k + i, k) * load(a, q * k + i);
       }
       xar[static_cast<size_t>(q)] = acc;
       store(xa, row * r + q, acc);
@@ -86,7 +88,7 @@ void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, co
         double base = 0.0, lora = 0.0;
         for (int64_t o = 0; o < m; ++o) base += static_cast<double>(load(dy, row * m + o)) * load(w, o * k + i);
         for (int64_t q = 0; q < r; ++q) lora += g[static_cast<size_t>(row * r + q)] * load(a, q * k + i);
-        double v = base + static_cast<double>(scale) * multiplier(d, row * k + i) * lora;
+        double v = base + static_cast<double>(scale) * multiplier(d, row * k + i, k) * lora;
         if (accumulate_dx) v += load(dx, row * k + i);
         store(dx, row * k + i, v);
       }
@@ -97,7 +99,7 @@ void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, co
       for (int64_t i = 0; i < k; ++i) {
         double acc = 0.0;
         for (int64_t row = 0; row < n; ++row) {
-          acc += g[static_cast<size_t>(row * r + q)] * load(x, row * k + i) * multiplier(d, row * k + i);
+          acc += g[static_cast<size_t>(row * r + q)] * load(x, row * k + i) * multiplier(d, row * k + i, k);
         }
         store(da, q * k + i, load(da, q * k + i) + static_cast<double>(scale) * acc);
       }
