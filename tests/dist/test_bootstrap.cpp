@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "dist/bootstrap.h"
+#include "dist/dist_test_util.h"
 #include "dist/launcher.h"
 
 namespace swift::dist {
@@ -224,39 +225,21 @@ TEST(LaunchOptionsFromEnv, NprocPerNode) {
 
 // ---- rendezvous ------------------------------------------------------------------------------------------
 
-LaunchEnv local_env(int rank, int world, int port) {
-  LaunchEnv e;
-  e.launcher = "test";
-  e.rank = rank;
-  e.world_size = world;
-  e.local_rank = rank;
-  e.local_world_size = world;
-  e.master_port = port;
-  return e;
-}
+LaunchEnv local_env(int rank, int world, int port) { return test::local_launch_env(rank, world, port); }
 
 TEST(Rendezvous, ExchangesBlobsInRankOrder) {
   const int world = 4;
   const int port = pick_free_port();
-  std::vector<std::string> errors(world);
   std::vector<std::vector<std::string>> gathered(world);
   std::vector<std::string> broadcasts(world);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        Rendezvous rv(local_env(r, world, port), 10.0);
-        gathered[static_cast<size_t>(r)] = rv.all_gather(std::string(static_cast<size_t>(r) * 3, 'a' + r), "test");
-        std::string id(128, '\0');
-        for (int i = 0; i < 128; ++i) id[static_cast<size_t>(i)] = static_cast<char>(i * 7);
-        broadcasts[static_cast<size_t>(r)] = rv.broadcast(r == 2 ? id : std::string("ignored"), 2, "unique id");
-        rv.barrier("end");
-      } catch (const std::exception& e) {
-        errors[static_cast<size_t>(r)] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
+  const std::vector<std::string> errors = test::run_rank_threads(world, [&](int r) {
+    Rendezvous rv(local_env(r, world, port), 10.0);
+    gathered[static_cast<size_t>(r)] = rv.all_gather(std::string(static_cast<size_t>(r) * 3, 'a' + r), "test");
+    std::string id(128, '\0');
+    for (int i = 0; i < 128; ++i) id[static_cast<size_t>(i)] = static_cast<char>(i * 7);
+    broadcasts[static_cast<size_t>(r)] = rv.broadcast(r == 2 ? id : std::string("ignored"), 2, "unique id");
+    rv.barrier("end");
+  });
   for (int r = 0; r < world; ++r) {
     ASSERT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r;
     ASSERT_EQ(gathered[static_cast<size_t>(r)].size(), 4u);

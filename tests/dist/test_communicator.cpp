@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "dist/communicator.h"
+#include "dist/dist_test_util.h"
 #include "dist/init.h"
 
 namespace swift::dist {
@@ -361,33 +362,17 @@ TEST(SoloCommunicator, CollectivesAreIdentities) {
 TEST(ShmCommunicator, SetupThroughRendezvousAndShm) {
   const int world = 3;
   const int port = pick_free_port();
-  std::vector<std::string> errors(world);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        LaunchEnv env;
-        env.launcher = "test";
-        env.rank = r;
-        env.world_size = world;
-        env.local_rank = r;
-        env.local_world_size = world;
-        env.master_port = port;
-        auto comm = init_communicator(env, Device::cpu(), "cpu", CommOptions{10.0, 512});
-        if (comm->backend() != "cpu-shm") throw Error("backend " + comm->backend());
-        Tensor t = make_input(r, 301, DType::F32);
-        comm->all_reduce(t);
-        const std::vector<float> want = serial_reduce(world, 301, DType::F32, ReduceOp::Sum);
-        for (int64_t i = 0; i < 301; ++i) {
-          if (t.data<float>()[i] != want[static_cast<size_t>(i)]) throw Error("mismatch at " + std::to_string(i));
-        }
-        comm->barrier();
-      } catch (const std::exception& e) {
-        errors[static_cast<size_t>(r)] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
+  const std::vector<std::string> errors = test::run_rank_threads(world, [&](int r) {
+    auto comm = init_communicator(test::local_launch_env(r, world, port), Device::cpu(), "cpu", CommOptions{10.0, 512});
+    if (comm->backend() != "cpu-shm") throw Error("backend " + comm->backend());
+    Tensor t = make_input(r, 301, DType::F32);
+    comm->all_reduce(t);
+    const std::vector<float> want = serial_reduce(world, 301, DType::F32, ReduceOp::Sum);
+    for (int64_t i = 0; i < 301; ++i) {
+      if (t.data<float>()[i] != want[static_cast<size_t>(i)]) throw Error("mismatch at " + std::to_string(i));
+    }
+    comm->barrier();
+  });
   for (int r = 0; r < world; ++r) EXPECT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r;
 }
 

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "dist/communicator.h"
+#include "dist/dist_test_util.h"
 #include "dist/init.h"
 
 namespace swift::dist {
@@ -83,30 +84,14 @@ TEST(CommunicatorSplit, ThreadGroupsInterleavedAndBlocked) {
 TEST(CommunicatorSplit, SharedMemoryProcessGroup) {
   const int world = 4;
   const int port = pick_free_port();
-  std::vector<std::string> errors(world);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        LaunchEnv env;
-        env.launcher = "test";
-        env.rank = r;
-        env.world_size = world;
-        env.local_rank = r;
-        env.local_world_size = world;
-        env.master_port = port;
-        auto comm = init_communicator(env, Device::cpu(), "cpu", CommOptions{10.0, 1024});
-        auto sub = comm->split(r < 2 ? 0 : 1);
-        if (sub->backend() != "cpu-shm") throw Error("backend " + sub->backend());
-        check_group(*sub, r < 2 ? std::vector<int>{0, 1} : std::vector<int>{2, 3}, r);
-        sub->barrier();
-        comm->barrier();
-      } catch (const std::exception& e) {
-        errors[static_cast<size_t>(r)] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
+  const std::vector<std::string> errors = test::run_rank_threads(world, [&](int r) {
+    auto comm = init_communicator(test::local_launch_env(r, world, port), Device::cpu(), "cpu", CommOptions{10.0, 1024});
+    auto sub = comm->split(r < 2 ? 0 : 1);
+    if (sub->backend() != "cpu-shm") throw Error("backend " + sub->backend());
+    check_group(*sub, r < 2 ? std::vector<int>{0, 1} : std::vector<int>{2, 3}, r);
+    sub->barrier();
+    comm->barrier();
+  });
   for (int r = 0; r < world; ++r) EXPECT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r;
   // No shared-memory name of this process is left behind.
   const std::string prefix = "swift-dist-" + std::to_string(getpid()) + "-";

@@ -36,6 +36,7 @@
 #include "model/training.h"
 #include "ops/backends.h"
 #include "train/run_dir.h"
+#include "train/train_test_data.h"
 #include "train/trainer.h"
 
 namespace swift {
@@ -48,23 +49,7 @@ constexpr double kFirstLossRel = 2.5e-3, kCurveRel = 1e-2;
 
 std::string tiny_dir() { return std::string(SWIFT_FIXTURES_DIR) + "/tiny_chat"; }
 
-std::shared_ptr<const data::TokenizedDataset> random_dataset(int64_t vocab, int n, uint64_t seed) {
-  std::mt19937 rng(static_cast<uint32_t>(seed));
-  data::TokenizedDataset::Parts parts;
-  for (int i = 0; i < n; ++i) {
-    const int len = 8 + static_cast<int>(rng() % 24), prompt = 1 + static_cast<int>(rng() % 4);
-    for (int t = 0; t < len; ++t) {
-      const int64_t id = t == 0 ? static_cast<int64_t>(rng() % vocab)
-                                : (parts.ids.back() + 1 + static_cast<int64_t>(rng() % 3)) % vocab;
-      parts.ids.push_back(static_cast<int32_t>(id));
-      parts.loss_mask.push_back(t >= prompt ? 1 : 0);
-    }
-    parts.offsets.push_back(static_cast<int64_t>(parts.ids.size()));
-    parts.sample_index.push_back(i);
-    parts.label.push_back(-1);
-  }
-  return std::make_shared<const data::TokenizedDataset>(data::TokenizedDataset::from_parts(std::move(parts)));
-}
+using test::random_dataset;
 
 struct TinyRun {
   std::vector<double> losses;

@@ -35,14 +35,15 @@
 #include <mutex>
 #include <random>
 
-#include "data/loader.h"
 #include "core/memory.h"
+#include "data/loader.h"
 #include "dist/communicator.h"
 #include "io/hf_checkpoint.h"
 #include "model/causal_lm.h"
 #include "model/training.h"
 #include "train/data_parallel.h"
 #include "train/run_dir.h"
+#include "train/train_test_data.h"
 #include "train/trainer.h"
 
 namespace swift {
@@ -50,22 +51,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::shared_ptr<const data::TokenizedDataset> random_dataset(int64_t vocab, int n, uint64_t seed) {
-  std::mt19937 rng(static_cast<uint32_t>(seed));
-  data::TokenizedDataset::Parts parts;
-  for (int i = 0; i < n; ++i) {
-    const int len = 6 + static_cast<int>(rng() % 12), prompt = 1 + static_cast<int>(rng() % 3);
-    for (int t = 0; t < len; ++t) {
-      const int32_t id = t == 0 ? static_cast<int32_t>(rng() % (vocab - 20)) : parts.ids.back() + 1;
-      parts.ids.push_back(static_cast<int32_t>(id % vocab));
-      parts.loss_mask.push_back(t >= prompt ? 1 : 0);
-    }
-    parts.offsets.push_back(static_cast<int64_t>(parts.ids.size()));
-    parts.sample_index.push_back(i);
-    parts.label.push_back(-1);
-  }
-  return std::make_shared<const data::TokenizedDataset>(data::TokenizedDataset::from_parts(std::move(parts)));
-}
+using test::random_dataset;
 
 struct RunSpec {
   model::TunerType tuner = model::TunerType::Lora;

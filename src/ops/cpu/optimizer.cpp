@@ -152,26 +152,9 @@ float grad_norm(std::span<const Tensor> grads) {
   return static_cast<float>(std::sqrt(total));
 }
 
-float clip_grad_norm(std::span<const Tensor> grads, double max_norm) {
-  SWIFT_PROFILE("clip_grad_norm");
-  const float total = grad_norm(grads);
-  // torch: clip_coef = max_norm / (total_norm + 1e-6), where float / tensor is tensor.reciprocal() * float.
-  float coef = (1.0f / (total + 1e-6f)) * static_cast<float>(max_norm);
-  coef = std::isnan(coef) ? coef : std::min(coef, 1.0f);  // torch.clamp(max=1.0) keeps NaN
-  const std::vector<Chunk> chunks = chunks_of(grads.size(), [&](size_t i) { return grads[i].numel(); });
-  const int64_t count = static_cast<int64_t>(chunks.size());
-#pragma omp parallel for schedule(static) if (count > 1)
-  for (int64_t ci = 0; ci < count; ++ci) {
-    const Chunk& ch = chunks[static_cast<size_t>(ci)];
-    float* g = grads[ch.tensor].data<float>();
-#pragma omp simd
-    for (int64_t i = ch.begin; i < ch.end; ++i) g[i] *= coef;
-  }
-  return total;
-}
-
-void scale_gradients(std::span<const Tensor> grads, float factor) {
-  SWIFT_PROFILE("scale_gradients");
+namespace {
+// g *= factor for every element of every tensor, in chunks over the threads (clip_grad_norm, scale_gradients).
+void multiply_all(std::span<const Tensor> grads, float factor) {
   const std::vector<Chunk> chunks = chunks_of(grads.size(), [&](size_t i) { return grads[i].numel(); });
   const int64_t count = static_cast<int64_t>(chunks.size());
 #pragma omp parallel for schedule(static) if (count > 1)
@@ -181,6 +164,22 @@ void scale_gradients(std::span<const Tensor> grads, float factor) {
 #pragma omp simd
     for (int64_t i = ch.begin; i < ch.end; ++i) g[i] *= factor;
   }
+}
+}  // namespace
+
+float clip_grad_norm(std::span<const Tensor> grads, double max_norm) {
+  SWIFT_PROFILE("clip_grad_norm");
+  const float total = grad_norm(grads);
+  // torch: clip_coef = max_norm / (total_norm + 1e-6), where float / tensor is tensor.reciprocal() * float.
+  float coef = (1.0f / (total + 1e-6f)) * static_cast<float>(max_norm);
+  coef = std::isnan(coef) ? coef : std::min(coef, 1.0f);  // torch.clamp(max=1.0) keeps NaN
+  multiply_all(grads, coef);
+  return total;
+}
+
+void scale_gradients(std::span<const Tensor> grads, float factor) {
+  SWIFT_PROFILE("scale_gradients");
+  multiply_all(grads, factor);
 }
 
 }  // namespace swift::ops::cpu

@@ -562,8 +562,8 @@ int64_t max_workspace_bytes(const char* op) {
   if (e == nullptr || *e == 0) return int64_t{8192} << 20;
   char* end = nullptr;
   const long long mb = std::strtoll(e, &end, 10);
-  if (end == e || *end != 0 || mb < 0) {
-    fail("op {}: SWIFT_CUDNN_ATTENTION_MAX_WORKSPACE_MB='{}' is not a non-negative number of MiB", op, e);
+  if (end == e || *end != 0 || mb < 0 || mb > (1LL << 30)) {
+    fail("op {}: SWIFT_CUDNN_ATTENTION_MAX_WORKSPACE_MB='{}' is not a number of MiB in [0, 2^30]", op, e);
   }
   return static_cast<int64_t>(mb) << 20;
 }
