@@ -105,5 +105,10 @@ void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, co
 // Queries against a KV cache (ops/attention_decode.h; dispatched from ops/attention_decode.cpp): split-K over the keys.
 void attention_decode(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t start, float scale,
                       int64_t window, Tensor& out);
+// The replayable forms (position read on the device; ops/attention_decode.h).
+void attention_decode_at(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& start,
+                         int64_t max_keys, float scale, int64_t window, Tensor& out, const Tensor& workspace);
+int64_t attention_decode_workspace(const Tensor& q, const Tensor& k_cache, int64_t max_keys, int64_t window);
+void kv_cache_write(const Tensor& k_new, const Tensor& v_new, Tensor& k_cache, Tensor& v_cache, const Tensor& row);
 
 }  // namespace swift::ops::cuda
