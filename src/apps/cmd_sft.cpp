@@ -304,7 +304,8 @@ int run_training(Command command, const Args& raw) {
   }
   if (layout.tp > 1) {
     std::fprintf(stderr, "tensor parallel: %d ranks per replica hold 1/%d of every attention and MLP weight "
-                 "(checkpoints are saved whole)\n", layout.tp, layout.tp);
+                 "and of the embedding and LM head (vocabulary-parallel; checkpoints are saved whole)\n", layout.tp,
+                 layout.tp);
   }
   if (loader->steps_per_epoch() > 0) {
     std::fprintf(stderr, "training: %lld optimizer steps (%lld micro-batches per epoch, gradient accumulation %lld)\n",

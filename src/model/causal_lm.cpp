@@ -8,14 +8,18 @@
 //    inputs (positions for rope, cu_seqlens for dynamic NTK), never from device tensors.
 //  - With a cache, the new keys and values are written straight into the cache rows (projections and q/k norm
 //    output there, rope rotates them in place): no copy per layer.
+//  - One-token CUDA steps of forward_cached go to decode_step (model/decode_plan.cpp) when the model is covered;
+//    place() and set_lora() bump revision_ so that decode plans holding the old addresses are remade.
 //  - Every expected tensor is checked for presence and shape; tensors nobody uses are an error too (they
 //    indicate a model this code does not understand), except known harmless ones (rotary inv_freq buffers).
-//  - shard_for_tensor_parallel replaces the linears' tensors (in weights_ and tensors_) by new shard tensors, so no
-//    reference to a whole one (or to its file mapping's pages outside the shard) remains.
+//  - shard_for_tensor_parallel replaces the linears', the embedding's and the head's tensors (in weights_ and
+//    tensors_) by new shard tensors, so no reference to a whole one (or to its file mapping's pages outside the
+//    shard) remains.
 #include "model/causal_lm.h"
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <numeric>
@@ -179,6 +183,13 @@ DType activation_dtype_for(Device device, DType matrix_dtype) {
   return matrix_dtype == DType::F16 ? DType::F16 : DType::BF16;
 }
 
+// A process-wide unique revision: a decode plan matches only the model object and placement it was made for, even when
+// another model later lives at the same address.
+uint64_t next_revision() {
+  static std::atomic<uint64_t> counter{1};
+  return counter.fetch_add(1);
+}
+
 // A host copy of a (small) I32 input.
 Tensor on_host(const Tensor& t) { return t.device().is_cpu() ? t : t.to(Device::cpu(), MemoryCategory::Workspace); }
 
@@ -241,12 +252,14 @@ void CausalLM::set_lora(LoraAdapters adapters) {
   }
   lora_ = std::move(adapters);
   dora_norms_ = std::move(norms);
+  revision_ = next_revision();  // decode plans captured the old adapters' tables
 }
 
 CausalLM::CausalLM(io::ModelConfig config, std::map<std::string, Tensor> weights)
     : config_(std::move(config)), tensors_(std::move(weights)) {
   weights_ = bind_weights(config_, tensors_, config_.model_type);
   act_dtype_ = activation_dtype_for(device(), weights_.embed_tokens.dtype());
+  revision_ = next_revision();
 }
 
 std::unique_ptr<CausalLM> CausalLM::from_weights(io::ModelConfig config, std::map<std::string, Tensor> weights) {
@@ -285,22 +298,29 @@ CausalLM::KvCache CausalLM::new_kv_cache(int64_t capacity) const {
 Tensor CausalLM::forward_cached(const std::vector<int32_t>& ids, KvCache& cache, bool all_logits) const {
   const int64_t n = static_cast<int64_t>(ids.size());
   SWIFT_CHECK(n > 0, "forward_cached: no tokens");
-  SWIFT_CHECK(static_cast<int64_t>(cache.k.size()) == config_.num_hidden_layers &&
-                  cache.k.size() == cache.v.size(),
-              "forward_cached: the KV cache has {} layers, the model {} (make it with new_kv_cache)", cache.k.size(),
-              config_.num_hidden_layers);
-  SWIFT_CHECK(cache.k[0].device() == device() && cache.k[0].dtype() == act_dtype_,
-              "forward_cached: the KV cache {} does not match the model ({}, {} activations); make it with "
-              "new_kv_cache after place()", cache.k[0].str(), device().str(), dtype_name(act_dtype_));
-  SWIFT_CHECK(cache.length + n <= cache.capacity(),
-              "KV cache full: {} cached + {} new tokens exceed its capacity of {} (raise --max_length or "
-              "lower --max_new_tokens)", cache.length, n, cache.capacity());
+  check_kv_cache("forward_cached", cache, n);
+  if (n == 1 && cache.length > 0 && device().is_cuda() && decode_step_supported()) {
+    return decode_step(ids[0], cache);  // the fixed-buffer step (CUDA graphs): model/decode_plan.cpp
+  }
   std::vector<int32_t> positions(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) positions[static_cast<size_t>(i)] = static_cast<int32_t>(cache.length + i);
   const Tensor cu = Tensor::from_i32({2}, {0, static_cast<int32_t>(n)});
   Tensor hidden = run_layers(Tensor::from_i32({n}, ids), Tensor::from_i32({n}, positions), cu, &cache);
   cache.length += n;
   return head_logits(all_logits ? hidden : hidden.slice_rows(n - 1, n));
+}
+
+void CausalLM::check_kv_cache(const char* op, const KvCache& cache, int64_t n) const {
+  SWIFT_CHECK(static_cast<int64_t>(cache.k.size()) == config_.num_hidden_layers &&
+                  cache.k.size() == cache.v.size(),
+              "{}: the KV cache has {} layers, the model {} (make it with new_kv_cache)", op, cache.k.size(),
+              config_.num_hidden_layers);
+  SWIFT_CHECK(cache.k[0].device() == device() && cache.k[0].dtype() == act_dtype_,
+              "{}: the KV cache {} does not match the model ({}, {} activations); make it with "
+              "new_kv_cache after place()", op, cache.k[0].str(), device().str(), dtype_name(act_dtype_));
+  SWIFT_CHECK(cache.length + n <= cache.capacity(),
+              "KV cache full: {} cached + {} new tokens exceed its capacity of {} (raise --max_length or "
+              "lower --max_new_tokens)", cache.length, n, cache.capacity());
 }
 
 Tensor CausalLM::head_logits(const Tensor& hidden) const {
@@ -460,6 +480,19 @@ void CausalLM::shard_for_tensor_parallel(int rank, int size) {
       }
     }
   }
+  // Vocabulary-parallel embedding and head: this rank's rows; a tied head stays the embedding's (sharded) tensor.
+  const bool tied = c.tie_word_embeddings || (weights_.lm_head.defined() &&
+                                              weights_.lm_head.storage() == weights_.embed_tokens.storage());
+  weights_.embed_tokens =
+      tensor_parallel_shard(weights_.embed_tokens, Layout::VocabRows, rank, size, "model.embed_tokens.weight");
+  if (tensors_.count("model.embed_tokens.weight")) tensors_["model.embed_tokens.weight"] = weights_.embed_tokens;
+  if (tied) {
+    weights_.lm_head = weights_.embed_tokens;
+    tensors_.erase("lm_head.weight");  // an ignored tied copy: nothing keeps the whole table
+  } else {
+    weights_.lm_head = tensor_parallel_shard(weights_.lm_head, Layout::VocabRows, rank, size, "lm_head.weight");
+    if (tensors_.count("lm_head.weight")) tensors_["lm_head.weight"] = weights_.lm_head;
+  }
   tp_rank_ = rank;
   tp_size_ = size;
 }
@@ -487,6 +520,7 @@ void CausalLM::place(Device device, DType matrix_dtype) {
   }
   tensors_.clear();  // the loaded originals (host memory, mapped files) are no longer referenced
   act_dtype_ = activation_dtype_for(device, matrix_dtype);
+  revision_ = next_revision();  // decode plans captured the old weights' addresses
   const bool has_adapters = !lora_.layers.empty() || lora_.embed_tokens.defined() || lora_.lm_head.defined();
   if (has_adapters) set_lora(std::move(lora_));  // move them along, DoRA norms against the placed weights
 }

@@ -15,6 +15,11 @@
 //    its sequences run alone.
 //  - Architecture differences are data (ModelConfig flags: qkv bias, q/k norm, tied head, sliding window,
 //    rope scaling), not subclasses; a new family adds a weight-name map and flags.
+//  - One-token decoding on CUDA (forward_cached with one token and a non-empty cache) runs decode_step: a fixed-buffer
+//    step kept with the cache (model/decode_plan.h) whose kernels read the token id and position from device memory,
+//    replayed as a CUDA graph per key bucket unless SWIFT_CUDA_GRAPHS=0 (then the same kernels launch one by one:
+//    bit-identical logits either way). Models it does not cover (layer adapters, dynamic NTK rope) and the CPU keep
+//    the packed path. place() and set_lora() invalidate every plan (revision_).
 //  - After shard_for_tensor_parallel the model holds only its tensor-parallel rank's shard of every attention and
 //    MLP linear (model/parallel.h layouts); its own forward refuses to run (it needs whole weights): it trains
 //    through TrainableModel with the same group.
@@ -31,6 +36,13 @@
 #include "model/lora.h"
 
 namespace swift::model {
+
+struct DecodePlan;  // model/decode_plan.h
+
+// How decode_step runs: Auto = a CUDA graph on CUDA when cuda_graphs_enabled() and SWIFT_PROFILE is off, else Eager;
+// Eager = the step's kernels launched one by one; Graph = replay (capturing on a bucket's first step), throwing when
+// the capture fails (tests) instead of falling back to Eager as Auto does.
+enum class DecodeMode { Auto, Eager, Graph };
 
 struct LayerWeights {
   Tensor input_norm;                      // (C)
@@ -72,9 +84,10 @@ class CausalLM {
 
   // Tensor parallelism at load (--tensor_model_parallel_size `size`, this rank `rank` of the group): keeps only the
   // rank's shard of every attention / MLP linear, as model/parallel.h lays them out (q, k, v, gate, up and their
-  // biases: rows [rank*M/size, (rank+1)*M/size); o, down: input columns [rank*K/size, (rank+1)*K/size); the o / down
-  // biases, norms, embedding and head stay whole). The whole tensors are released (a mapped file is read only where
-  // the shards lie), so a rank holds 1/size of the linears. Call once, before place() (so that only shards move to
+  // biases: rows [rank*M/size, (rank+1)*M/size); o, down: input columns [rank*K/size, (rank+1)*K/size); embedding
+  // and head (one tensor when tied): vocabulary rows [rank*V/size, (rank+1)*V/size), uneven when size does not divide
+  // V; the o / down biases and norms stay whole). The whole tensors are released (a mapped file is read only where
+  // the shards lie), so a rank holds 1/size of the linears, the embedding and the head. Call once, before place() (so that only shards move to
   // the device) and before training; throws naming the option when heads or intermediate units do not divide.
   void shard_for_tensor_parallel(int rank, int size);
   int tensor_parallel_rank() const { return tp_rank_; }
@@ -101,6 +114,10 @@ class CausalLM {
     std::vector<Tensor> k, v;  // per layer: (capacity, Hkv, D), activation dtype, on the model's device
     int64_t length = 0;
     int64_t capacity() const { return k.empty() ? 0 : k[0].size(0); }
+    // decode_step's buffers and CUDA graphs for this cache (made on its first step; copies of the cache share it).
+    std::shared_ptr<DecodePlan> plan;
+    // Smallest key bucket of decode_step (model/decode_plan.h: decode_key_bucket); tests lower it to cross buckets.
+    int64_t decode_bucket_min = 256;
   };
   // A cache for the model as placed now (make it after place()).
   KvCache new_kv_cache(int64_t capacity) const;
@@ -109,6 +126,14 @@ class CausalLM {
   // attention (prefill); later calls attend to the cache through ops::attention_decode. Throws when the cache
   // would overflow or was made for another placement.
   Tensor forward_cached(const std::vector<int32_t>& ids, KvCache& cache, bool all_logits = false) const;
+  // One token `id` at position cache.length of a non-empty cache (appending its key and value); returns its F32 host
+  // logits (1, V). Same math as forward_cached, through fixed buffers (model/decode_plan.cpp): the attention's key split
+  // is sized by the key bucket, so eager and replayed steps give bit-identical logits. Throws when the model is not
+  // covered (decode_step_supported) or the cache is empty, full or from another placement.
+  Tensor decode_step(int32_t id, KvCache& cache, DecodeMode mode = DecodeMode::Auto) const;
+  // Whether decode_step covers this model: no LoRA/DoRA layer adapters (modules_to_save copies are fine), rope other
+  // than dynamic NTK. `why` receives the reason when not.
+  bool decode_step_supported(std::string* why = nullptr) const;
 
  private:
   CausalLM(io::ModelConfig config, std::map<std::string, Tensor> weights);
@@ -117,6 +142,13 @@ class CausalLM {
   Tensor run_layers(const Tensor& ids, const Tensor& positions, const Tensor& cu_seqlens, KvCache* cache) const;
   // Logits (rows of hidden, V) F32 on the host through the LM head.
   Tensor head_logits(const Tensor& hidden) const;
+  // Throws naming `op` unless `cache` was made for this placement and holds `n` more tokens.
+  void check_kv_cache(const char* op, const KvCache& cache, int64_t n) const;
+  // decode_step's plan for `cache` (made, or remade when the model or the cache changed since).
+  DecodePlan& decode_plan(KvCache& cache) const;
+  // Enqueues one decoding step on the plan's buffers, attention split sized for `max_keys` keys (model/decode_plan.cpp).
+  void enqueue_decode_step(DecodePlan& plan, int64_t max_keys) const;
+  uint64_t revision_ = 0;  // unique per construction, place() and set_lora(): decode plans made before are stale
   io::ModelConfig config_;
   DType act_dtype_ = DType::F32;
   std::map<std::string, Tensor> tensors_;  // keeps every loaded tensor (and its mapping) alive

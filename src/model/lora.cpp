@@ -177,6 +177,11 @@ LoraAdapters create_lora(const io::ModelConfig& config, const LoraSettings& s, c
         for (int64_t i = 0; i < l.b.numel(); ++i) b[i] = static_cast<float>((2 * rng.next() - 1) * bound);
       }
       if (s.use_dora) {
+        const Tensor& w = base_linear_weight(weights->layers[static_cast<size_t>(layer)], kind);
+        SWIFT_CHECK(w.dim() == 2 && w.size(0) == M && w.size(1) == K,
+                    "--use_dora: the initial magnitude of {} needs its whole base weight ({} x {}), but it holds {} "
+                    "(a tensor-parallel shard?); create the adapters before CausalLM::shard_for_tensor_parallel",
+                    linear_module_path(layer, kind), M, K, w.str());
         l.magnitude = initial_magnitude(base_linear_weight(weights->layers[static_cast<size_t>(layer)], kind), l,
                                         out.scale);
       }

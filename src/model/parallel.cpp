@@ -1,13 +1,17 @@
 // model/parallel.cpp — the padded SP micro-batch, Ulysses' head exchange, and the tensor-parallel shard / gather of
 // one tensor (model/parallel.h).
 //
-// Invariants: the exchange functions check their shapes against the group size and name what is wrong; they
+// Invariants: vocabulary shards (VocabRows) may differ by one row between ranks: their gather learns every rank's
+// row count first (one small all-reduce) and gathers blocks padded to the largest. The exchange functions check their shapes against the group size and name what is wrong; they
 // allocate their staging buffer per call (Activations memory), on the tensors' device. Shards are new tensors (the
 // whole one can be freed); shard then gather gives the whole tensor back bit for bit (bytes are only moved). On the
 // host a shard reads only its own bytes of the whole tensor (a mapped file: only the shard's pages).
 #include "model/parallel.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "core/error.h"
 #include "model/training.h"
@@ -59,11 +63,24 @@ MicroBatch pad_for_sequence_parallel(const MicroBatch& batch, int64_t sp_size, i
 }
 
 bool is_sharded(TensorParallelLayout layout) {
-  return layout == TensorParallelLayout::Rows || layout == TensorParallelLayout::Columns;
+  return layout == TensorParallelLayout::Rows || layout == TensorParallelLayout::Columns ||
+         layout == TensorParallelLayout::VocabRows;
+}
+
+VocabRange vocab_shard_range(int64_t vocab, int rank, int size) {
+  SWIFT_CHECK(size >= 1 && rank >= 0 && rank < size, "vocabulary shard: rank {} of a group of {}", rank, size);
+  SWIFT_CHECK(vocab >= size, "--tensor_model_parallel_size {}: the vocabulary of {} rows cannot be split over {} ranks",
+              size, vocab, size);
+  const int64_t first = rank * vocab / size, end = (rank + 1) * vocab / size;
+  return {first, end - first};
 }
 
 Tensor tensor_parallel_shard(const Tensor& whole, TensorParallelLayout layout, int rank, int size, const std::string& what) {
   if (!is_sharded(layout) || size == 1) return whole;
+  if (layout == TensorParallelLayout::VocabRows) {
+    const VocabRange r = vocab_shard_range(whole.size(0), rank, size);
+    return whole.slice_rows(r.first, r.first + r.count).clone(MemoryCategory::Weights);
+  }
   if (layout == TensorParallelLayout::Rows) {
     const int64_t M = whole.size(0);
     SWIFT_CHECK(M % size == 0, "--tensor_model_parallel_size {}: {} has {} rows, not divisible", size, what, M);
@@ -89,6 +106,42 @@ Tensor tensor_parallel_shard(const Tensor& whole, TensorParallelLayout layout, i
 Tensor tensor_parallel_gather(dist::Communicator& tp, const Tensor& shard, TensorParallelLayout layout) {
   const int64_t N = tp.world_size();
   if (!is_sharded(layout) || N == 1) return shard;
+  if (layout == TensorParallelLayout::VocabRows) {  // uneven shards: every rank's row count, then padded blocks
+    const int64_t rows = shard.size(0), row_elems = shard.numel() / std::max<int64_t>(rows, 1);
+    std::vector<float> mine(static_cast<size_t>(N), 0.0f);
+    mine[static_cast<size_t>(tp.rank())] = static_cast<float>(rows);
+    Tensor counts = Tensor::from_f32({N}, mine).to(shard.device(), MemoryCategory::Workspace);
+    tp.all_reduce(counts);
+    const Tensor counts_host = counts.to(Device::cpu(), MemoryCategory::Workspace);
+    int64_t most = 0, vocab = 0;
+    std::vector<int64_t> count(static_cast<size_t>(N));
+    for (int64_t r = 0; r < N; ++r) {
+      count[static_cast<size_t>(r)] = static_cast<int64_t>(counts_host.data<float>()[r]);
+      most = std::max(most, count[static_cast<size_t>(r)]);
+      vocab += count[static_cast<size_t>(r)];
+    }
+    Tensor padded = shard;
+    if (rows < most) {
+      Shape shape = shard.shape();
+      shape[0] = most;
+      padded = Tensor::zeros(shape, shard.dtype(), shard.device(), MemoryCategory::Workspace);
+      padded.slice_rows(0, rows).copy_from(shard);
+    }
+    Tensor gathered = Tensor::empty({N * padded.numel()}, shard.dtype(), shard.device(), MemoryCategory::Workspace);
+    tp.all_gather(padded, gathered);
+    Shape shape = shard.shape();
+    shape[0] = vocab;
+    Tensor whole = Tensor::empty(shape, shard.dtype(), shard.device(), MemoryCategory::Workspace);
+    const Tensor blocks = gathered.view({N * most, row_elems});
+    Tensor whole_rows = whole.view({vocab, row_elems});
+    int64_t first = 0;
+    for (int64_t r = 0; r < N; ++r) {
+      const int64_t n = count[static_cast<size_t>(r)];
+      whole_rows.slice_rows(first, first + n).copy_from(blocks.slice_rows(r * most, r * most + n));
+      first += n;
+    }
+    return whole;
+  }
   Tensor gathered = Tensor::empty({N * shard.numel()}, shard.dtype(), shard.device(), MemoryCategory::Workspace);
   tp.all_gather(shard, gathered);
   if (layout == TensorParallelLayout::Rows) {
@@ -101,6 +154,57 @@ Tensor tensor_parallel_gather(dist::Communicator& tp, const Tensor& shard, Tenso
   Tensor whole_blocks = whole.view({M, N, Kr});
   ops::swap_outer_axes(gathered.view({N, M, Kr}), whole_blocks);
   return whole;
+}
+
+ops::CrossEntropyStats vocab_parallel_cross_entropy(dist::Communicator& tp, const Tensor& hidden, const Tensor& head,
+                                                    const Tensor& labels, int64_t vocab_offset, float grad_scale,
+                                                    Tensor& dhidden, Tensor& dhead) {
+  const int64_t T = hidden.size(0), N = tp.world_size();
+  const Device dev = hidden.device();
+  // Pass 1 on this rank's rows: per token lse, label logit (0 unless the label is ours), max logit, argmax.
+  Tensor stats = Tensor::empty({3, T}, DType::F32, dev, MemoryCategory::Workspace);
+  Tensor lse = stats.slice_rows(0, 1).view({T}), label = stats.slice_rows(1, 2).view({T});
+  Tensor max_logit = stats.slice_rows(2, 3).view({T});
+  Tensor argmax = Tensor::empty({T}, DType::I32, dev, MemoryCategory::Workspace);
+  ops::cross_entropy_shard_stats(hidden, head, labels, vocab_offset, lse, label, max_logit, argmax);
+  // Every rank's terms (a few floats per token), combined on the host in rank order: identical results everywhere.
+  Tensor all_stats = Tensor::empty({N * 3 * T}, DType::F32, dev, MemoryCategory::Workspace);
+  Tensor all_argmax = Tensor::empty({N * T}, DType::I32, dev, MemoryCategory::Workspace);
+  tp.all_gather(stats, all_stats);
+  tp.all_gather(argmax, all_argmax);
+  const Tensor s_host = all_stats.to(Device::cpu(), MemoryCategory::Workspace);
+  const Tensor a_host = all_argmax.to(Device::cpu(), MemoryCategory::Workspace);
+  const Tensor l_host = labels.device().is_cpu() ? labels : labels.to(Device::cpu(), MemoryCategory::Workspace);
+  const float* st = s_host.data<float>();
+  const int32_t* arg = a_host.data<int32_t>();
+  const int32_t* lab = l_host.data<int32_t>();
+  auto at = [&](int64_t r, int64_t k, int64_t t) { return st[(r * 3 + k) * T + t]; };
+  std::vector<float> whole_lse(static_cast<size_t>(T), 0.0f);
+  ops::CrossEntropyStats out;
+  for (int64_t t = 0; t < T; ++t) {
+    if (lab[t] == ops::CrossEntropyOptions{}.ignore_index) continue;
+    double m = -INFINITY;
+    for (int64_t r = 0; r < N; ++r) m = std::max(m, static_cast<double>(at(r, 0, t)));
+    double sum = 0.0;
+    float label_logit = 0.0f;  // the owning rank's; the others contribute exact zeros
+    int64_t best = 0;
+    for (int64_t r = 0; r < N; ++r) {
+      sum += std::exp(static_cast<double>(at(r, 0, t)) - m);
+      label_logit += at(r, 1, t);
+      if (at(r, 2, t) > at(best, 2, t)) best = r;  // strict: the first maximal id (ranks hold ascending rows)
+    }
+    const float l = static_cast<float>(m + std::log(sum));
+    whole_lse[static_cast<size_t>(t)] = l;
+    out.tokens += 1;
+    out.loss_sum += static_cast<double>(l - label_logit);
+    out.correct += arg[best * T + t] == lab[t] ? 1 : 0;
+  }
+  if (!dhidden.defined() && !dhead.defined()) return out;
+  // Pass 2 with the whole vocabulary's lse: this rank's share of dhidden (summed over the group) and its dhead rows.
+  const Tensor lse_whole = Tensor::from_f32({T}, whole_lse).to(dev, MemoryCategory::Workspace);
+  ops::cross_entropy_shard_backward(hidden, head, labels, vocab_offset, lse_whole, grad_scale, dhidden, dhead);
+  if (dhidden.defined()) tp.all_reduce(dhidden);
+  return out;
 }
 
 void scatter_heads(dist::Communicator& sp, const Tensor& x, int64_t heads, Tensor& y) {

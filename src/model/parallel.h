@@ -17,9 +17,14 @@
 //  - Row-parallel o, down: rank t keeps input columns [t*K/N, (t+1)*K/N) of W; LoRA: A sharded by columns, B
 //    replicated; each rank's (T, C) output (its columns' product plus its LoRA term scale * (x_t A_t^T) B^T, whose
 //    sum over ranks is the LoRA term of the whole (T, r) product) is all-reduced; the bias is added by rank 0 only.
-//  - Norms, embedding, LM head replicated. So parameters come in four layouts (TensorParallelLayout): whole with the
-//    whole gradient on every rank; whole with partial gradients to sum over the group (LoRA A of column-parallel
-//    and B of row-parallel layers, q/k norms, row-parallel biases); row shards; column shards.
+//  - Vocabulary-parallel embedding and LM head (Megatron's VocabParallelEmbedding and parallel cross-entropy): rank t
+//    keeps vocabulary rows [t*V/N, (t+1)*V/N) (integer division: uneven shards, sizes differing by one, when N does not
+//    divide V; no padding rows) of the embedding table and of the head (a tied head is the same shard). The lookup
+//    gives zero rows for other ranks' ids and is all-reduced; the loss combines every rank's per-token lse, label
+//    logit and argmax (vocab_parallel_cross_entropy); dhidden is the group's sum of the shards' terms.
+//  - Norms replicated. So parameters come in five layouts (TensorParallelLayout): whole with the whole gradient on
+//    every rank; whole with partial gradients to sum over the group (LoRA A of column-parallel and B of row-parallel
+//    layers, q/k norms, row-parallel biases); row shards; column shards; vocabulary row shards.
 //
 // Invariants: every rank of a group calls the same collectives in the same order (the layers are walked in the same
 // order everywhere, and the padded length is the same on every rank of an SP group because they hold one batch);
@@ -31,6 +36,7 @@
 
 #include "core/communicator.h"
 #include "core/tensor.h"
+#include "ops/ops.h"
 
 namespace swift::model {
 
@@ -42,6 +48,7 @@ enum class TensorParallelLayout : uint8_t {
   Partial,     // the whole tensor on every rank; each holds a partial gradient: sum them over the group
   Rows,        // rows [t*M/N, (t+1)*M/N) of the whole (M, ...) tensor
   Columns,     // columns [t*K/N, (t+1)*K/N) of the whole (M, K) tensor
+  VocabRows,   // rows [t*V/N, (t+1)*V/N) of the whole (V, C) embedding / head (uneven when N does not divide V)
 };
 bool is_sharded(TensorParallelLayout layout);
 
@@ -50,6 +57,20 @@ bool is_sharded(TensorParallelLayout layout);
 Tensor tensor_parallel_shard(const Tensor& whole, TensorParallelLayout layout, int rank, int size, const std::string& what);
 // The whole tensor from every rank's `shard` (collective over tp: every rank calls it and gets the result).
 Tensor tensor_parallel_gather(dist::Communicator& tp, const Tensor& shard, TensorParallelLayout layout);
+// Rank `rank`'s vocabulary rows [first, first + count) of a vocabulary of `vocab` over `size` ranks (VocabRows).
+struct VocabRange {
+  int64_t first = 0, count = 0;
+};
+VocabRange vocab_shard_range(int64_t vocab, int rank, int size);
+
+// The LM head + cross-entropy over a vocabulary split by rows (collective over tp; every rank of the group passes the
+// same hidden and labels and its own head shard of rows starting at vocab_offset). Returns the whole vocabulary's
+// statistics (identical on every rank: each combines the same gathered per-token terms in the same order). With
+// dhidden defined it is written with grad_scale * d loss_sum / d hidden (the group's sum, whole on every rank); dhead
+// (the shard's shape) += the shard's gradient. hidden: (T, C); head: (Vr, C); labels: (T) I32 whole-vocabulary ids.
+ops::CrossEntropyStats vocab_parallel_cross_entropy(dist::Communicator& tp, const Tensor& hidden, const Tensor& head,
+                                                    const Tensor& labels, int64_t vocab_offset, float grad_scale,
+                                                    Tensor& dhidden, Tensor& dhead);
 
 // The groups of this rank (not owned; null or a group of one: that parallelism is off).
 struct ParallelGroups {

@@ -14,7 +14,9 @@
 // Tensor parallel (N ranks): the linears hold this rank's shards (model/parallel.h), so q/k/v carry Hq/N and Hkv/N
 // heads and gate/up F/N units; o_proj's and down_proj's outputs are partial sums, all-reduced before the residual
 // add; in the backward the input gradients of q/k/v and of gate/up are partial sums, all-reduced before the norms'
-// backward. Everything else (norms, residual stream, its gradient) is whole and identical on every rank.
+// backward. The embedding table and the LM head hold this rank's vocabulary rows: the lookup is all-reduced (other
+// ranks' ids give zero rows), the loss goes through vocab_parallel_cross_entropy (model/parallel.h), whose dhidden
+// is the group's sum. Everything else (norms, residual stream, its gradient) is whole and identical on every rank.
 #include "model/training.h"
 
 #include <algorithm>
@@ -188,8 +190,6 @@ void TrainableModel::zero_grad() {
 }
 
 void TrainableModel::set_gradient_provider(std::function<Tensor(size_t)> provider) {
-  SWIFT_CHECK(!provider || parallel_.tp_size() == 1,
-              "gradient storage on demand (ZeRO-2) with tensor parallelism is not supported");
   gradient_provider_ = std::move(provider);
   for (size_t i = 0; i < params_.size(); ++i) {
     bind_gradient(i, gradient_provider_ ? Tensor() : zeros_like(params_[i].value, MemoryCategory::Gradients));
@@ -507,7 +507,13 @@ StepStats TrainableModel::run(const MicroBatch& host_batch, float grad_scale, ui
   Activations scratch;                                    // a recomputed block's, one at a time
   std::vector<Tensor> inputs(static_cast<size_t>(L));     // block inputs (the checkpoints)
   Tensor x = act({T, C});
-  ops::embedding(embed_, local_tokens(b.ids), x);
+  dist::Communicator* vocab_tp = parallel_.tp_size() > 1 ? parallel_.tensor : nullptr;  // vocabulary-parallel
+  if (vocab_tp != nullptr) {  // this rank's rows of the lookup (zeros for other ranks' ids), summed over the group
+    ops::embedding_shard(embed_, local_tokens(b.ids), vocab_offset_, x);
+    vocab_tp->all_reduce(x);
+  } else {
+    ops::embedding(embed_, local_tokens(b.ids), x);
+  }
   for (int64_t i = 0; i < L; ++i) {
     inputs[static_cast<size_t>(i)] = x;
     Activations& a = keeps(i) ? acts[static_cast<size_t>(i)] : scratch;
@@ -522,7 +528,10 @@ StepStats TrainableModel::run(const MicroBatch& host_batch, float grad_scale, ui
   Tensor dhidden = backward ? act({T, C}) : Tensor();
   if (backward) provide_gradients(L);  // the head's gradients are written by the loss below
   Tensor dhead = backward ? grad_lm_head_ : Tensor();
-  const ops::CrossEntropyStats ce = ops::cross_entropy(hidden, lm_head_, local_tokens(b.labels), grad_scale, dhidden, dhead);
+  const ops::CrossEntropyStats ce =
+      vocab_tp != nullptr ? vocab_parallel_cross_entropy(*vocab_tp, hidden, lm_head_, local_tokens(b.labels),
+                                                         vocab_offset_, grad_scale, dhidden, dhead)
+                          : ops::cross_entropy(hidden, lm_head_, local_tokens(b.labels), grad_scale, dhidden, dhead);
   StepStats stats{ce.loss_sum, ce.tokens, ce.correct};
   if (!backward) return stats;
 
@@ -537,27 +546,66 @@ StepStats TrainableModel::run(const MicroBatch& host_batch, float grad_scale, ui
     }
     provide_gradients(i);
     layer_backward(i, b, a, d, seed);
+    sum_partial_gradients(i);  // gradients on demand: this layer's partial gradients, before the hook reduces them
     if (backward_hook_) backward_hook_(i);
     a = Activations{};  // free this block's activations before the next
   }
   provide_gradients(-1);
-  if (grad_embed_.defined()) ops::embedding_backward(d, local_tokens(b.ids), grad_embed_, padding_id_);
+  if (grad_embed_.defined() && vocab_tp != nullptr) {
+    ops::embedding_shard_backward(d, local_tokens(b.ids), vocab_offset_, grad_embed_, padding_id_);
+  } else if (grad_embed_.defined()) {
+    ops::embedding_backward(d, local_tokens(b.ids), grad_embed_, padding_id_);
+  }
   if (backward_hook_) backward_hook_(-1);
   return stats;
 }
 
 // DoRA's weight norms of the current A and B (PEFT recomputes them in every forward and detaches them): computed
 // once per micro-batch, shared by the forward, the checkpoint recompute and the backward.
+// Tensor parallel: a column-parallel rank holds whole rows (its norms are local); a row-parallel rank (o / down) holds
+// a column block of every row, so it computes the squares of its blocks, all-reduced over the group (one collective
+// for every such linear, packed in dora_squares_) before the roots.
 void TrainableModel::compute_dora_norms() {
   if (dora_norms_.empty()) dora_norms_.resize(lora_.layers.size());
+  dist::Communicator* tp = parallel_.tp_size() > 1 ? parallel_.tensor : nullptr;
+  auto row_parallel = [&](int k) {
+    const auto kind = static_cast<LinearKind>(k);
+    return tp != nullptr && (kind == LinearKind::O || kind == LinearKind::Down);
+  };
+  if (tp != nullptr && !dora_squares_.defined()) {  // the row-parallel norms: views of one buffer
+    int64_t n = 0;
+    for (size_t i = 0; i < lora_.layers.size(); ++i) {
+      for (int k = 0; k < kLinearKinds; ++k) {
+        const LoraLinear& ad = lora_.layers[i][static_cast<size_t>(k)];
+        n += ad.defined() && ad.dora() && row_parallel(k) ? ad.magnitude.numel() : 0;
+      }
+    }
+    if (n > 0) {
+      dora_squares_ = Tensor::empty({n}, DType::F32, device_, MemoryCategory::Weights);
+      int64_t offset = 0;
+      for (size_t i = 0; i < lora_.layers.size(); ++i) {
+        for (int k = 0; k < kLinearKinds; ++k) {
+          const LoraLinear& ad = lora_.layers[i][static_cast<size_t>(k)];
+          if (!ad.defined() || !ad.dora() || !row_parallel(k)) continue;
+          dora_norms_[i][static_cast<size_t>(k)] = dora_squares_.slice_rows(offset, offset + ad.magnitude.numel());
+          offset += ad.magnitude.numel();
+        }
+      }
+    }
+  }
   for (size_t i = 0; i < lora_.layers.size(); ++i) {
     for (int k = 0; k < kLinearKinds; ++k) {
       const LoraLinear& ad = lora_.layers[i][static_cast<size_t>(k)];
       if (!ad.defined() || !ad.dora()) continue;
       Tensor& n = dora_norms_[i][static_cast<size_t>(k)];
       if (!n.defined()) n = Tensor::empty({ad.magnitude.numel()}, DType::F32, device_, MemoryCategory::Weights);
-      ops::dora_weight_norm(layers_[i].linears[static_cast<size_t>(k)].w, ad.a, ad.b, lora_.scale, n);
+      const Tensor& w = layers_[i].linears[static_cast<size_t>(k)].w;
+      ops::dora_weight_norm(w, ad.a, ad.b, lora_.scale, n, /*squares=*/row_parallel(k));
     }
+  }
+  if (dora_squares_.defined()) {
+    tp->all_reduce(dora_squares_);
+    ops::dora_norm_from_squares(dora_squares_);
   }
 }
 
@@ -595,6 +643,8 @@ void TrainableModel::set_parallel(const ParallelGroups& groups) {
   if (groups.sequence == parallel_.sequence && groups.tensor == parallel_.tensor) return;  // the same groups again
   SWIFT_CHECK(parallel_.tp_size() == 1 && parallel_.sp_size() == 1,
               "set_parallel: the parallel groups are set once, before training (this model already has others)");
+  SWIFT_CHECK(!gradient_provider_ || groups.tp_size() == 1,
+              "set_parallel: set the tensor-parallel group before the gradient provider (sharding rebinds gradients)");
   SWIFT_CHECK(model_.tensor_parallel_size() == 1 ||
                   (model_.tensor_parallel_size() == N && model_.tensor_parallel_rank() == groups.tp_rank()),
               "set_parallel: the model holds tensor-parallel shard {} of {} of its linears, but this rank is {} of a "
@@ -609,12 +659,6 @@ void TrainableModel::set_parallel(const ParallelGroups& groups) {
     SWIFT_CHECK(groups.tensor->device() == device_,
                 "--tensor_model_parallel_size: the group communicates on {} but the model lives on {}",
                 groups.tensor->device().str(), device_.str());
-    for (const auto& layer : lora_.layers) {
-      for (const LoraLinear& ad : layer) {
-        SWIFT_CHECK(!ad.dora(), "--tensor_model_parallel_size {} with --use_dora true is not supported (DoRA's weight "
-                    "norms would need the whole rows of o_proj / down_proj); train DoRA without tensor parallelism", N);
-      }
-    }
     for (const Layer& l : layers_) {
       for (const Linear& lin : l.linears) {
         const DType w = lin.w.dtype();
@@ -647,6 +691,8 @@ void TrainableModel::shard_for_tensor_parallel() {
   const bool loaded_shards = model_.tensor_parallel_size() > 1;
   std::map<std::string, Parameter*> by_name;
   for (Parameter& p : params_) by_name[p.name] = &p;
+  const VocabRange vocab = vocab_shard_range(model_.config().vocab_size, t, N);
+  vocab_offset_ = vocab.first;
   // A trainable tensor takes its layout; a sharded one is replaced by its shard (unless `already`), and the model's
   // own handles (`value`, `grad`) follow the Parameter.
   auto reshard = [&](const std::string& name, Tensor& value, Tensor& grad, Layout layout, bool already = false) {
@@ -654,12 +700,43 @@ void TrainableModel::shard_for_tensor_parallel() {
     SWIFT_CHECK(it != by_name.end(), "tensor parallel: '{}' is not a trainable parameter", name);
     Parameter& p = *it->second;
     p.tp = layout;
+    // A vocabulary table of whole rows is cut even when the model was sharded at load: modules_to_save copies made
+    // from the whole weights before the load's sharding (swift sft creates the adapters first).
+    if (layout == Layout::VocabRows && value.size(0) == model_.config().vocab_size) already = false;
     if (!is_sharded(layout) || already) return;
     value = tensor_parallel_shard(value, layout, t, N, name);
     grad = Tensor::zeros(value.shape(), DType::F32, device_, MemoryCategory::Gradients);
     p.value = value;
     p.grad = grad;
   };
+  // Vocabulary-parallel embedding and head: this rank's rows (a tied head is the embedding's shard itself).
+  if (full) {
+    reshard("model.embed_tokens.weight", embed_, grad_embed_, Layout::VocabRows, loaded_shards);
+    if (tied_) {
+      lm_head_ = embed_;
+      grad_lm_head_ = grad_embed_;
+    } else {
+      reshard("lm_head.weight", lm_head_, grad_lm_head_, Layout::VocabRows, loaded_shards);
+    }
+  } else {
+    auto frozen_rows = [&](Tensor& table) {  // a frozen table sharded at load already is this rank's rows
+      if (!loaded_shards) table = table.slice_rows(vocab.first, vocab.first + vocab.count);
+    };
+    if (lora_.embed_tokens.defined()) {  // modules_to_save copies: trained shards
+      reshard(io::peft_module_weight_name(kEmbedModule), lora_.embed_tokens, grad_embed_, Layout::VocabRows,
+              loaded_shards);
+      embed_ = lora_.embed_tokens;
+    } else {
+      frozen_rows(embed_);
+    }
+    if (lora_.lm_head.defined()) {
+      reshard(io::peft_module_weight_name(kLmHeadModule), lora_.lm_head, grad_lm_head_, Layout::VocabRows,
+              loaded_shards);
+      lm_head_ = lora_.lm_head;
+    } else {
+      frozen_rows(lm_head_);
+    }
+  }
   for (size_t i = 0; i < layers_.size(); ++i) {
     Layer& l = layers_[i];
     const std::string prefix = "model.layers." + std::to_string(i) + ".";
@@ -688,36 +765,57 @@ void TrainableModel::shard_for_tensor_parallel() {
       if (!column && t != 0) {  // the row-parallel output is summed over the group: rank 0 alone adds the bias
         lin.bias = Tensor();
         lin.grad_bias = Tensor();
+        // Its Parameter keeps a gradient that stays zero (the group's sum is rank 0's): gradients bound on demand
+        // must not reach the model's handle, or this rank's backward would add the bias gradient a second time.
+        if (auto it = by_name.find(module + ".bias"); it != by_name.end()) {
+          std::vector<Tensor*>& handles = grad_handles_[static_cast<size_t>(it->second - params_.data())];
+          handles.erase(std::remove(handles.begin(), handles.end(), &lin.grad_bias), handles.end());
+        }
       }
       if (lin.lora != nullptr) {
         LoraLinear& ad = lora_.layers[i][static_cast<size_t>(k)];
         reshard(io::peft_lora_name(module, "lora_A"), ad.a, lin.grad_a, column ? Layout::Partial : Layout::Columns);
         reshard(io::peft_lora_name(module, "lora_B"), ad.b, lin.grad_b, column ? Layout::Rows : Layout::Partial);
+        // DoRA: one magnitude per output row; a row-parallel rank's outputs are partial sums of every row, so its
+        // magnitude (whole, from the whole weights) gets a partial gradient.
+        if (ad.dora()) {
+          reshard(io::peft_magnitude_name(module), ad.magnitude, lin.grad_m, column ? Layout::Rows : Layout::Partial);
+        }
       }
     }
   }
 }
 
 void TrainableModel::reduce_tensor_parallel_gradients() {
-  if (parallel_.tp_size() == 1) return;
+  // With gradients on demand the partial gradients were summed stage by stage during each backward.
+  if (parallel_.tp_size() == 1 || gradient_provider_) return;
+  sum_partial_gradients(std::nullopt);
+}
+
+void TrainableModel::sum_partial_gradients(std::optional<int64_t> stage) {
+  if (parallel_.tp_size() == 1 || (stage && !gradient_provider_)) return;
+  auto selected = [&](size_t i) {
+    return params_[i].tp == TensorParallelLayout::Partial && (!stage || first_grad_stage_[i] == *stage);
+  };
   int64_t n = 0;
-  for (const Parameter& p : params_) n += p.tp == TensorParallelLayout::Partial ? p.grad.numel() : 0;
+  for (size_t i = 0; i < params_.size(); ++i) n += selected(i) ? params_[i].grad.numel() : 0;
   if (n == 0) return;
-  // One all-reduce over every partial gradient, packed end to end.
+  // One all-reduce over the selected partial gradients, packed end to end.
   Tensor flat = Tensor::empty({n}, DType::F32, device_, MemoryCategory::Workspace);
   int64_t offset = 0;
-  for (const Parameter& p : params_) {
-    if (p.tp != TensorParallelLayout::Partial) continue;
-    flat.slice_rows(offset, offset + p.grad.numel()).copy_from(p.grad.view({p.grad.numel()}));
-    offset += p.grad.numel();
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!selected(i)) continue;
+    const Tensor& g = params_[i].grad;
+    flat.slice_rows(offset, offset + g.numel()).copy_from(g.view({g.numel()}));
+    offset += g.numel();
   }
   parallel_.tensor->all_reduce(flat);
   offset = 0;
-  for (Parameter& p : params_) {
-    if (p.tp != TensorParallelLayout::Partial) continue;
-    Tensor g = p.grad.view({p.grad.numel()});
-    g.copy_from(flat.slice_rows(offset, offset + p.grad.numel()));
-    offset += p.grad.numel();
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!selected(i)) continue;
+    Tensor g = params_[i].grad.view({params_[i].grad.numel()});
+    g.copy_from(flat.slice_rows(offset, offset + g.numel()));
+    offset += g.numel();
   }
 }
 

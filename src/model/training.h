@@ -30,11 +30,19 @@
 //    each Parameter records its layout. A CausalLM sharded at load (CausalLM::shard_for_tensor_parallel, what
 //    `swift sft` does) already holds only those shards of its frozen weights, so a rank keeps 1/N of them; it must
 //    then be trained with the same rank of a group of the same size (checked). After the step's backward the caller sums the Partial gradients over the
-//    group (reduce_tensor_parallel_gradients), reduces everything over the ranks holding the same shards, and
-//    counts sharded gradients once per shard in the norm. StepStats are whole on every rank of the group. DoRA is
-//    refused. LoRA dropout: q/k/v/gate/up see the whole input (the one-process masks on every rank); o/down draw the
-//    masks of their block of input columns (map: full_cols = the whole input width, col_offset = the rank's first
-//    column), so the sum over the group is the one-process LoRA term.
+//    group (reduce_tensor_parallel_gradients; with a gradient provider the model sums them per micro-batch, layer by
+//    layer, before the backward hook), reduces everything over the ranks holding the same shards, and counts sharded
+//    gradients once per shard in the norm. StepStats are whole on every rank of the group. The
+//    embedding table and the LM head (and their modules_to_save copies, cut here when they hold every row even if
+//    the model was sharded at load: swift sft makes them first; a tied head is the embedding's shard) are
+//    split by vocabulary rows (VocabRows, Megatron's vocabulary parallelism; uneven shards when N does not divide V):
+//    always under TP. DoRA: the magnitude of q/k/v/gate/up is split by rows with W (their weight norms are
+//    row-local); o/down keep the whole magnitude (Partial gradient) and their norms' squares are all-reduced over the
+//    group once per micro-batch (compute_dora_norms), as their outputs are; the initial magnitudes come from the whole
+//    weights (create the adapters before sharding the model at load). LoRA dropout: q/k/v/gate/up see the whole
+//    input (the one-process masks on every rank); o/down draw the masks of their block of input columns (map:
+//    full_cols = the whole input width, col_offset = the rank's first column), so the sum over the group is the
+//    one-process LoRA term.
 #pragma once
 
 #include <array>
@@ -42,6 +50,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -98,11 +107,13 @@ class TrainableModel {
   DType activation_dtype() const { return act_dtype_; }
   // The sequence- and tensor-parallel groups of this rank (not owned; see the head comment), once, before training
   // (passing the same groups again changes nothing). Throws when the model's heads or intermediate size cannot be
-  // split over them, and for DoRA or quantized base weights with tensor parallelism.
+  // split over them, and for quantized base weights with tensor parallelism.
   void set_parallel(const ParallelGroups& groups);
   const ParallelGroups& parallel() const { return parallel_; }
   // Tensor parallel: sums the gradients of Partial parameters over the TP group (collective; no-op without TP).
-  // Call once per optimizer step, after the last micro-batch's backward.
+  // Call once per optimizer step, after the last micro-batch's backward. With a gradient provider (ZeRO-2) it does
+  // nothing: each backward sums a layer's Partial gradients right after that layer's backward, before the backward
+  // hook reports the layer (so the data-parallel reduce-scatter of their bucket sees whole gradients).
   void reduce_tensor_parallel_gradients();
   Device device() const { return device_; }
   std::vector<Parameter>& parameters() { return params_; }
@@ -118,7 +129,8 @@ class TrainableModel {
   // provider(index), a zeroed F32 tensor of the parameter's shape, in the Parameter and in the model's own handles.
   // The owner hands a gradient back with release_gradient(index) once it is final (its stage was reported through
   // the backward hook); the next backward asks for it again. nullptr: every gradient is allocated again (zeros) and
-  // kept. Not with tensor parallelism (its shards rebind gradients themselves).
+  // kept. With tensor parallelism: set after set_parallel (sharding rebinds gradients); the Partial gradients of
+  // every micro-batch are then summed over the group stage by stage (reduce_tensor_parallel_gradients).
   void set_gradient_provider(std::function<Tensor(size_t param)> provider);
   void release_gradient(size_t param);
   // With gradient checkpointing, recompute only blocks 0 .. n-1 and keep the activations of the others; n < 0
@@ -173,6 +185,9 @@ class TrainableModel {
   void compute_dora_norms();
   // Gradient provider: binds the undefined gradients first written at `stage` (layer index, kHead, or -1).
   void provide_gradients(int64_t stage);
+  // Tensor parallel: all-reduces over the group the Partial gradients first written at `stage` (only with a gradient
+  // provider: this micro-batch's gradients) or, with nullopt, every Partial gradient (the step's accumulated sums).
+  void sum_partial_gradients(std::optional<int64_t> stage);
   void bind_gradient(size_t param, const Tensor& grad);
 
   CausalLM& model_;
@@ -184,6 +199,7 @@ class TrainableModel {
   bool tied_ = false;
   int64_t padding_id_ = -1;  // config.pad_token_id: the embedding row that gets no gradient from lookups
   std::vector<std::array<Tensor, kLinearKinds>> dora_norms_;  // [layer][kind] DoRA weight norms of this micro-batch
+  Tensor dora_squares_;  // tensor parallel: the row-parallel linears' norms end to end (their dora_norms_ are views)
   Device device_;                           // the model's device: parameters, gradients and activations live here
   DType act_dtype_ = DType::F32;            // activation storage dtype (BF16 / F16 on CUDA, math in fp32)
   const MicroBatch* host_batch_ = nullptr;  // during run(): the host copy of the batch (rope reads positions)
@@ -196,6 +212,7 @@ class TrainableModel {
   std::vector<int64_t> first_grad_stage_;
   int64_t recompute_layers_ = -1;               // set_recompute_layers
   ParallelGroups parallel_;                 // sequence / tensor parallel groups (none by default)
+  int64_t vocab_offset_ = 0;                // tensor parallel: the first vocabulary row of embed_ / lm_head_
 };
 
 }  // namespace swift::model

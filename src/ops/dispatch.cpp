@@ -94,6 +94,14 @@ void embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
            [&] { cuda::embedding(table, ids, out); });
 }
 
+void embedding_shard(const Tensor& table, const Tensor& ids, int64_t vocab_offset, Tensor& out) {
+  require_writable("embedding_shard", {&out});
+  if (vocab_offset < 0) fail("embedding_shard: vocab_offset = {} must be >= 0", vocab_offset);
+  dispatch("embedding_shard", detail::check_embedding(table, ids, out, vocab_offset),
+           [&] { cpu::embedding_shard(table, ids, vocab_offset, out); },
+           [&] { cuda::embedding_shard(table, ids, vocab_offset, out); });
+}
+
 void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y, bool accumulate) {
   require_writable("linear", {&y});
   dispatch("linear", detail::check_linear(x, w, bias, y), [&] { cpu::linear(x, w, bias, y, accumulate); },
@@ -133,6 +141,15 @@ void embedding_backward(const Tensor& dout, const Tensor& ids, Tensor& dtable, i
   dispatch("embedding_backward", detail::check_embedding_backward(dout, ids, dtable, padding_id),
            [&] { cpu::embedding_backward(dout, ids, dtable, padding_id); },
            [&] { cuda::embedding_backward(dout, ids, dtable, padding_id); });
+}
+
+void embedding_shard_backward(const Tensor& dout, const Tensor& ids, int64_t vocab_offset, Tensor& dtable,
+                              int64_t padding_id) {
+  require_writable("embedding_shard_backward", {&dtable});
+  if (vocab_offset < 0) fail("embedding_shard_backward: vocab_offset = {} must be >= 0", vocab_offset);
+  dispatch("embedding_shard_backward", detail::check_embedding_backward(dout, ids, dtable, padding_id, vocab_offset),
+           [&] { cpu::embedding_shard_backward(dout, ids, vocab_offset, dtable, padding_id); },
+           [&] { cuda::embedding_shard_backward(dout, ids, vocab_offset, dtable, padding_id); });
 }
 
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw, Tensor& dbias,
@@ -231,6 +248,30 @@ void token_logprobs_backward(const Tensor& hidden, const Tensor& head, const Ten
            [&] { cuda::token_logprobs_backward(hidden, head, labels, dlogp, dhidden, dhead, options); });
 }
 
+void cross_entropy_shard_stats(const Tensor& hidden, const Tensor& head, const Tensor& labels, int64_t vocab_offset,
+                               Tensor& lse, Tensor& label_logit, Tensor& max_logit, Tensor& argmax,
+                               const CrossEntropyOptions& options) {
+  require_writable("cross_entropy_shard_stats", {&lse, &label_logit, &max_logit, &argmax});
+  Tensor none;
+  dispatch("cross_entropy_shard_stats",
+           detail::check_lm_head_shard("cross_entropy_shard_stats", hidden, head, labels, vocab_offset, options,
+                                       {&lse, &label_logit, &max_logit}, argmax, none, none),
+           [&] { cpu::cross_entropy_shard_stats(hidden, head, labels, vocab_offset, lse, label_logit, max_logit, argmax, options); },
+           [&] { cuda::cross_entropy_shard_stats(hidden, head, labels, vocab_offset, lse, label_logit, max_logit, argmax, options); });
+}
+
+void cross_entropy_shard_backward(const Tensor& hidden, const Tensor& head, const Tensor& labels, int64_t vocab_offset,
+                                  const Tensor& lse, float grad_scale, Tensor& dhidden, Tensor& dhead,
+                                  const CrossEntropyOptions& options) {
+  require_writable("cross_entropy_shard_backward", {&dhidden, &dhead});
+  if (!std::isfinite(grad_scale)) fail("cross_entropy_shard_backward: grad_scale = {} must be finite", grad_scale);
+  dispatch("cross_entropy_shard_backward",
+           detail::check_lm_head_shard("cross_entropy_shard_backward", hidden, head, labels, vocab_offset, options,
+                                       {&lse}, Tensor(), dhidden, dhead),
+           [&] { cpu::cross_entropy_shard_backward(hidden, head, labels, vocab_offset, lse, grad_scale, dhidden, dhead, options); },
+           [&] { cuda::cross_entropy_shard_backward(hidden, head, labels, vocab_offset, lse, grad_scale, dhidden, dhead, options); });
+}
+
 void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config, int64_t step) {
   dispatch("adamw_step", detail::check_adamw(tensors, config, step), [&] { cpu::adamw_step(tensors, config, step); },
            [&] { cuda::adamw_step(tensors, config, step); });
@@ -265,11 +306,17 @@ void scale_gradients(std::span<const Tensor> grads, float factor) {
 
 namespace swift::ops {
 
-void dora_weight_norm(const Tensor& w, const Tensor& a, const Tensor& b, float scale, Tensor& norm) {
+void dora_weight_norm(const Tensor& w, const Tensor& a, const Tensor& b, float scale, Tensor& norm, bool squares) {
   require_writable("dora_weight_norm", {&norm});
   dispatch("dora_weight_norm", detail::check_dora_weight_norm(w, a, b, scale, norm),
-           [&] { cpu::dora_weight_norm(w, a, b, scale, norm); },
-           [&] { cuda::dora_weight_norm(w, a, b, scale, norm); });
+           [&] { cpu::dora_weight_norm(w, a, b, scale, norm, squares); },
+           [&] { cuda::dora_weight_norm(w, a, b, scale, norm, squares); });
+}
+
+void dora_norm_from_squares(Tensor& norm) {
+  require_writable("dora_norm_from_squares", {&norm});
+  dispatch("dora_norm_from_squares", detail::check_dora_norm_from_squares(norm),
+           [&] { cpu::dora_norm_from_squares(norm); }, [&] { cuda::dora_norm_from_squares(norm); });
 }
 
 void dora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& a, const Tensor& b,

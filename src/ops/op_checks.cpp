@@ -124,8 +124,8 @@ Device check_swap_outer_axes(const Tensor& x, const Tensor& y) {
   return common_device(op, {&x, &y});
 }
 
-Device check_embedding(const Tensor& table, const Tensor& ids, const Tensor& out) {
-  const char* op = "embedding";
+Device check_embedding(const Tensor& table, const Tensor& ids, const Tensor& out, int64_t vocab_offset) {
+  const char* op = vocab_offset >= 0 ? "embedding_shard" : "embedding";
   require_defined(op, "table", table);
   require_defined(op, "ids", ids);
   require_defined(op, "out", out);
@@ -144,7 +144,8 @@ Device check_embedding(const Tensor& table, const Tensor& ids, const Tensor& out
     const int32_t* id = ids.data<int32_t>();
     const int64_t vocab = table.size(0);
     for (int64_t t = 0; t < ids.size(0); ++t) {
-      if (id[t] < 0 || id[t] >= vocab) {
+      if (vocab_offset >= 0 && id[t] < 0) fail("{}: token id {} at position {} is negative", op, id[t], t);
+      if (vocab_offset < 0 && (id[t] < 0 || id[t] >= vocab)) {
         fail("embedding: token id {} at position {} is outside the vocabulary [0, {}) of table {}", id[t], t, vocab,
              desc(table));
       }

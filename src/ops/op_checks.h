@@ -47,7 +47,8 @@ Device check_cast(const Tensor& src, const Tensor& dst);
 Device check_add(const Tensor& a, const Tensor& b, const Tensor& out);
 Device check_swiglu(const Tensor& gate, const Tensor& up, const Tensor& out);
 Device check_swap_outer_axes(const Tensor& x, const Tensor& y);
-Device check_embedding(const Tensor& table, const Tensor& ids, const Tensor& out);
+// vocab_offset >= 0: embedding_shard (ids >= 0, those outside the table's rows are another rank's); -1: embedding.
+Device check_embedding(const Tensor& table, const Tensor& ids, const Tensor& out, int64_t vocab_offset = -1);
 Device check_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y);
 Device check_gemm(bool trans_a, bool trans_b, const Tensor& a, const Tensor& b, const Tensor& c);
 Device check_rmsnorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y, const Tensor& rstd);
@@ -56,7 +57,8 @@ Device check_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
                        int64_t window, const Tensor& out, const Tensor& lse);
 
 // ---- training ops (op_checks_train.cpp) ----
-Device check_embedding_backward(const Tensor& dout, const Tensor& ids, const Tensor& dtable, int64_t padding_id);
+Device check_embedding_backward(const Tensor& dout, const Tensor& ids, const Tensor& dtable, int64_t padding_id,
+                                int64_t vocab_offset = -1);
 Device check_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dx, const Tensor& dw,
                              const Tensor& dbias, bool accumulate_dx);
 Device check_rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd,
@@ -76,11 +78,18 @@ Device check_lora_linear_backward(const Tensor& dy, const Tensor& x, const Tenso
 // Shared by cross_entropy and token_logprobs(_backward); dlogp / logp may be undefined where not used.
 Device check_lm_head_loss(const char* op, const Tensor& hidden, const Tensor& head, const Tensor& labels,
                           const CrossEntropyOptions& options, const Tensor& per_token, const Tensor& dhidden,
-                          const Tensor& dhead);
+                          const Tensor& dhead, int64_t vocab_offset = -1);
+// cross_entropy_shard_stats / _backward: the head is rows [vocab_offset, ...) of the whole one (labels >= 0 only);
+// per_token: the (T) F32 tensors (lse, label_logit, max_logit or the whole lse), argmax (T) I32 or undefined.
+Device check_lm_head_shard(const char* op, const Tensor& hidden, const Tensor& head, const Tensor& labels,
+                           int64_t vocab_offset, const CrossEntropyOptions& options,
+                           std::initializer_list<const Tensor*> per_token, const Tensor& argmax, const Tensor& dhidden,
+                           const Tensor& dhead);
 Device check_adamw(std::span<const AdamWTensor> tensors, const AdamWConfig& config, int64_t step);
 Device check_grads(const char* op, std::span<const Tensor> grads, bool writable);
 // DoRA (op_checks_train.cpp).
 Device check_dora_weight_norm(const Tensor& w, const Tensor& a, const Tensor& b, float scale, const Tensor& norm);
+Device check_dora_norm_from_squares(const Tensor& norm);
 Device check_dora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& a, const Tensor& b,
                          const Tensor& magnitude, const Tensor& weight_norm, float scale, const Dropout& dropout,
                          const Tensor& y, const Tensor& xa, const Tensor& h);

@@ -51,8 +51,9 @@ void check_dropout_config(const char* op, const Dropout& dropout, int64_t cols) 
 
 }  // namespace
 
-Device check_embedding_backward(const Tensor& dout, const Tensor& ids, const Tensor& dtable, int64_t padding_id) {
-  const char* op = "embedding_backward";
+Device check_embedding_backward(const Tensor& dout, const Tensor& ids, const Tensor& dtable, int64_t padding_id,
+                                int64_t vocab_offset) {
+  const char* op = vocab_offset >= 0 ? "embedding_shard_backward" : "embedding_backward";
   require_defined(op, "dout", dout);
   require_defined(op, "ids", ids);
   require_defined(op, "dtable", dtable);
@@ -73,7 +74,7 @@ Device check_embedding_backward(const Tensor& dout, const Tensor& ids, const Ten
     const int64_t vocab = dtable.size(0);
     for (int64_t t = 0; t < ids.size(0); ++t) {
       if (id[t] == padding_id) continue;
-      if (id[t] < 0 || id[t] >= vocab) {
+      if (id[t] < 0 || (vocab_offset < 0 && id[t] >= vocab)) {
         fail("{}: token id {} at position {} is outside the vocabulary [0, {}) of dtable {} (padding id {})", op,
              id[t], t, vocab, desc(dtable), padding_id);
       }
@@ -277,7 +278,7 @@ Device check_lora_linear_backward(const Tensor& dy, const Tensor& x, const Tenso
 
 Device check_lm_head_loss(const char* op, const Tensor& hidden, const Tensor& head, const Tensor& labels,
                           const CrossEntropyOptions& options, const Tensor& per_token, const Tensor& dhidden,
-                          const Tensor& dhead) {
+                          const Tensor& dhead, int64_t vocab_offset) {
   require_defined(op, "hidden", hidden);
   require_defined(op, "head", head);
   require_defined(op, "labels", labels);
@@ -315,11 +316,36 @@ Device check_lm_head_loss(const char* op, const Tensor& hidden, const Tensor& he
   if (device.is_cpu()) {
     const int32_t* label = labels.data<int32_t>();
     for (int64_t i = 0; i < t; ++i) {
-      if (label[i] != options.ignore_index && (label[i] < 0 || label[i] >= vocab)) {
+      if (label[i] != options.ignore_index && vocab_offset >= 0 && label[i] < 0) {
+        fail("{}: label {} at position {} is negative and is not ignore_index {}", op, label[i], i, options.ignore_index);
+      }
+      if (label[i] != options.ignore_index && vocab_offset < 0 && (label[i] < 0 || label[i] >= vocab)) {
         fail("{}: label {} at position {} is outside the vocabulary [0, {}) of head {} and is not ignore_index {}",
              op, label[i], i, vocab, desc(head), options.ignore_index);
       }
     }
+  }
+  return device;
+}
+
+Device check_lm_head_shard(const char* op, const Tensor& hidden, const Tensor& head, const Tensor& labels,
+                           int64_t vocab_offset, const CrossEntropyOptions& options,
+                           std::initializer_list<const Tensor*> per_token, const Tensor& argmax, const Tensor& dhidden,
+                           const Tensor& dhead) {
+  if (vocab_offset < 0) fail("{}: vocab_offset = {} must be >= 0", op, vocab_offset);
+  Device device = check_lm_head_loss(op, hidden, head, labels, options, Tensor(), dhidden, dhead, vocab_offset);
+  const int64_t t = hidden.size(0);
+  for (const Tensor* p : per_token) {
+    require_defined(op, "per-token tensor", *p);
+    require_dtype(op, "per-token tensor", *p, DType::F32);
+    require_shape(op, "per-token tensor", *p, {t}, "(T)");
+    if (!(p->device() == device)) fail("{}: per-token tensor {} is not on {}", op, desc(*p), device.str());
+    if (dhidden.defined()) require_disjoint(op, "dhidden", dhidden, {{"per-token tensor", p}});
+  }
+  if (argmax.defined()) {
+    require_dtype(op, "argmax", argmax, DType::I32);
+    require_shape(op, "argmax", argmax, {t}, "(T)");
+    if (!(argmax.device() == device)) fail("{}: argmax {} is not on {}", op, desc(argmax), device.str());
   }
   return device;
 }
@@ -397,6 +423,14 @@ Device check_dora_weight_norm(const Tensor& w, const Tensor& a, const Tensor& b,
   if (!std::isfinite(scale)) fail("{}: scale = {} must be finite", op, scale);
   require_disjoint(op, "norm", norm, {{"w", &w}, {"a", &a}, {"b", &b}});
   return common_device(op, {&w, &a, &b, &norm});
+}
+
+Device check_dora_norm_from_squares(const Tensor& norm) {
+  const char* op = "dora_norm_from_squares";
+  require_defined(op, "norm", norm);
+  require_rank(op, "norm", norm, 1, "(M)");
+  require_dtype(op, "norm", norm, DType::F32);
+  return common_device(op, {&norm});
 }
 
 Device check_dora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& a, const Tensor& b,

@@ -50,6 +50,11 @@ void swap_outer_axes(const Tensor& x, Tensor& y);
 // out[t] = table[ids[t]]                      table: (V, C) F32/BF16/F16; ids: (T) I32; out: (T, C) F32.
 // Throws naming the offending id when ids[t] is outside [0, V).
 void embedding(const Tensor& table, const Tensor& ids, Tensor& out);
+// Vocabulary-parallel lookup (Megatron's VocabParallelEmbedding, one rank's part): table holds rows
+// [vocab_offset, vocab_offset + V) of the whole table; out[t] = table[ids[t] - vocab_offset] for ids in that range
+// and 0 for the others (another rank's rows: the group's sum of every rank's out is the whole lookup).
+//   table: (V, C) F32/BF16/F16; ids: (T) I32, each >= 0; vocab_offset >= 0; out: (T, C) F32.
+void embedding_shard(const Tensor& table, const Tensor& ids, int64_t vocab_offset, Tensor& out);
 
 // ---- matmul ---------------------------------------------------------------------------------------
 // y = x @ w^T (+ bias)                       x: (N, K) F32; w: (M, K) F32/BF16/F16; bias: (M) or undefined;
@@ -120,6 +125,11 @@ void check_cu_seqlens(const Tensor& cu_seqlens, int64_t tokens, const char* op);
 //   config.pad_token_id), or -1 for none; tokens with that id are skipped. A tied lm_head still gets its
 //   gradient for that row from the loss (cross_entropy's dhead).
 void embedding_backward(const Tensor& dout, const Tensor& ids, Tensor& dtable, int64_t padding_id = -1);
+// Backward of embedding_shard: dtable[ids[t] - vocab_offset] += dout[t] for every t whose id lies in
+// [vocab_offset, vocab_offset + V) and is not padding_id (a whole-vocabulary id), in token order; other ids are skipped.
+//   dout: (T, C) F32; ids: (T) I32, each >= 0 or equal to padding_id; dtable: (V, C) F32 (+=).
+void embedding_shard_backward(const Tensor& dout, const Tensor& ids, int64_t vocab_offset, Tensor& dtable,
+                              int64_t padding_id = -1);
 
 // Backward of y = x w^T (+ bias).
 //   dy: (N, M) F32; x: (N, K) F32 (read only for dw; may be undefined otherwise); w: (M, K) F32/BF16/F16.
@@ -238,6 +248,26 @@ void token_logprobs(const Tensor& hidden, const Tensor& head, const Tensor& labe
 void token_logprobs_backward(const Tensor& hidden, const Tensor& head, const Tensor& labels, const Tensor& dlogp,
                              Tensor& dhidden, Tensor& dhead, const CrossEntropyOptions& options = {});
 
+// ---- vocabulary-parallel LM head + cross-entropy (Megatron's parallel cross-entropy), one rank's part ------------
+// head: (Vr, C) F32/BF16/F16 holds rows [vocab_offset, vocab_offset + Vr) of the whole (V, C) head; labels: (T) I32
+// whole-vocabulary ids (>= 0) or ignore_index; hidden: (T, C) F32. z = hidden head^T is this shard's logits, chunked
+// as cross_entropy (the (T, Vr) logits never exist). The caller combines the ranks' statistics over the group
+// (model/parallel.h vocab_parallel_cross_entropy): lse = log sum_r exp(lse_r), label logit = the owning rank's.
+// Pass 1, per token t (rows of ignored tokens are written as 0):
+//   lse[t] = log sum_{v in shard} exp z[t, v];   label_logit[t] = z[t, labels[t] - vocab_offset] when the label lies
+//   in the shard, else 0;   max_logit[t] = max_v z[t, v];   argmax[t] = vocab_offset + the first v reaching it.
+//   lse, label_logit, max_logit: (T) F32 =; argmax: (T) I32 =.
+void cross_entropy_shard_stats(const Tensor& hidden, const Tensor& head, const Tensor& labels, int64_t vocab_offset,
+                               Tensor& lse, Tensor& label_logit, Tensor& max_logit, Tensor& argmax,
+                               const CrossEntropyOptions& options = {});
+// Pass 2: the shard's part of the gradients of grad_scale * sum_t (lse[t] - z[t, label]), given the whole
+// vocabulary's lse (T) F32 (from the group's combination of pass 1): dz = grad_scale * (exp(z - lse) - onehot).
+//   dhidden: (T, C) F32 = dz head (this shard's term: the group sums them; rows of ignored tokens 0), or undefined.
+//   dhead: (Vr, C) F32 += dz^T hidden, or undefined.
+void cross_entropy_shard_backward(const Tensor& hidden, const Tensor& head, const Tensor& labels, int64_t vocab_offset,
+                                  const Tensor& lse, float grad_scale, Tensor& dhidden, Tensor& dhead,
+                                  const CrossEntropyOptions& options = {});
+
 // ---- optimizer ---------------------------------------------------------------------------------------------------
 // torch.optim.AdamW (foreach=False, amsgrad=False, maximize=False) in fp32, operation for operation:
 //   param *= float(1 - lr * weight_decay)
@@ -275,7 +305,12 @@ void scale_gradients(std::span<const Tensor> grads, float factor);
 // The weight norm, one entry per output row (PEFT: torch.linalg.norm(W + scale * B A, dim=1)), recomputed from the
 // current a and b at every forward and treated as a constant by the backward (PEFT detaches it, DoRA paper 4.3).
 //   w: (M, K) F32/BF16/F16; a: (r, K) F32; b: (M, r) F32; norm: (M) F32 = (sum of squares in double).
-void dora_weight_norm(const Tensor& w, const Tensor& a, const Tensor& b, float scale, Tensor& norm);
+// squares: norm = the sums of squares themselves (rounded once to F32, no root): tensor parallelism's row-parallel
+// linears hold a block of columns of every row, so the group all-reduces these and takes dora_norm_from_squares.
+void dora_weight_norm(const Tensor& w, const Tensor& a, const Tensor& b, float scale, Tensor& norm,
+                      bool squares = false);
+// norm (M) F32 = sqrt(norm) element-wise, in place (correctly rounded on every backend: the same bits).
+void dora_norm_from_squares(Tensor& norm);
 // With g = magnitude / weight_norm (M) and xd = dropout(x):
 //   h = xd w^T + scale * (xd a^T) b^T                    (the direction's output, before the magnitude)
 //   y = x w^T + bias + g * h - xd w^T                     (= or += with accumulate)

@@ -12,6 +12,7 @@ void add(const Tensor& a, const Tensor& b, Tensor& out);
 void swiglu(const Tensor& gate, const Tensor& up, Tensor& out);
 void swap_outer_axes(const Tensor& x, Tensor& y);  // reference/layout.cpp
 void embedding(const Tensor& table, const Tensor& ids, Tensor& out);
+void embedding_shard(const Tensor& table, const Tensor& ids, int64_t vocab_offset, Tensor& out);
 void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y, bool accumulate = false);
 void gemm(bool trans_a, bool trans_b, float alpha, const Tensor& a, const Tensor& b, float beta, Tensor& c);
 void rmsnorm(const Tensor& x, const Tensor& weight, float eps, Tensor& y, Tensor& rstd);
@@ -23,6 +24,8 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& 
 // The references compute the exact mathematical gradient in double. attention_backward recomputes the
 // softmax from q and k (out and lse are checked, not used); lora_linear_backward uses the given xa for db.
 void embedding_backward(const Tensor& dout, const Tensor& ids, Tensor& dtable, int64_t padding_id = -1);
+void embedding_shard_backward(const Tensor& dout, const Tensor& ids, int64_t vocab_offset, Tensor& dtable,
+                              int64_t padding_id = -1);
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw, Tensor& dbias,
                      bool accumulate_dx = false);
 void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd, Tensor& dx,
@@ -45,6 +48,12 @@ void token_logprobs(const Tensor& hidden, const Tensor& head, const Tensor& labe
                     const CrossEntropyOptions& options = {});
 void token_logprobs_backward(const Tensor& hidden, const Tensor& head, const Tensor& labels, const Tensor& dlogp,
                              Tensor& dhidden, Tensor& dhead, const CrossEntropyOptions& options = {});
+void cross_entropy_shard_stats(const Tensor& hidden, const Tensor& head, const Tensor& labels, int64_t vocab_offset,
+                               Tensor& lse, Tensor& label_logit, Tensor& max_logit, Tensor& argmax,
+                               const CrossEntropyOptions& options = {});
+void cross_entropy_shard_backward(const Tensor& hidden, const Tensor& head, const Tensor& labels, int64_t vocab_offset,
+                                  const Tensor& lse, float grad_scale, Tensor& dhidden, Tensor& dhead,
+                                  const CrossEntropyOptions& options = {});
 // The fp32 formulas of ops.h, element by element (bit-identical to the fast kernel by construction).
 void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config, int64_t step);
 // One fp64 sum over all elements in order.
@@ -52,7 +61,9 @@ float grad_norm(std::span<const Tensor> grads);
 float clip_grad_norm(std::span<const Tensor> grads, double max_norm);
 void scale_gradients(std::span<const Tensor> grads, float factor);
 // DoRA (reference/dora.cpp): every sum in double; dora_linear_backward uses the given xa and h.
-void dora_weight_norm(const Tensor& w, const Tensor& a, const Tensor& b, float scale, Tensor& norm);
+void dora_weight_norm(const Tensor& w, const Tensor& a, const Tensor& b, float scale, Tensor& norm,
+                      bool squares = false);
+void dora_norm_from_squares(Tensor& norm);
 void dora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& a, const Tensor& b,
                  const Tensor& magnitude, const Tensor& weight_norm, float scale, const Dropout& dropout, Tensor& y,
                  Tensor& xa, Tensor& h, bool accumulate = false);

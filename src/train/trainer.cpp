@@ -159,9 +159,8 @@ TrainResult Trainer::train_loop() {
   const bool zero2 = dp && c.zero_stage == 2;
   // Tensor parallel: gradients are summed over the ranks that hold the same shards (the world without TP); ZeRO-1
   // shards the AdamW state over those same ranks (the reducer's group), each TP rank its own parameter shards.
-  SWIFT_CHECK(!(zero2 && tensor_parallel_group()), "--deepspeed zero2 with --tensor_model_parallel_size > 1 is not "
-              "supported (its gradient storage and norm do not know the tensor-parallel layouts); use --deepspeed "
-              "zero1");
+  // ZeRO-2 with TP: the model sums its Partial gradients over the TP group layer by layer during every backward
+  // (model/training.h), before the reducer reduce-scatters their buckets; the norm sums shard pieces over both.
   std::unique_ptr<GradientReducer> reducer =
       dp ? std::make_unique<GradientReducer>(c.parallel ? c.parallel->replicas() : *c.comm, params, c.reduce_bucket_bytes,
                                              zero2 ? GradientReduction::ReduceScatter : GradientReduction::AllReduce)
@@ -292,7 +291,8 @@ TrainResult Trainer::train_loop() {
       // sums of this rank's pieces); the statistics are summed so every rank logs, stops and saves on the same
       // numbers.
       reducer->finish();
-      model_.reduce_tensor_parallel_gradients();  // tensor parallel: the partial gradients, over the TP group
+      // Tensor parallel: the partial gradients, over the TP group (ZeRO-2: done during each backward already).
+      model_.reduce_tensor_parallel_gradients();
       int64_t local_tokens = 0;
       for (size_t k = 0; k < micro.size() && n > 0; ++k) local_tokens += micro[k].num_tokens;
       const std::vector<double> sum = sum_across_ranks(
@@ -325,7 +325,7 @@ TrainResult Trainer::train_loop() {
       ops::scale_gradients(grads, scaler->inverse_scale());
     }
     const float grad_norm =
-        zero2                  ? sharded->clip_shard_gradients(c.max_grad_norm)
+        zero2                  ? sharded->clip_shard_gradients(c.max_grad_norm, tensor_parallel_group())
         : tensor_parallel_group() ? clip_tensor_parallel_gradients(params, c.max_grad_norm, *tensor_parallel_group())
                                : clip_gradients(params, c.max_grad_norm);
     // The LR of this step: the schedule advances only on optimizer steps taken (transformers skips

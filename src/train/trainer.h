@@ -58,7 +58,11 @@
 // once; statistics come from TP rank 0 of each group. Checkpoints hold the whole tensors (gathered for rank 0 to
 // write), and resuming shards them again, so a TP run resumes from a one-process checkpoint and back. ZeRO-1 with TP
 // shards each TP rank's AdamW state over the ranks holding the same shards (the reducer's group); checkpoints gather
-// the moments over that group, then the whole tensors over the TP group. ZeRO-2 with TP is refused.
+// the moments over that group, then the whole tensors over the TP group. ZeRO-2 with TP likewise, its gradients
+// reduce-scattered over that group: the model sums each micro-batch's Partial gradients over the TP group layer by
+// layer during the backward, before their buckets are reduce-scattered (the bucket plans differ between TP ranks with
+// uneven vocabulary shards, so the TP sum cannot follow the reduce-scatter); the norm sums the shard pieces' squares
+// over both groups and the whole tensors' once (train/zero.h).
 #pragma once
 
 #include <cstdint>

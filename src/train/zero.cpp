@@ -118,12 +118,30 @@ void ShardedAdamW::all_gather_parameters() {
   unpack(1 - first);
 }
 
-float ShardedAdamW::clip_shard_gradients(double max_norm) {
-  std::vector<Tensor> grads;
+float ShardedAdamW::clip_shard_gradients(double max_norm, dist::Communicator* tensor_parallel) {
+  std::vector<Tensor> grads, sharded, whole;
   grads.reserve(pieces_.size());
-  for (const Piece& p : pieces_) grads.push_back(gradient_of(p));
-  const double local = grads.empty() ? 0.0 : static_cast<double>(ops::grad_norm(grads));
-  const double squares = comm_.world_size() > 1 ? sum_across_ranks(comm_, {local * local})[0] : local * local;
+  for (const Piece& p : pieces_) {
+    grads.push_back(gradient_of(p));
+    (tensor_parallel && model::is_sharded(params_[p.param].tp) ? sharded : whole).push_back(grads.back());
+  }
+  auto squared_norm = [](const std::vector<Tensor>& g) {
+    const double n = g.empty() ? 0.0 : static_cast<double>(ops::grad_norm(g));
+    return n * n;
+  };
+  double squares = 0;
+  if (tensor_parallel == nullptr) {
+    const double local = squared_norm(whole);
+    squares = comm_.world_size() > 1 ? sum_across_ranks(comm_, {local})[0] : local;
+  } else {
+    // Over the ranks of this TP rank's shards (comm_), then over the TP group: shard pieces from every TP rank, the
+    // pieces of whole tensors (the same gradients on every TP rank) from TP rank 0 only, so every rank gets one sum.
+    const std::vector<double> local = {squared_norm(sharded), squared_norm(whole)};
+    const std::vector<double> dp = comm_.world_size() > 1 ? sum_across_ranks(comm_, local) : local;
+    const std::vector<double> tp =
+        sum_across_ranks(*tensor_parallel, {dp[0], tensor_parallel->rank() == 0 ? dp[1] : 0.0});
+    squares = tp[0] + tp[1];
+  }
   const float total = static_cast<float>(std::sqrt(squares));
   if (!(max_norm > 0)) return total;
   // torch.nn.utils.clip_grad_norm_: clip_coef = max_norm / (total + 1e-6) (float / tensor: reciprocal, then

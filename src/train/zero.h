@@ -24,7 +24,10 @@
 //  - ZeRO-2's gradient norm (clip_shard_gradients) is the root of the sum over ranks of each rank's squared norm of
 //    its pieces (each computed by ops::grad_norm, fp64 inside, rounded to fp32, squared in double, summed in rank
 //    order in double): identical on every rank; equal to the one-process norm within fp32 rounding (the summation
-//    is split differently). Clipping multiplies only this rank's pieces by torch's coefficient.
+//    is split differently). Clipping multiplies only this rank's pieces by torch's coefficient. With tensor
+//    parallelism (one ShardedAdamW per TP rank, over the ranks holding the same shards) the sum goes on over the TP
+//    group, counting the whole tensors' squares of TP rank 0 only (they are the same on every TP rank, but the TP
+//    ranks' bucket plans differ with uneven vocabulary shards, so their pieces are summed in different splits).
 //  - gather_full() / load_full() convert to and from an unsharded AdamW: checkpoints are written (by rank 0) and
 //    read in the one-process format, so a run resumes on any number of ranks, with or without ZeRO. Both are
 //    collectives (every rank calls them).
@@ -51,7 +54,10 @@ class ShardedAdamW {
   int64_t steps() const { return steps_; }
   // ZeRO-2: the global L2 norm of the reduced gradients from every rank's pieces, then clips this rank's pieces to
   // max_norm (torch's clip_grad_norm_ coefficient); max_norm <= 0 only measures. Collective. Returns the norm.
-  float clip_shard_gradients(double max_norm);
+  // Tensor parallel (the reducer's group holds one TP rank's shards; `tensor_parallel` is the TP group): the squares
+  // of the sharded parameters' pieces are summed over the reducer's group then the TP group, those of the whole
+  // (replicated, or Partial already summed) ones over the reducer's group of TP rank 0 only: each element once.
+  float clip_shard_gradients(double max_norm, dist::Communicator* tensor_parallel = nullptr);
   // Fills `full` (an AdamW over the same parameters) with every rank's moments and the step count. Every rank
   // calls it; only ranks that pass non-null get the result.
   void gather_full(AdamW* full);

@@ -41,7 +41,7 @@ Input make_input(const Shape& shape, DType dtype, uint32_t seed, float lo = -1.0
   return in;
 }
 // A weight (F32/BF16/F16) for the reference (same dtype, CPU) and the device.
-Input make_weight(const Shape& shape, DType dtype, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+[[maybe_unused]] Input make_weight(const Shape& shape, DType dtype, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
   Input in;
   in.ref = random_tensor(shape, dtype, seed, lo, hi);
   in.dev = in.ref.to(Device::cuda());

@@ -73,6 +73,18 @@ TEST(OpsCudaDora, WeightNormMatchesReference) {
       DeviceOut again({cs.m}, DType::F32);
       ops::dora_weight_norm(w.dev, a.dev, b.dev, scale, again.tensor);
       EXPECT_TRUE(bit_equal(again.fetch(), got));
+      // Squares (tensor parallelism's row-parallel blocks), then their roots: the reference's squares, and roots
+      // bit-equal to the CPU's (both correctly rounded).
+      DeviceOut squares({cs.m}, DType::F32);
+      Tensor squares_ref = Tensor::empty({cs.m}, DType::F32);
+      ops::dora_weight_norm(w.dev, a.dev, b.dev, scale, squares.tensor, /*squares=*/true);
+      ops::ref::dora_weight_norm(w.ref, a.ref, b.ref, scale, squares_ref, /*squares=*/true);
+      const Tensor got_squares = squares.fetch();
+      expect_close(got_squares, squares_ref, 2e-5, "squares");
+      ops::dora_norm_from_squares(squares.tensor);
+      Tensor roots_ref = got_squares.clone();
+      ops::ref::dora_norm_from_squares(roots_ref);
+      EXPECT_TRUE(bit_equal(squares.fetch(), roots_ref));
     }
   }
 }

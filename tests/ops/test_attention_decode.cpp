@@ -1,8 +1,11 @@
 // tests/ops/test_attention_decode.cpp — attention against a KV cache: fast kernel vs the naive reference, and vs
-// ops::attention over the whole sequence (the rows of the new queries must agree), with GQA and windows.
+// ops::attention over the whole sequence (the rows of the new queries must agree), with GQA and windows; the
+// replayable forms (attention_decode_at with the position in a tensor, kv_cache_write) equal the host-position op
+// bit for bit on the CPU and check the position they read.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "core/error.h"
@@ -60,6 +63,60 @@ TEST(OpsAttentionDecode, BadArgumentsThrowNamingTheOp) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("attention_decode"), std::string::npos);
   }
+}
+
+TEST(OpsAttentionDecode, AtDevicePositionEqualsHostPositionBitForBit) {
+  std::mt19937 rng(12);
+  struct Case { int64_t tq, hq, hkv, d, start, rows, max_keys, window; };
+  for (const Case c : {Case{1, 4, 2, 12, 9, 16, 16, 0}, Case{1, 6, 1, 20, 0, 8, 4, 0}, Case{3, 3, 3, 8, 5, 12, 8, 2}}) {
+    const Tensor q = random_tensor({c.tq, c.hq, c.d}, rng);
+    const Tensor k = random_tensor({c.rows, c.hkv, c.d}, rng), v = random_tensor({c.rows, c.hkv, c.d}, rng);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
+    Tensor want = Tensor::empty(q.shape(), DType::F32), got = Tensor::empty(q.shape(), DType::F32);
+    ops::attention_decode(q, k, v, c.start, scale, c.window, want);
+    EXPECT_EQ(ops::attention_decode_workspace(q, k, c.max_keys, c.window), 0);  // the CPU kernel needs none
+    ops::attention_decode_at(q, k, v, Tensor::from_i32({1}, {static_cast<int32_t>(c.start)}), c.max_keys, scale,
+                             c.window, got, Tensor());
+    EXPECT_EQ(std::memcmp(got.raw(), want.raw(), static_cast<size_t>(want.numel()) * 4), 0) << "start " << c.start;
+  }
+}
+
+TEST(OpsAttentionDecode, AtDevicePositionRefusesPositionsPastTheBound) {
+  Tensor q = Tensor::zeros({1, 2, 8}, DType::F32), k = Tensor::zeros({10, 1, 8}, DType::F32);
+  Tensor out = Tensor::zeros({1, 2, 8}, DType::F32);
+  for (const int32_t start : {-1, 6}) {  // max_keys 6: queries at [6, 7) are past it
+    try {
+      ops::attention_decode_at(q, k, k, Tensor::from_i32({1}, {start}), 6, 1.0f, 0, out, Tensor());
+      ADD_FAILURE() << "start " << start << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("attention_decode_at"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(ops::attention_decode_at(q, k, k, Tensor::from_i32({1}, {0}), 11, 1.0f, 0, out, Tensor()), Error);
+  EXPECT_THROW(ops::attention_decode_at(q, k, k, Tensor::from_i32({2}, {0, 0}), 6, 1.0f, 0, out, Tensor()), Error);
+}
+
+TEST(OpsKvCacheWrite, CopiesRowsAtThePositionAndChecksIt) {
+  std::mt19937 rng(13);
+  Tensor k_cache = Tensor::zeros({6, 2, 4}, DType::F32), v_cache = Tensor::zeros({6, 2, 4}, DType::F32);
+  const Tensor k = random_tensor({2, 2, 4}, rng), v = random_tensor({2, 2, 4}, rng);
+  ops::kv_cache_write(k, v, k_cache, v_cache, Tensor::from_i32({1}, {3}));
+  for (int64_t r = 0; r < 6; ++r) {
+    for (int64_t e = 0; e < 8; ++e) {
+      const bool written = r == 3 || r == 4;
+      EXPECT_EQ(k_cache.item(r * 8 + e), written ? k.item((r - 3) * 8 + e) : 0.0) << r << " " << e;
+      EXPECT_EQ(v_cache.item(r * 8 + e), written ? v.item((r - 3) * 8 + e) : 0.0) << r << " " << e;
+    }
+  }
+  EXPECT_THROW(ops::kv_cache_write(k, v, k_cache, v_cache, Tensor::from_i32({1}, {5})), Error);  // rows 5, 6
+  try {
+    ops::kv_cache_write(k, v, k_cache, v_cache, Tensor::from_i32({1}, {-1}));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("kv_cache_write"), std::string::npos) << e.what();
+  }
+  Tensor narrow = Tensor::zeros({6, 1, 4}, DType::F32);
+  EXPECT_THROW(ops::kv_cache_write(k, v, narrow, narrow, Tensor::from_i32({1}, {0})), Error);
 }
 
 }  // namespace

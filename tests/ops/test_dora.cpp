@@ -1,4 +1,5 @@
-// tests/ops/test_dora.cpp — the DoRA linear (PEFT's DoraLinearLayer): weight norm, forward and backward, fast ==
+// tests/ops/test_dora.cpp — the DoRA linear (PEFT's DoraLinearLayer): weight norm (and its squares, with the roots
+// taken after a tensor-parallel all-reduce: dora_norm_from_squares), forward and backward, fast ==
 // reference on odd shapes (F32 and BF16 frozen weights, dropout 0 / 0.1 / 0.5), finite differences of every
 // gradient (the weight norm held constant, as PEFT detaches it), and the identities DoRA is built on.
 //
@@ -70,6 +71,21 @@ TEST_P(OpsDora, ForwardAndBackwardMatchReference) {
       ops::ref::dora_weight_norm(w, a, b, scale, norm_ref.tensor);
       EXPECT_TRUE(norm.guards_intact());
       EXPECT_TRUE(close_in(margin, norm.tensor, norm_ref.tensor, 0.0, sum_tol(s.r) * (1.0 + 0.04 * scale * s.r) + 4 * kEps));
+      {  // squares (tensor parallelism's row-parallel blocks): the sums themselves, then their roots in place
+        Guarded sq({s.m}, DType::F32), sq_ref({s.m}, DType::F32);
+        ops::dora_weight_norm(w, a, b, scale, sq.tensor, /*squares=*/true);
+        ops::ref::dora_weight_norm(w, a, b, scale, sq_ref.tensor, /*squares=*/true);
+        EXPECT_TRUE(sq.guards_intact());
+        const double sq_rtol = 2 * sum_tol(s.r) * (1.0 + 0.04 * scale * s.r) + 4 * kEps;
+        EXPECT_TRUE(close_in(margin, sq.tensor, sq_ref.tensor, 0.0, sq_rtol));
+        Tensor roots = sq_ref.tensor.clone(), roots_ref = sq_ref.tensor.clone();
+        ops::dora_norm_from_squares(roots);
+        ops::ref::dora_norm_from_squares(roots_ref);
+        for (int64_t j = 0; j < s.m; ++j) {
+          EXPECT_EQ(roots.data<float>()[j], roots_ref.data<float>()[j]) << "correctly rounded roots, row " << j;
+        }
+        EXPECT_TRUE(close_in(margin, roots_ref, norm_ref.tensor, 0.0, 4 * kEps));
+      }
       Tensor mag = random_tensor({s.m}, DType::F32, ++seed, 0.5f, 2.0f);
       Guarded y({s.n, s.m}, DType::F32), y_ref({s.n, s.m}, DType::F32), xa({s.n, s.r}, DType::F32),
           xa_ref({s.n, s.r}, DType::F32), h({s.n, s.m}, DType::F32), h_ref({s.n, s.m}, DType::F32);

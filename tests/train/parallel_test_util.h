@@ -41,6 +41,7 @@ struct TinyModelSpec {
   int64_t heads = 8, kv_heads = 4, head_dim = 8, hidden = 32, intermediate = 40, layers = 2, vocab = 97;
   int64_t sliding_window = 0;
   bool tied = false;
+  bool biases = false;  // attention_bias and mlp_bias: q/k/v/o and gate/up/down biases (o/down: Partial under TP)
 };
 
 inline nlohmann::json tiny_config_json(const TinyModelSpec& s) {
@@ -63,6 +64,10 @@ inline nlohmann::json tiny_config_json(const TinyModelSpec& s) {
                       {"tie_word_embeddings", s.tied},
                       {"torch_dtype", "float32"}};
   if (s.sliding_window > 0) j["sliding_window"] = s.sliding_window;
+  if (s.biases) {
+    j["attention_bias"] = true;
+    j["mlp_bias"] = true;
+  }
   return j;
 }
 
@@ -198,7 +203,8 @@ inline std::filesystem::path fresh_dir(const std::string& name) {
   return d;
 }
 
-inline std::shared_ptr<const data::TokenizedDataset> random_dataset(int64_t vocab, int n, uint64_t seed) {
+// Uniformly random tokens (no learnable pattern): the parallel runs compare numbers, not learning.
+inline std::shared_ptr<const data::TokenizedDataset> uniform_random_dataset(int64_t vocab, int n, uint64_t seed) {
   std::mt19937 rng(static_cast<uint32_t>(seed));
   data::TokenizedDataset::Parts parts;
   for (int i = 0; i < n; ++i) {
@@ -224,7 +230,9 @@ struct RunSpec {
   int64_t save_steps = 0;
   int zero_stage = 0;
   double dropout = 0;
+  bool dora = false;          // LoRA: --use_dora
   bool shard_at_load = true;  // TP: the model keeps only its shards from load on (CausalLM::shard_for_tensor_parallel)
+  std::vector<std::string> modules_to_save;  // LoRA: trained copies of embed_tokens / lm_head (vocabulary shards)
   std::string run_dir, resume;
 };
 
@@ -239,17 +247,21 @@ inline RunOutput run_rank(const RunSpec& spec, dist::Communicator* comm) {
   std::unique_ptr<train::ParallelWorld> parallel;
   if (comm != nullptr) parallel = std::make_unique<train::ParallelWorld>(*comm, spec.sp, spec.tp);
   auto lm = tiny_model(spec.model, 21);
-  if (parallel && spec.tp > 1 && spec.shard_at_load) lm->shard_for_tensor_parallel(parallel->layout().tp_rank, spec.tp);
-  auto train_set = random_dataset(spec.model.vocab, 16, 5);
-  auto val_set = random_dataset(spec.model.vocab, 5, 9);
+  auto train_set = uniform_random_dataset(spec.model.vocab, 16, 5);
+  auto val_set = uniform_random_dataset(spec.model.vocab, 5, 9);
+  // As swift sft: the adapters first (DoRA's magnitudes and modules_to_save copies from the whole weights), then the
+  // load's tensor-parallel sharding.
   model::LoraAdapters lora;
   if (spec.tuner == model::TunerType::Lora) {
     model::LoraSettings s;
     s.rank = 4;
     s.dropout = spec.dropout;
     s.seed = 3;
-    lora = model::create_lora(lm->config(), s);
+    s.use_dora = spec.dora;
+    s.modules_to_save = spec.modules_to_save;
+    lora = model::create_lora(lm->config(), s, &lm->weights());
   }
+  if (parallel && spec.tp > 1 && spec.shard_at_load) lm->shard_for_tensor_parallel(parallel->layout().tp_rank, spec.tp);
   model::TrainableModel tm(*lm, spec.tuner, std::move(lora));
   data::LoaderOptions lo;
   lo.batch_size = spec.batch_size;

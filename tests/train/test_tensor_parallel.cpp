@@ -9,12 +9,14 @@
 // combined with SP, and LoRA dropout (o_proj / down_proj ranks draw the one-process masks of their input columns);
 // trainer runs of DP x TP and SP x TP ranks follow the one-process run step by step (with dropout when the ranks are
 // one replica: several replicas draw per-replica seeds, unlike one process's joint batch); their
-// checkpoints hold whole tensors, a one-process run resumes from a TP checkpoint and a TP run from a one-process
-// one (ZeRO-1 over the replicas of each TP rank too); a rank sharded at load holds the replicated tensors plus 1/N
-// of the linears; heads / intermediate sizes that do not divide, DoRA and ZeRO-2 are refused with messages naming
-// them; the CLI
-// (`NPROC_PER_NODE=2 swift sft --tensor_model_parallel_size 2`) logs the one-process losses and saves the adapter
-// with its whole shapes.
+// checkpoints hold whole tensors (equal to one process's), a one-process run resumes from a TP checkpoint and a TP run
+// from a one-process one (ZeRO-1 over the replicas of each TP rank too); the embedding and the LM head are split by
+// vocabulary rows (V = 97: uneven shards; V = 96; tied: one shard; LoRA modules_to_save copies: trained shards) in
+// single steps and trainer runs; a rank sharded at load holds the replicated tensors plus 1/N of the linears and its
+// vocabulary rows of the embedding and head; heads / intermediate sizes that do not divide are refused with messages
+// naming them (ZeRO-2 and DoRA with TP: test_tensor_parallel_zero2.cpp, test_tensor_parallel_dora.cpp); the CLI
+// (`NPROC_PER_NODE=2 swift sft --tensor_model_parallel_size 2`) logs the one-process losses and saves the adapter with
+// its whole shapes.
 //
 // Tolerances (F32, CPU), with the reasons of test_sequence_parallel.cpp: the row-parallel outputs are sums of N
 // partial products (o_proj, down_proj) and the partial gradients are summed afterwards, so rounding differs from one
@@ -62,7 +64,14 @@ struct Case {
   model::TunerType tuner;
   float dropout = 0.0f;      // LoRA dropout
   bool load_shards = false;  // the model keeps only its shards from load on (CausalLM::shard_for_tensor_parallel)
+  bool save_modules = false;  // LoRA: modules_to_save embed_tokens and lm_head (trained vocabulary shards)
 };
+
+TinyModelSpec with_vocab(TinyModelSpec s, int64_t vocab, bool tied) {
+  s.vocab = vocab;
+  s.tied = tied;
+  return s;
+}
 
 io::ModelConfig case_config(const Case& k) {
   nlohmann::json j = test::tiny_config_json(k.spec);
@@ -79,7 +88,16 @@ Gradients forward_backward(const Case& k, const model::MicroBatch& batch, dist::
   if (world != nullptr) parallel = std::make_unique<train::ParallelWorld>(*world, k.sp, k.tp);
   if (parallel && k.load_shards) lm->shard_for_tensor_parallel(parallel->layout().tp_rank, k.tp);
   model::LoraAdapters lora;
-  if (k.tuner == model::TunerType::Lora) lora = test::random_lora(c);
+  if (k.tuner == model::TunerType::Lora && k.save_modules) {
+    model::LoraSettings s;
+    s.rank = 4;
+    s.init_weights = "false";
+    s.seed = 3;
+    s.modules_to_save = {"embed_tokens", "lm_head"};
+    lora = model::create_lora(c, s, &lm->weights());
+  } else if (k.tuner == model::TunerType::Lora) {
+    lora = test::random_lora(c);
+  }
   lora.dropout = k.dropout;
   model::TrainableModel tm(*lm, k.tuner, std::move(lora));
   if (parallel) tm.set_parallel(parallel->groups());
@@ -159,7 +177,29 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"llama_biases_tp4_lora_load_shards", spec_of("llama", 4, 4, 36), kAllBiases, 4, 1,
                            model::TunerType::Lora, 0.1f, true},
                       Case{"qwen3_tp2_sp2_lora_load_shards", spec_of("qwen3", 8, 4), {}, 2, 2, model::TunerType::Lora,
-                           0.1f, true}),
+                           0.1f, true},
+                      // Vocabulary parallelism (the embedding and head split by rows, always under TP): the cases above
+                      // have V = 97 (uneven shards: 48 + 49, 24 x 3 + 25); these add V divisible by N, tied
+                      // embeddings (one shard for the lookup and the head) and trained modules_to_save shards.
+                      Case{"qwen3_v96_tp2_full", with_vocab(spec_of("qwen3", 8, 4), 96, false), {}, 2, 1,
+                           model::TunerType::Full},
+                      Case{"qwen3_v96_tied_tp4_full", with_vocab(spec_of("qwen3", 8, 4), 96, true), {}, 4, 1,
+                           model::TunerType::Full},
+                      Case{"qwen3_tied_tp2_full", with_vocab(spec_of("qwen3", 8, 4), 97, true), {}, 2, 1,
+                           model::TunerType::Full},
+                      Case{"qwen3_tied_tp4_full_load_shards", with_vocab(spec_of("qwen3", 8, 4), 97, true), {}, 4, 1,
+                           model::TunerType::Full, 0.0f, true},
+                      Case{"qwen3_tied_tp2_sp2_full", with_vocab(spec_of("qwen3", 8, 4), 97, true), {}, 2, 2,
+                           model::TunerType::Full},
+                      Case{"qwen3_tied_tp2_lora_dropout", with_vocab(spec_of("qwen3", 8, 4), 97, true), {}, 2, 1,
+                           model::TunerType::Lora, 0.1f},
+                      Case{"qwen3_tp2_lora_modules_to_save", spec_of("qwen3", 8, 4), {}, 2, 1, model::TunerType::Lora,
+                           0.1f, false, true},
+                      Case{"qwen3_tied_v96_tp4_lora_modules_to_save_load_shards",
+                           with_vocab(spec_of("qwen3", 8, 4), 96, true), {}, 4, 1, model::TunerType::Lora, 0.1f, true,
+                           true},
+                      Case{"qwen3_tied_tp2_sp2_lora_modules_to_save", with_vocab(spec_of("qwen3", 8, 4), 97, true), {},
+                           2, 2, model::TunerType::Lora, 0.1f, true, true}),
     [](const auto& info) { return info.param.name; });
 
 TEST(TensorParallel, ShardThenGatherGivesTheTensorBack) {
@@ -206,8 +246,9 @@ int64_t weight_bytes(const model::CausalLM& lm) {
   return bytes;
 }
 
-// A rank sharded at load keeps exactly the replicated tensors (embedding, head, norms, o/down biases) plus 1/N of the
-// linears (weights and column-parallel biases), each shard in storage of its own size (no view of a whole tensor),
+// A rank sharded at load keeps exactly the replicated tensors (norms, o/down biases) plus 1/N of the linears (weights
+// and column-parallel biases) and its vocabulary rows [t*V/N, (t+1)*V/N) of the embedding and the head (V = 97: uneven
+// shards; one shared shard when tied), each shard in storage of its own size (no view of a whole tensor),
 // from random weights in memory and from a safetensors directory (mapped: the shard is copied out of the mapping).
 // The shards equal the slices of the whole tensors, and the sharded model refuses its own forward.
 TEST(TensorParallel, ARankShardedAtLoadHoldsItsShareOfTheWeights) {
@@ -241,7 +282,15 @@ TEST(TensorParallel, ARankShardedAtLoadHoldsItsShareOfTheWeights) {
         lm->shard_for_tensor_parallel(t, N);
         EXPECT_EQ(lm->tensor_parallel_size(), N);
         const int64_t bytes = weight_bytes(*lm);
-        EXPECT_EQ(bytes, whole_bytes - linear_bytes + linear_bytes / N);
+        const model::VocabRange vocab = model::vocab_shard_range(c.vocab_size, t, N);
+        const int64_t table_bytes = c.vocab_size * c.hidden_size * 4, shard_bytes = vocab.count * c.hidden_size * 4;
+        EXPECT_EQ(bytes, whole_bytes - linear_bytes + linear_bytes / N - 2 * table_bytes + 2 * shard_bytes);
+        EXPECT_EQ(lm->weights().embed_tokens.size(0), vocab.count);
+        EXPECT_EQ(lm->weights().lm_head.size(0), vocab.count);
+        EXPECT_EQ(lm->weights().embed_tokens.storage()->bytes(), lm->weights().embed_tokens.nbytes());
+        const Tensor e = model::tensor_parallel_shard(reference->weights().embed_tokens,
+                                                      model::TensorParallelLayout::VocabRows, t, N, "embed");
+        EXPECT_EQ(std::memcmp(lm->weights().embed_tokens.raw(), e.raw(), e.nbytes()), 0);
         const model::LayerWeights& l = lm->weights().layers[1];
         const model::LayerWeights& r = reference->weights().layers[1];
         for (const Tensor* s : {&l.q_proj, &l.o_proj, &l.down_proj, &l.up_bias}) {
@@ -253,9 +302,11 @@ TEST(TensorParallel, ARankShardedAtLoadHoldsItsShareOfTheWeights) {
         EXPECT_EQ(std::memcmp(l.o_proj.raw(), o.raw(), o.nbytes()), 0);
         EXPECT_EQ(l.o_bias.numel(), c.hidden_size);  // row-parallel bias: whole
         if (from_file && t == 0) {
-          std::printf("[ tp%d ] a rank sharded at load holds %lld of %lld weight bytes (linears %lld -> %lld)\n", N,
-                      static_cast<long long>(bytes), static_cast<long long>(whole_bytes),
-                      static_cast<long long>(linear_bytes), static_cast<long long>(linear_bytes / N));
+          std::printf("[ tp%d ] a rank sharded at load holds %lld of %lld weight bytes (linears %lld -> %lld, "
+                      "embedding + head %lld -> %lld)\n", N, static_cast<long long>(bytes),
+                      static_cast<long long>(whole_bytes), static_cast<long long>(linear_bytes),
+                      static_cast<long long>(linear_bytes / N), static_cast<long long>(2 * table_bytes),
+                      static_cast<long long>(2 * shard_bytes));
         }
         try {
           lm->forward(std::vector<int32_t>{1, 2, 3});
@@ -278,7 +329,28 @@ TEST(TensorParallel, ARankShardedAtLoadHoldsItsShareOfTheWeights) {
   }
 }
 
-TEST(TensorParallel, IndivisibleSizesDoraAndZeroAreRefused) {
+// Tied embeddings: the lookup and the head share one vocabulary shard of 1/N of the rows.
+TEST(TensorParallel, ATiedRankShardedAtLoadHoldsOneVocabularyShard) {
+  const TinyModelSpec spec = with_vocab(spec_of("qwen3", 8, 4), 97, true);
+  auto whole = test::tiny_model(spec, 11);
+  const int64_t whole_bytes = weight_bytes(*whole), C = spec.hidden;
+  for (int N : {2, 4}) {
+    for (int t = 0; t < N; ++t) {
+      auto lm = test::tiny_model(spec, 11);
+      const int64_t before = weight_bytes(*lm);
+      lm->shard_for_tensor_parallel(t, N);
+      const model::VocabRange vocab = model::vocab_shard_range(spec.vocab, t, N);
+      EXPECT_EQ(lm->weights().lm_head.storage(), lm->weights().embed_tokens.storage());
+      EXPECT_EQ(lm->weights().embed_tokens.size(0), vocab.count);
+      EXPECT_EQ(vocab.count, spec.vocab / N + (t == N - 1 ? spec.vocab % N : 0));
+      const int64_t linears_removed = before - weight_bytes(*lm) - (spec.vocab - vocab.count) * C * 4;
+      EXPECT_GT(linears_removed, 0);
+      EXPECT_EQ(before, whole_bytes);
+    }
+  }
+}
+
+TEST(TensorParallel, IndivisibleSizesAreRefused) {
   auto expect_refused = [](int world, const TinyModelSpec& spec, bool dora, const std::vector<std::string>& parts) {
     dist::run_ranks(world, [&](dist::Communicator& comm) {
       auto lm = test::tiny_model(spec, 1);
@@ -298,19 +370,7 @@ TEST(TensorParallel, IndivisibleSizesDoraAndZeroAreRefused) {
   };
   expect_refused(4, spec_of("qwen3", 8, 2), false, {"--tensor_model_parallel_size 4", "2 key/value heads"});
   expect_refused(2, spec_of("qwen3", 8, 4, 41), false, {"--tensor_model_parallel_size 2", "intermediate_size 41"});
-  expect_refused(2, spec_of("qwen3", 8, 4), true, {"--use_dora true is not supported"});
-  // ZeRO-2's gradient storage and norm do not know the tensor-parallel layouts (ZeRO-1 works: see the trainer tests).
-  test::RunSpec zero;
-  zero.tp = 2;
-  zero.zero_stage = 2;
-  zero.run_dir = train::create_run_dir(test::fresh_dir("tp_zero").string());
-  try {
-    test::run_world(2, zero);
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("--deepspeed zero2 with --tensor_model_parallel_size"), std::string::npos)
-        << e.what();
-  }
+  // DoRA and ZeRO-2 with TP work: test_tensor_parallel_dora.cpp, test_tensor_parallel_zero2.cpp.
 }
 
 // ---- trainer ---------------------------------------------------------------------------------------------------
@@ -347,6 +407,48 @@ TEST(TensorParallelTrainer, DataSequenceAndTensorRanksEqualOneProcess) {
   }
 }
 
+// Vocabulary parallelism in trainer runs: tied and untied embeddings, V divisible by N or not, full fine-tuning and
+// LoRA with trained modules_to_save shards (with dropout), DP x TP (ZeRO-1 too) and SP x TP.
+TEST(TensorParallelTrainer, VocabularyParallelRunsEqualOneProcess) {
+  struct Layout {
+    std::string name;
+    int world, sp, tp;
+    model::TunerType tuner;
+    int64_t vocab;
+    bool tied;
+    double dropout = 0;
+    bool save_modules = false;
+    int zero = 0;
+  };
+  using model::TunerType;
+  for (const Layout& l : {Layout{"tied_tp2_full", 2, 1, 2, TunerType::Full, 97, true},
+                          Layout{"tied_v96_dp2_tp2_full", 4, 1, 2, TunerType::Full, 96, true},
+                          Layout{"v96_tp4_full", 4, 1, 4, TunerType::Full, 96, false},
+                          Layout{"tied_sp2_tp2_full", 4, 2, 2, TunerType::Full, 97, true},
+                          Layout{"tied_tp2_lora_modules_dropout", 2, 1, 2, TunerType::Lora, 97, true, 0.1, true},
+                          Layout{"tp4_lora_modules", 4, 1, 4, TunerType::Lora, 97, false, 0, true},
+                          Layout{"sp2_tp2_lora_modules_dropout", 4, 2, 2, TunerType::Lora, 97, false, 0.1, true},
+                          Layout{"tied_dp2_tp2_full_zero1", 4, 1, 2, TunerType::Full, 97, true, 0, false, 1}}) {
+    const int dp = l.world / (l.sp * l.tp);
+    test::RunSpec one;
+    one.model.vocab = l.vocab;
+    one.model.tied = l.tied;
+    one.tuner = l.tuner;
+    one.dropout = l.dropout;
+    one.batch_size = dp;
+    if (l.save_modules) one.modules_to_save = {"embed_tokens", "lm_head"};
+    one.run_dir = train::create_run_dir(test::fresh_dir("vp_" + l.name + "_one").string());
+    const test::RunOutput single = test::run_rank(one, nullptr);
+    test::RunSpec par = one;
+    par.sp = l.sp;
+    par.tp = l.tp;
+    par.batch_size = 1;
+    par.zero_stage = l.zero;
+    par.run_dir = train::create_run_dir(test::fresh_dir("vp_" + l.name + "_par").string());
+    test::expect_same_run(test::run_world(l.world, par), single, "vocab_parallel_" + l.name);
+  }
+}
+
 // Checkpoints of a TP run are in the one-process format (whole tensors, the same names and shapes): each kind of run
 // resumes from the other's checkpoint-2 and continues like the run that saved it.
 TEST(TensorParallelTrainer, CheckpointsAreWholeAndResumeAcrossLayouts) {
@@ -362,12 +464,25 @@ TEST(TensorParallelTrainer, CheckpointsAreWholeAndResumeAcrossLayouts) {
     par.run_dir = train::create_run_dir(test::fresh_dir("ckpt_tp_" + name).string());
     const test::RunOutput parallel = test::run_world(2, par);
     const std::string weights = tuner == model::TunerType::Lora ? "adapter_model.safetensors" : "model.safetensors";
+    double worst = 0;  // the saved values (embedding and head gathered from their vocabulary shards)
     for (const char* file : {"optimizer.safetensors", weights.c_str()}) {
       const io::SafetensorsFile a = io::SafetensorsFile::open((fs::path(one.run_dir) / "checkpoint-2" / file).string());
       const io::SafetensorsFile b = io::SafetensorsFile::open((fs::path(par.run_dir) / "checkpoint-2" / file).string());
       ASSERT_EQ(a.names(), b.names()) << file;
-      for (const std::string& n : a.names()) EXPECT_EQ(a.tensor(n).shape(), b.tensor(n).shape()) << file << " " << n;
+      for (const std::string& n : a.names()) {
+        const Tensor x = a.tensor(n), y = b.tensor(n);
+        ASSERT_EQ(x.shape(), y.shape()) << file << " " << n;
+        double d2 = 0, n2 = 0;
+        for (int64_t i = 0; i < x.numel(); ++i) {
+          const double u = x.item(i), v = y.item(i);
+          d2 += (u - v) * (u - v);
+          n2 += u * u;
+        }
+        worst = std::max(worst, std::sqrt(d2 / std::max(n2, 1e-30)));
+      }
     }
+    EXPECT_LE(worst, 5e-5) << name << ": checkpoint-2 of the TP run against one process's";
+    std::printf("[ ckpt_%s ] TP checkpoint-2 vs one process: worst relative L2 difference %.3g\n", name.c_str(), worst);
     test::RunSpec from_tp = one;  // one process resumes from the TP checkpoint
     from_tp.resume = (fs::path(par.run_dir) / "checkpoint-2").string();
     from_tp.run_dir = train::create_run_dir(test::fresh_dir("ckpt_from_tp_" + name).string());

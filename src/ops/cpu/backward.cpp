@@ -116,6 +116,28 @@ void embedding_backward(const Tensor& dout, const Tensor& ids, Tensor& dtable, i
   }
 }
 
+void embedding_shard_backward(const Tensor& dout, const Tensor& ids, int64_t vocab_offset, Tensor& dtable,
+                              int64_t padding_id) {
+  SWIFT_PROFILE("embedding_shard_backward");
+  const int64_t tokens = ids.size(0), c = dout.size(1), vocab = dtable.size(0);
+  const int32_t* id = ids.data<int32_t>();
+  const float* src = dout.data<float>();
+  float* table = dtable.data<float>();
+#pragma omp parallel if (tokens * c >= kParallelMin)
+  {
+    int64_t c0, c1;
+    split_range(c, omp_get_num_threads(), omp_get_thread_num(), kColumnAlign, c0, c1);
+    for (int64_t t = 0; t < tokens && c1 > c0; ++t) {
+      const int64_t row_index = id[t] - vocab_offset;
+      if (id[t] == padding_id || row_index < 0 || row_index >= vocab) continue;
+      float* row = table + row_index * c;
+      const float* g = src + t * c;
+#pragma omp simd
+      for (int64_t j = c0; j < c1; ++j) row[j] += g[j];
+    }
+  }
+}
+
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw, Tensor& dbias,
                      bool accumulate_dx) {
   SWIFT_PROFILE("linear_backward");

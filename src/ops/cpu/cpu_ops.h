@@ -24,6 +24,7 @@ void add(const Tensor& a, const Tensor& b, Tensor& out);
 void swiglu(const Tensor& gate, const Tensor& up, Tensor& out);
 void swap_outer_axes(const Tensor& x, Tensor& y);  // layout.cpp
 void embedding(const Tensor& table, const Tensor& ids, Tensor& out);
+void embedding_shard(const Tensor& table, const Tensor& ids, int64_t vocab_offset, Tensor& out);
 void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y, bool accumulate);
 void gemm(bool trans_a, bool trans_b, float alpha, const Tensor& a, const Tensor& b, float beta, Tensor& c);
 void rmsnorm(const Tensor& x, const Tensor& weight, float eps, Tensor& y, Tensor& rstd);
@@ -33,6 +34,8 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& 
 
 // ---- backward and training ops (same contracts as ops.h) ---------------------------------------------------
 void embedding_backward(const Tensor& dout, const Tensor& ids, Tensor& dtable, int64_t padding_id);
+void embedding_shard_backward(const Tensor& dout, const Tensor& ids, int64_t vocab_offset, Tensor& dtable,
+                              int64_t padding_id);
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw, Tensor& dbias,
                      bool accumulate_dx);
 void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd, Tensor& dx,
@@ -54,6 +57,12 @@ void token_logprobs(const Tensor& hidden, const Tensor& head, const Tensor& labe
                     const CrossEntropyOptions& options);
 void token_logprobs_backward(const Tensor& hidden, const Tensor& head, const Tensor& labels, const Tensor& dlogp,
                              Tensor& dhidden, Tensor& dhead, const CrossEntropyOptions& options);
+void cross_entropy_shard_stats(const Tensor& hidden, const Tensor& head, const Tensor& labels, int64_t vocab_offset,
+                               Tensor& lse, Tensor& label_logit, Tensor& max_logit, Tensor& argmax,
+                               const CrossEntropyOptions& options);
+void cross_entropy_shard_backward(const Tensor& hidden, const Tensor& head, const Tensor& labels, int64_t vocab_offset,
+                                  const Tensor& lse, float grad_scale, Tensor& dhidden, Tensor& dhead,
+                                  const CrossEntropyOptions& options);
 void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config, int64_t step);
 float grad_norm(std::span<const Tensor> grads);
 float clip_grad_norm(std::span<const Tensor> grads, double max_norm);

@@ -19,6 +19,9 @@
 //  - 16-bit heads are converted per vocabulary block into per-thread scratch (converted once per item).
 //  - argmax is the first maximal index (strict > within a block and across blocks), as torch.argmax.
 //  - coef per token: grad_scale for cross_entropy, -dlogp for token_logprobs_backward.
+//  - Vocabulary shards (cross_entropy_shard_*): labels are kept relative to the shard's first row (another shard's
+//    label matches no row: label logit 0, no onehot). The backward's sweep scales the shard's expectation by
+//    exp(lse_shard - lse_whole), so dhidden is the shard's term of the whole softmax's, and pass 2 uses lse_whole.
 #include <cblas.h>
 #include <omp.h>
 
@@ -41,14 +44,16 @@ struct ValidTokens {
   int64_t count() const { return static_cast<int64_t>(position.size()); }
 };
 
-ValidTokens gather_valid(const Tensor& hidden, const Tensor& labels, int32_t ignore_index) {
+// Labels are stored relative to `vocab_offset` (a vocabulary shard's first row; 0 for a whole head): a shard's
+// tokens whose label lies in another shard keep a label outside [0, V) and never match a row.
+ValidTokens gather_valid(const Tensor& hidden, const Tensor& labels, int32_t ignore_index, int64_t vocab_offset = 0) {
   ValidTokens v;
   const int64_t t = hidden.size(0), c = hidden.size(1);
   const int32_t* lab = labels.data<int32_t>();
   for (int64_t i = 0; i < t; ++i) {
     if (lab[i] == ignore_index) continue;
     v.position.push_back(i);
-    v.label.push_back(lab[i]);
+    v.label.push_back(static_cast<int32_t>(lab[i] - vocab_offset));
   }
   const int64_t n = v.count();
   v.hidden = Tensor::empty({n, c}, DType::F32, Device::cpu(), MemoryCategory::Workspace);
@@ -69,7 +74,7 @@ const float* head_rows(const Tensor& head, int64_t v0, int64_t rows, float* scra
 
 // Per valid token results of the sweep.
 struct SweepResult {
-  std::vector<float> lse, label_logit;
+  std::vector<float> lse, label_logit, max_logit;
   std::vector<int64_t> argmax;
 };
 
@@ -80,6 +85,9 @@ struct Sweep {
   const float* coef;  // per valid token, or null: no dhidden
   float* dhidden;     // (T, C) rows of valid tokens written (=), or null
   SweepResult& result;
+  // Vocabulary shard (cross_entropy_shard_backward): the whole vocabulary's lse per valid token, or null. The
+  // shard's term of dhidden is then coef * (exp(lse_shard - lse_whole) * acc / l - [label in shard] W_label).
+  const float* whole_lse = nullptr;
 };
 
 // Pass 1 over valid tokens [a, b).
@@ -143,12 +151,21 @@ void sweep_item(const Sweep& sw, int64_t a, int64_t b) {
     }
   }
   for (int64_t i = 0; i < nt; ++i) {
-    sw.result.lse[static_cast<size_t>(a + i)] = m[i] + std::log(l[i]);
+    const float lse_i = m[i] + std::log(l[i]);
+    sw.result.lse[static_cast<size_t>(a + i)] = lse_i;
+    sw.result.max_logit[static_cast<size_t>(a + i)] = m[i];
     if (!grad) continue;
-    const float* wl = head_rows(sw.head, label[i], 1, wrow);
-    const float inv_l = 1.0f / l[i], cf = sw.coef[a + i];
+    float inv_l = 1.0f / l[i];
+    const float cf = sw.coef[a + i];
+    if (sw.whole_lse != nullptr) inv_l *= std::exp(lse_i - sw.whole_lse[a + i]);  // this shard's share of softmax
     const float* ar = acc + i * c;
     float* out = sw.dhidden + sw.tokens.position[static_cast<size_t>(a + i)] * c;
+    if (label[i] < 0 || label[i] >= vocab) {  // the label lies in another shard
+#pragma omp simd
+      for (int64_t e = 0; e < c; ++e) out[e] = cf * (ar[e] * inv_l);
+      continue;
+    }
+    const float* wl = head_rows(sw.head, label[i], 1, wrow);
 #pragma omp simd
     for (int64_t e = 0; e < c; ++e) out[e] = cf * (ar[e] * inv_l - wl[e]);
   }
@@ -166,11 +183,12 @@ int64_t sweep_items(int64_t n, int64_t token_block, int threads) {
 
 // Pass 1 for all valid tokens; rows of dhidden of ignored tokens are zeroed.
 SweepResult sweep(const ValidTokens& tokens, const Tensor& head, const CrossEntropyOptions& options, const float* coef,
-                  Tensor& dhidden) {
+                  Tensor& dhidden, const float* whole_lse = nullptr) {
   const int64_t n = tokens.count(), c = head.size(1);
   SweepResult result;
   result.lse.assign(static_cast<size_t>(n), 0.0f);
   result.label_logit.assign(static_cast<size_t>(n), 0.0f);
+  result.max_logit.assign(static_cast<size_t>(n), 0.0f);
   result.argmax.assign(static_cast<size_t>(n), 0);
   float* pdh = dhidden.defined() ? dhidden.data<float>() : nullptr;
   if (pdh) {  // zero the rows of ignored tokens
@@ -186,7 +204,7 @@ SweepResult sweep(const ValidTokens& tokens, const Tensor& head, const CrossEntr
   }
   if (n == 0) return result;
   blas_single_threaded();
-  const Sweep sw{tokens, head, options, coef, pdh, result};
+  const Sweep sw{tokens, head, options, coef, pdh, result, whole_lse};
   const double work = static_cast<double>(n) * head.size(0) * c;
   const int threads = work > 1e6 ? omp_get_max_threads() : 1;
   const int64_t items = sweep_items(n, options.token_block, threads);
@@ -278,6 +296,46 @@ void token_logprobs_backward(const Tensor& hidden, const Tensor& head, const Ten
   if (!dhidden.defined() && !dhead.defined()) return;
   const SweepResult r = sweep(tokens, head, options, coef.data(), dhidden);
   if (dhead.defined()) head_gradient(tokens, head, options, coef.data(), r.lse, dhead);
+}
+
+void cross_entropy_shard_stats(const Tensor& hidden, const Tensor& head, const Tensor& labels, int64_t vocab_offset,
+                               Tensor& lse, Tensor& label_logit, Tensor& max_logit, Tensor& argmax,
+                               const CrossEntropyOptions& options) {
+  SWIFT_PROFILE("cross_entropy_shard_stats");
+  const ValidTokens tokens = gather_valid(hidden, labels, options.ignore_index, vocab_offset);
+  Tensor none;
+  const SweepResult r = sweep(tokens, head, options, nullptr, none);
+  float* out_lse = lse.data<float>();
+  float* out_label = label_logit.data<float>();
+  float* out_max = max_logit.data<float>();
+  int32_t* out_arg = argmax.data<int32_t>();
+  const int64_t t = hidden.size(0);
+  std::fill(out_lse, out_lse + t, 0.0f);
+  std::fill(out_label, out_label + t, 0.0f);
+  std::fill(out_max, out_max + t, 0.0f);
+  std::fill(out_arg, out_arg + t, 0);
+  for (int64_t i = 0; i < tokens.count(); ++i) {
+    const size_t u = static_cast<size_t>(i);
+    const int64_t p = tokens.position[u];
+    out_lse[p] = r.lse[u];
+    out_label[p] = r.label_logit[u];  // 0 when the label lies in another shard (never written by the sweep)
+    out_max[p] = r.max_logit[u];
+    out_arg[p] = static_cast<int32_t>(vocab_offset + r.argmax[u]);
+  }
+}
+
+void cross_entropy_shard_backward(const Tensor& hidden, const Tensor& head, const Tensor& labels, int64_t vocab_offset,
+                                  const Tensor& lse, float grad_scale, Tensor& dhidden, Tensor& dhead,
+                                  const CrossEntropyOptions& options) {
+  SWIFT_PROFILE("cross_entropy_shard_backward");
+  const ValidTokens tokens = gather_valid(hidden, labels, options.ignore_index, vocab_offset);
+  const int64_t n = tokens.count();
+  const std::vector<float> coef(static_cast<size_t>(n), grad_scale);
+  std::vector<float> whole(static_cast<size_t>(n));
+  const float* l = lse.data<float>();
+  for (int64_t i = 0; i < n; ++i) whole[static_cast<size_t>(i)] = l[tokens.position[static_cast<size_t>(i)]];
+  if (dhidden.defined()) sweep(tokens, head, options, coef.data(), dhidden, whole.data());
+  if (dhead.defined()) head_gradient(tokens, head, options, coef.data(), whole, dhead);
 }
 
 }  // namespace swift::ops::cpu

@@ -40,7 +40,7 @@ int threads_for_elements(int64_t n) { return n >= (1 << 16) ? omp_get_max_thread
 
 }  // namespace
 
-void dora_weight_norm(const Tensor& w, const Tensor& a, const Tensor& b, float scale, Tensor& norm) {
+void dora_weight_norm(const Tensor& w, const Tensor& a, const Tensor& b, float scale, Tensor& norm, bool squares) {
   const int64_t m = w.size(0), k = w.size(1), r = a.size(0);
   const float* pa = a.data<float>();
   const float* pb = b.data<float>();
@@ -66,9 +66,14 @@ void dora_weight_norm(const Tensor& w, const Tensor& a, const Tensor& b, float s
         const float v = row[i] + scale * ba[i];
         ss += static_cast<double>(v) * v;
       }
-      out[j] = static_cast<float>(std::sqrt(ss));
+      out[j] = static_cast<float>(squares ? ss : std::sqrt(ss));
     }
   }
+}
+
+void dora_norm_from_squares(Tensor& norm) {
+  float* v = norm.data<float>();
+  for (int64_t j = 0; j < norm.numel(); ++j) v[j] = std::sqrt(v[j]);  // IEEE: correctly rounded, as the reference
 }
 
 void dora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& a, const Tensor& b,

@@ -6,7 +6,8 @@
 
 namespace swift::ops::cpu {
 
-void dora_weight_norm(const Tensor& w, const Tensor& a, const Tensor& b, float scale, Tensor& norm);
+void dora_weight_norm(const Tensor& w, const Tensor& a, const Tensor& b, float scale, Tensor& norm, bool squares);
+void dora_norm_from_squares(Tensor& norm);
 void dora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& a, const Tensor& b,
                  const Tensor& magnitude, const Tensor& weight_norm, float scale, const Dropout& dropout, Tensor& y,
                  Tensor& xa, Tensor& h, bool accumulate);

@@ -166,4 +166,22 @@ void embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
   }
 }
 
+void embedding_shard(const Tensor& table, const Tensor& ids, int64_t vocab_offset, Tensor& out) {
+  SWIFT_PROFILE("embedding_shard");
+  const int64_t tokens = ids.size(0), c = table.size(1), vocab = table.size(0);
+  const int32_t* id = ids.data<int32_t>();
+  const char* rows = static_cast<const char*>(table.raw());
+  const size_t row_bytes = dtype_bytes(table.dtype(), c);
+  float* o = out.data<float>();
+#pragma omp parallel for schedule(static) if (tokens * c >= kParallelMin)
+  for (int64_t t = 0; t < tokens; ++t) {
+    const int64_t row = id[t] - vocab_offset;
+    if (row < 0 || row >= vocab) {
+      std::fill(o + t * c, o + (t + 1) * c, 0.0f);
+    } else {
+      to_f32(rows + static_cast<size_t>(row) * row_bytes, table.dtype(), o + t * c, c);
+    }
+  }
+}
+
 }  // namespace swift::ops::cpu

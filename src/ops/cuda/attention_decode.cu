@@ -10,6 +10,8 @@
 //  - Pass 1: one warp per key (lanes split D, shuffle reduction); pass 2: threads own (key group, column) pairs,
 //    reading value rows coalesced. Scores of the chunk live in shared memory (chunk <= kAttentionDecodeMaxChunk).
 //  - No atomics: results are deterministic run to run.
+//  - With Params::start_device the position of query 0 is read on the device (the launch is then replayable by a CUDA
+//    graph); the grid and chunks depend only on the host-side bound, never on the position read.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -44,7 +46,12 @@ struct Params {
   int64_t queries, start, window;
   int hq, hkv, d, splits, chunk;
   float scale;
+  const int32_t* start_device;  // null: `start` is the position of query 0
 };
+
+__device__ __forceinline__ int64_t query_start(const Params& p) {
+  return p.start_device != nullptr ? int64_t{*p.start_device} : p.start;
+}
 
 // The first visible key of the query at `pos`.
 __device__ __forceinline__ int64_t first_key(int64_t pos, int64_t window) {
@@ -59,7 +66,7 @@ __global__ void __launch_bounds__(kThreads) decode_chunk(Params p) {
   const int h = static_cast<int>(row % p.hq);
   const int kvh = h / (p.hq / p.hkv);
   const int d = p.d, tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const int64_t pos = p.start + i;
+  const int64_t pos = query_start(p) + i;
   const int64_t j0 = first_key(pos, p.window) + int64_t{split} * p.chunk;
   const int64_t j1 = min(pos + 1, j0 + p.chunk);  // keys [j0, j1)
   const int64_t kv_stride = int64_t{p.hkv} * d;
@@ -195,7 +202,42 @@ cudaError_t launch(const Params& p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
+// One thread per element of the new rows; k and v in the same launch.
+template <typename E>
+__global__ void kv_write(const E* k_new, const E* v_new, E* k_cache, E* v_cache, const int32_t* row, int64_t rows,
+                         int64_t row_elems, int64_t capacity) {
+  const int64_t n = rows * row_elems;
+  const int64_t base = int64_t{*row};
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < n; e += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = base + e / row_elems;
+    if (r < 0 || r >= capacity) continue;
+    const int64_t dst = r * row_elems + e % row_elems;
+    k_cache[dst] = k_new[e];
+    v_cache[dst] = v_new[e];
+  }
+}
+
 }  // namespace
+
+cudaError_t launch_kv_cache_write(const void* k_new, const void* v_new, void* k_cache, void* v_cache, const int32_t* row,
+                                  int64_t rows, int64_t row_elems, int64_t capacity, int elem_bytes, cudaStream_t stream) {
+  const int64_t n = rows * row_elems;
+  if (n == 0) return cudaSuccess;
+  if (row == nullptr || (elem_bytes != 2 && elem_bytes != 4)) return cudaErrorInvalidValue;
+  constexpr int kBlock = 256;
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+  const unsigned grid = static_cast<unsigned>(blocks < 4096 ? blocks : 4096);
+  if (elem_bytes == 2) {
+    kv_write<uint16_t><<<grid, kBlock, 0, stream>>>(static_cast<const uint16_t*>(k_new),
+                                                    static_cast<const uint16_t*>(v_new), static_cast<uint16_t*>(k_cache),
+                                                    static_cast<uint16_t*>(v_cache), row, rows, row_elems, capacity);
+  } else {
+    kv_write<uint32_t><<<grid, kBlock, 0, stream>>>(static_cast<const uint32_t*>(k_new),
+                                                    static_cast<const uint32_t*>(v_new), static_cast<uint32_t*>(k_cache),
+                                                    static_cast<uint32_t*>(v_cache), row, rows, row_elems, capacity);
+  }
+  return cudaGetLastError();
+}
 
 int64_t attention_decode_max_keys(const AttentionDecodeArgs& a) {
   const int64_t last = a.start + a.queries;  // keys seen by the last query
@@ -230,7 +272,7 @@ cudaError_t launch_attention_decode(const AttentionDecodeArgs& a, const Attentio
     return cudaErrorInvalidValue;
   }
   Params p{a.q, a.k, a.v, a.out, s.splits > 1 ? workspace : nullptr, a.queries, a.start, a.window,
-           a.hq, a.hkv, a.head_dim, s.splits, s.chunk, a.scale};
+           a.hq, a.hkv, a.head_dim, s.splits, s.chunk, a.scale, a.start_device};
   if (a.dtype == 1) return launch<__nv_bfloat16>(p, stream);
   if (a.dtype == 2) return launch<__half>(p, stream);
   return launch<float>(p, stream);

@@ -109,7 +109,7 @@ __device__ __forceinline__ RowState shuffle_down(const RowState& st, int delta) 
 
 __global__ void __launch_bounds__(kRowThreads)
     ce_row_stats_kernel(const float* logits, int64_t cols, int64_t ld, const int32_t* labels, float* lse,
-                        float* label_logit, float* loss, int32_t* argmax) {
+                        float* label_logit, float* loss, int32_t* argmax, float* row_max) {
   const int64_t row = blockIdx.x;
   const float* z = logits + row * ld;
   const float4* z4 = reinterpret_cast<const float4*>(z);
@@ -145,11 +145,13 @@ __global__ void __launch_bounds__(kRowThreads)
     RowState total = warp_state[0];
     for (int w = 1; w < kRowThreads / 32; ++w) merge(total, warp_state[w]);
     const float row_lse = total.m + logf(total.s);
-    const float lab = z[labels[row]];
+    const int32_t label = labels[row];  // outside [0, cols): a vocabulary shard's token labelled in another shard
+    const float lab = label >= 0 && label < cols ? z[label] : 0.0f;
     lse[row] = row_lse;
     label_logit[row] = lab;
     loss[row] = row_lse - lab;
     argmax[row] = total.arg == kNoIndex ? 0 : total.arg;
+    if (row_max != nullptr) row_max[row] = total.m;
   }
 }
 
@@ -241,11 +243,12 @@ cudaError_t launch_gather_rows(const void* src, int dtype, const int32_t* rows, 
 }
 
 cudaError_t launch_ce_row_stats(const float* logits, int64_t rows, int64_t cols, int64_t ld, const int32_t* labels,
-                                float* lse, float* label_logit, float* loss, int32_t* argmax, cudaStream_t stream) {
+                                float* lse, float* label_logit, float* loss, int32_t* argmax, float* row_max,
+                                cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return cudaSuccess;
   if (!rows_of_float4(logits, rows, cols, ld)) return cudaErrorInvalidValue;
   ce_row_stats_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(logits, cols, ld, labels, lse,
-                                                                               label_logit, loss, argmax);
+                                                                               label_logit, loss, argmax, row_max);
   return cudaGetLastError();
 }
 

@@ -13,6 +13,8 @@
 //    accounted by Storage on the bytes asked for), what the allocator holds, and what to change.
 //  - SWIFT_CUDA_ALLOC=plain (read once) bypasses the cache: cudaMalloc / cudaFree per tensor, for debugging.
 //  - The allocator lives for the process and never frees at exit (the CUDA runtime may already be torn down).
+//  - Allocation guard (per thread, set around CUDA graph captures): allocate() throws naming it, before touching the
+//    pool or the driver.
 #include "ops/cuda/cuda_backend.h"
 
 #include <array>
@@ -35,6 +37,7 @@ namespace swift::ops::cuda {
 namespace {
 
 constexpr int kMaxDevices = 64;
+thread_local const char* t_allocation_guard = nullptr;
 
 void check(cudaError_t status, const char* call) {
   if (status != cudaSuccess) fail("CUDA: {} failed: {}", call, cudaGetErrorString(status));
@@ -63,6 +66,10 @@ class CudaBackend final : public DeviceBackend {
 
   void* allocate(size_t bytes, int device_index) override {
     if (device_index < 0 || device_index >= kMaxDevices) fail("CUDA: device index {} out of range", device_index);
+    if (t_allocation_guard != nullptr) {
+      fail("CUDA: {} bytes allocated on cuda:{} during {} (every buffer the captured work uses must exist before the "
+           "capture)", bytes, device_index, t_allocation_guard);
+    }
     check(cudaSetDevice(device_index), "cudaSetDevice");
     if (!caching_) return device_malloc(bytes, bytes, device_index, nullptr);
     const size_t cls = size_class(bytes);
@@ -207,6 +214,8 @@ DeviceBackend* backend() { return instance(); }
 AllocatorStats allocator_stats(int device_index) { return instance()->stats(device_index); }
 
 void empty_cache(int device_index) { instance()->empty(device_index); }
+
+void set_allocation_guard(const char* reason) { t_allocation_guard = reason; }
 
 int device_count() {
   int count = 0;

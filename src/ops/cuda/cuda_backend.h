@@ -4,6 +4,9 @@
 // error string, and for out-of-memory the size requested, free/total device memory, the accounted usage by
 // category and what to change. Accounting by category is done by Storage (core/memory.h) on the bytes asked
 // for; the allocator's own numbers (reserved / cached) are reported by allocator_stats.
+// While an allocation guard is set on a thread (ops/device_graph.cpp sets one around a CUDA graph capture), every
+// device allocation from that thread throws naming the guard: a block taken during capture would go back to the cache
+// while the graph still points at it.
 #pragma once
 
 #include <cstdint>
@@ -26,5 +29,7 @@ struct AllocatorStats {
 AllocatorStats allocator_stats(int device_index);
 // Returns every cached (free) block of the device to the driver (cudaFree synchronises the device).
 void empty_cache(int device_index);
+// Sets (non-null) or clears (null) this thread's allocation guard; `reason` must outlive the guard.
+void set_allocation_guard(const char* reason);
 
 }  // namespace swift::ops::cuda

@@ -45,7 +45,8 @@ unsigned grid_for(int64_t work, int threads, int64_t cap = 65535) {
 }
 
 // One block per row j: v = w + scale * ba (fp32, as the CPU: product then sum), v^2 summed in fp64.
-__global__ void row_norm_kernel(const void* w, int w_dtype, const float* ba, int64_t k, float scale, float* norm) {
+__global__ void row_norm_kernel(const void* w, int w_dtype, const float* ba, int64_t k, float scale, bool squares,
+                                float* norm) {
   __shared__ double part[kNormThreads];
   const int64_t row = blockIdx.x;
   const int64_t base = row * k;
@@ -61,7 +62,14 @@ __global__ void row_norm_kernel(const void* w, int w_dtype, const float* ba, int
     if (static_cast<int>(threadIdx.x) < stride) part[threadIdx.x] += part[threadIdx.x + stride];
     __syncthreads();
   }
-  if (threadIdx.x == 0) norm[row] = static_cast<float>(sqrt(part[0]));
+  if (threadIdx.x == 0) norm[row] = static_cast<float>(squares ? part[0] : sqrt(part[0]));
+}
+
+__global__ void sqrt_kernel(float* x, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    x[i] = __fsqrt_rn(x[i]);
+  }
 }
 
 // out = (g + offset) * src, element-wise over (n, m).
@@ -133,10 +141,16 @@ __global__ void magnitude_finish_kernel(const double* partials, int64_t chunks, 
 }  // namespace
 
 cudaError_t launch_dora_row_norm(const void* w, int w_dtype, const float* ba, int64_t rows, int64_t k, float scale,
-                                 float* norm, cudaStream_t stream) {
+                                 bool squares, float* norm, cudaStream_t stream) {
   if (rows <= 0) return cudaSuccess;
   if (rows > 0x7fffffff) return cudaErrorInvalidValue;
-  row_norm_kernel<<<static_cast<unsigned>(rows), kNormThreads, 0, stream>>>(w, w_dtype, ba, k, scale, norm);
+  row_norm_kernel<<<static_cast<unsigned>(rows), kNormThreads, 0, stream>>>(w, w_dtype, ba, k, scale, squares, norm);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_dora_sqrt(float* x, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  sqrt_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(x, n);
   return cudaGetLastError();
 }
 

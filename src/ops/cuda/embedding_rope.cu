@@ -36,12 +36,15 @@ __device__ void record_error(int32_t op, int64_t position, int64_t value, int64_
 
 // ---- embedding -----------------------------------------------------------------------------------------------
 template <typename W, typename T>
-__global__ void embedding_kernel(const W* table, const int32_t* ids, T* out, int64_t vocab, int64_t c) {
+// vocab_offset >= 0: the table is a vocabulary shard (rows [vocab_offset, vocab_offset + vocab)); ids outside it are
+// another rank's and give zero rows without an error (negative ids are still recorded). -1: the whole table.
+__global__ void embedding_kernel(const W* table, const int32_t* ids, T* out, int64_t vocab, int64_t c,
+                                 int64_t vocab_offset) {
   const int64_t t = blockIdx.x;
-  const int32_t id = ids[t];
+  const int64_t id = static_cast<int64_t>(ids[t]) - (vocab_offset > 0 ? vocab_offset : 0);
   T* row = out + t * c;
   if (id < 0 || id >= vocab) {
-    if (threadIdx.x == 0) record_error(kDeviceErrorEmbedding, t, id, vocab);
+    if (threadIdx.x == 0 && (vocab_offset < 0 || ids[t] < 0)) record_error(kDeviceErrorEmbedding, t, ids[t], vocab);
     for (int64_t j = threadIdx.x; j < c; j += blockDim.x) store_f32(row, j, 0.0f);
     return;
   }
@@ -51,20 +54,20 @@ __global__ void embedding_kernel(const W* table, const int32_t* ids, T* out, int
 
 template <typename W, typename T>
 cudaError_t embedding_typed(const void* table, const int32_t* ids, void* out, int64_t tokens, int64_t vocab,
-                            int64_t c, cudaStream_t stream) {
+                            int64_t c, int64_t vocab_offset, cudaStream_t stream) {
   const int threads = c >= 256 ? 256 : 128;
   embedding_kernel<<<static_cast<unsigned>(tokens), threads, 0, stream>>>(static_cast<const W*>(table), ids,
-                                                                          static_cast<T*>(out), vocab, c);
+                                                                          static_cast<T*>(out), vocab, c, vocab_offset);
   return cudaGetLastError();
 }
 
 template <typename T>
 cudaError_t embedding_out(int table_dtype, const void* table, const int32_t* ids, void* out, int64_t tokens,
-                          int64_t vocab, int64_t c, cudaStream_t stream) {
+                          int64_t vocab, int64_t c, int64_t vocab_offset, cudaStream_t stream) {
   switch (table_dtype) {
-    case 0: return embedding_typed<float, T>(table, ids, out, tokens, vocab, c, stream);
-    case 1: return embedding_typed<__nv_bfloat16, T>(table, ids, out, tokens, vocab, c, stream);
-    case 2: return embedding_typed<__half, T>(table, ids, out, tokens, vocab, c, stream);
+    case 0: return embedding_typed<float, T>(table, ids, out, tokens, vocab, c, vocab_offset, stream);
+    case 1: return embedding_typed<__nv_bfloat16, T>(table, ids, out, tokens, vocab, c, vocab_offset, stream);
+    case 2: return embedding_typed<__half, T>(table, ids, out, tokens, vocab, c, vocab_offset, stream);
     default: return cudaErrorInvalidValue;
   }
 }
@@ -80,18 +83,21 @@ __global__ void iota_kernel(int32_t* v, int64_t n) {
 template <typename T>
 __global__ void embedding_backward_kernel(const T* dout, const int32_t* sorted_ids, const int32_t* sorted_tokens,
                                           float* dtable, int64_t tokens, int64_t vocab, int64_t c,
-                                          int64_t padding_id) {
+                                          int64_t padding_id, int64_t vocab_offset) {
   const int64_t i = blockIdx.x;
   const int32_t id = sorted_ids[i];
   if (i > 0 && sorted_ids[i - 1] == id) return;
   if (id == padding_id) return;
-  if (id < 0 || id >= vocab) {
-    if (threadIdx.x == 0) record_error(kDeviceErrorEmbeddingBackward, sorted_tokens[i], id, vocab);
+  const int64_t row_id = static_cast<int64_t>(id) - (vocab_offset > 0 ? vocab_offset : 0);
+  if (row_id < 0 || row_id >= vocab) {  // a shard skips other ranks' ids silently
+    if (threadIdx.x == 0 && (vocab_offset < 0 || id < 0)) {
+      record_error(kDeviceErrorEmbeddingBackward, sorted_tokens[i], id, vocab);
+    }
     return;
   }
   int64_t end = i + 1;
   while (end < tokens && sorted_ids[end] == id) ++end;
-  float* row = dtable + static_cast<int64_t>(id) * c;
+  float* row = dtable + row_id * c;
   for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
     float acc = row[j];
     for (int64_t r = i; r < end; ++r) {
@@ -173,13 +179,13 @@ cudaError_t device_error_read_and_clear(DeviceErrorRecord* out, cudaStream_t str
 }
 
 cudaError_t launch_embedding(const void* table, int table_dtype, const int32_t* ids, void* out, int out_dtype,
-                             int64_t tokens, int64_t vocab, int64_t c, cudaStream_t stream) {
+                             int64_t tokens, int64_t vocab, int64_t c, int64_t vocab_offset, cudaStream_t stream) {
   if (tokens == 0) return cudaSuccess;
   if (tokens > 0x7fffffff) return cudaErrorInvalidValue;
   switch (out_dtype) {
-    case 0: return embedding_out<float>(table_dtype, table, ids, out, tokens, vocab, c, stream);
-    case 1: return embedding_out<__nv_bfloat16>(table_dtype, table, ids, out, tokens, vocab, c, stream);
-    case 2: return embedding_out<__half>(table_dtype, table, ids, out, tokens, vocab, c, stream);
+    case 0: return embedding_out<float>(table_dtype, table, ids, out, tokens, vocab, c, vocab_offset, stream);
+    case 1: return embedding_out<__nv_bfloat16>(table_dtype, table, ids, out, tokens, vocab, c, vocab_offset, stream);
+    case 2: return embedding_out<__half>(table_dtype, table, ids, out, tokens, vocab, c, vocab_offset, stream);
     default: return cudaErrorInvalidValue;
   }
 }
@@ -193,8 +199,8 @@ size_t embedding_backward_scratch_bytes(int64_t tokens) {
 }
 
 cudaError_t launch_embedding_backward(const void* dout, int dtype, const int32_t* ids, float* dtable, int64_t tokens,
-                                      int64_t vocab, int64_t c, int64_t padding_id, void* scratch,
-                                      size_t scratch_bytes, cudaStream_t stream) {
+                                      int64_t vocab, int64_t c, int64_t padding_id, int64_t vocab_offset,
+                                      void* scratch, size_t scratch_bytes, cudaStream_t stream) {
   if (tokens == 0 || c == 0) return cudaSuccess;
   if (tokens > 0x7fffffff || dtype < 0 || dtype > 2) return cudaErrorInvalidValue;
   BackwardScratch s;
@@ -213,13 +219,13 @@ cudaError_t launch_embedding_backward(const void* dout, int dtype, const int32_t
   const int threads = c >= 256 ? 256 : 128;
   if (dtype == 0) {
     embedding_backward_kernel<<<static_cast<unsigned>(tokens), threads, 0, stream>>>(
-        static_cast<const float*>(dout), s.keys_out, s.values_out, dtable, tokens, vocab, c, padding_id);
+        static_cast<const float*>(dout), s.keys_out, s.values_out, dtable, tokens, vocab, c, padding_id, vocab_offset);
   } else if (dtype == 2) {
     embedding_backward_kernel<<<static_cast<unsigned>(tokens), threads, 0, stream>>>(
-        static_cast<const __half*>(dout), s.keys_out, s.values_out, dtable, tokens, vocab, c, padding_id);
+        static_cast<const __half*>(dout), s.keys_out, s.values_out, dtable, tokens, vocab, c, padding_id, vocab_offset);
   } else {
     embedding_backward_kernel<<<static_cast<unsigned>(tokens), threads, 0, stream>>>(
-        static_cast<const __nv_bfloat16*>(dout), s.keys_out, s.values_out, dtable, tokens, vocab, c, padding_id);
+        static_cast<const __nv_bfloat16*>(dout), s.keys_out, s.values_out, dtable, tokens, vocab, c, padding_id, vocab_offset);
   }
   return cudaGetLastError();
 }

@@ -19,12 +19,15 @@ cudaError_t launch_gather_rows(const void* src, int dtype, const int32_t* rows, 
                                cudaStream_t stream);
 
 // Per row i of a logits block (one thread block per row, one read of the row): lse[i] = log sum_j exp(z[i, j]),
-// label_logit[i] = z[i, labels[i]], loss[i] = lse[i] - label_logit[i], argmax[i] = the first j of the largest z[i, j]
-// (0 when no logit exceeds -inf). labels[i] must lie in [0, cols).
+// label_logit[i] = z[i, labels[i]] (0 when labels[i] lies outside [0, cols): a vocabulary shard's token whose label
+// is another shard's), loss[i] = lse[i] - label_logit[i], argmax[i] = the first j of the largest z[i, j] (0 when no
+// logit exceeds -inf), row_max[i] = that largest logit (row_max may be null).
 cudaError_t launch_ce_row_stats(const float* logits, int64_t rows, int64_t cols, int64_t ld, const int32_t* labels,
-                                float* lse, float* label_logit, float* loss, int32_t* argmax, cudaStream_t stream);
+                                float* lse, float* label_logit, float* loss, int32_t* argmax, float* row_max,
+                                cudaStream_t stream);
 
-// In place: overwrites each logits row with dz[i, j] = coef[i] * (exp(z[i, j] - lse[i]) - (j == labels[i])) in
+// In place: overwrites each logits row with dz[i, j] = coef[i] * (exp(z[i, j] - lse[i]) - (j == labels[i])) (labels
+// outside [0, cols) match no column; lse may be the whole vocabulary's, for a shard of it) in
 // dz_dtype (0 F32, 1 BF16, 2 F16). Row i of dz starts where row i of z starts: its row stride is ld * 4 /
 // sizeof(dz element) elements (ld for F32, 2 ld for 16-bit), so a 16-bit dz fills the first half of each fp32 row.
 // Columns [cols, round_up(cols, 4)) of dz are set to 0.

@@ -19,11 +19,14 @@
 
 namespace swift::ops::cuda {
 
-// norm[j] = float(sqrt(sum_i double(v)^2)), v = w[j, i] + scale * ba[j, i] (fp32), for j < rows.
+// norm[j] = float(sqrt(sum_i double(v)^2)), v = w[j, i] + scale * ba[j, i] (fp32), for j < rows; squares: the sum
+// itself, float(sum_i double(v)^2) (tensor parallelism all-reduces those before launch_dora_sqrt).
 //   w: (rows, k) of w_dtype; ba: (rows, k) F32 = (b a) rows, or null (r = 0: v = w); norm: (rows) F32.
 //   One block per row; per-thread fp64 partials, then a fixed tree. k == 0 writes 0.
 cudaError_t launch_dora_row_norm(const void* w, int w_dtype, const float* ba, int64_t rows, int64_t k, float scale,
-                                 float* norm, cudaStream_t stream);
+                                 bool squares, float* norm, cudaStream_t stream);
+// x[i] = sqrt(x[i]) (IEEE round to nearest, __fsqrt_rn: the CPU's std::sqrt bits), i < n.
+cudaError_t launch_dora_sqrt(float* x, int64_t n, cudaStream_t stream);
 
 // out[i, j] = (magnitude[j] / weight_norm[j] + offset) * src[i, j]       src, out: (n, m) of dtype (may alias).
 //   offset 0: dh = g dy; offset -1: dh - dy = (g - 1) dy.

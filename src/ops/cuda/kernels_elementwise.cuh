@@ -72,17 +72,20 @@ cudaError_t launch_dropout(const void* x, void* out, int dtype, int64_t n, int64
 
 // ---- embedding (embedding_rope.cu, which also owns the device error record) ------------------------------------
 // out[t] = table[ids[t]]: table (vocab, c) table_dtype; ids (tokens) I32; out (tokens, c) out_dtype. An id outside
-// [0, vocab) writes a zero row and records kDeviceErrorEmbedding.
+// [0, vocab) writes a zero row and records kDeviceErrorEmbedding. vocab_offset >= 0: the table is the vocabulary shard
+// [vocab_offset, vocab_offset + vocab) (embedding_shard): out[t] = table[ids[t] - vocab_offset], a zero row without
+// an error for ids outside it (a negative id is still recorded); -1: the whole table.
 cudaError_t launch_embedding(const void* table, int table_dtype, const int32_t* ids, void* out, int out_dtype,
-                             int64_t tokens, int64_t vocab, int64_t c, cudaStream_t stream);
+                             int64_t tokens, int64_t vocab, int64_t c, int64_t vocab_offset, cudaStream_t stream);
 // dtable[ids[t]] += dout[t] for every t with ids[t] != padding_id, in token order per row (deterministic: a
 // stable radix sort of (id, t), then one block per distinct id adds its rows in token order). An id outside
-// [0, vocab) other than padding_id is skipped and recorded (kDeviceErrorEmbeddingBackward).
+// [0, vocab) other than padding_id is skipped and recorded (kDeviceErrorEmbeddingBackward). vocab_offset >= 0: a shard,
+// as launch_embedding (dtable[ids[t] - vocab_offset]; other ranks' ids skipped silently); -1: the whole table.
 //   dout (tokens, c) dtype; dtable (vocab, c) F32.
 size_t embedding_backward_scratch_bytes(int64_t tokens);
 cudaError_t launch_embedding_backward(const void* dout, int dtype, const int32_t* ids, float* dtable, int64_t tokens,
-                                      int64_t vocab, int64_t c, int64_t padding_id, void* scratch,
-                                      size_t scratch_bytes, cudaStream_t stream);
+                                      int64_t vocab, int64_t c, int64_t padding_id, int64_t vocab_offset,
+                                      void* scratch, size_t scratch_bytes, cudaStream_t stream);
 
 // ---- rmsnorm (rmsnorm.cu) and rope (embedding_rope.cu) ---------------------------------------------------------
 // y = weight * (x * rstd), rstd = 1 / sqrt(float(sum(double(x^2)) / c) + eps).   x, y: (n, c); rstd: (n) or null.

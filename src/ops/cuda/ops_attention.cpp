@@ -3,7 +3,8 @@
 // attention (attention_cudnn.cpp: BF16 / F16 on sm_90+, the default) or, when cuDNN cannot take the call or
 // SWIFT_ATTENTION=flash2, the flash-attention launchers of kernels_attention.cuh on the device's stream.
 // attention_decode (queries against a KV cache) calls the split-K launcher of kernels_attention_decode.cuh with a
-// workspace for the splits' partial results.
+// workspace for the splits' partial results; attention_decode_at / kv_cache_write are its replayable forms (position
+// read on the device, caller's workspace: they allocate nothing, so a CUDA graph may capture them).
 //
 // Invariants:
 //  - Arguments were validated by ops/op_checks (shapes, one device, dtypes, cu_seqlens monotone from 0 to T).
@@ -98,9 +99,10 @@ int sm_count(int device) {
 }
 }  // namespace
 
-void attention_decode(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t start, float scale,
-                      int64_t window, Tensor& out) {
-  const char* op = "attention_decode";
+namespace {
+// The launch arguments of attention_decode / attention_decode_at (start: the position, or its bound).
+AttentionDecodeArgs decode_args(const char* op, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                                int64_t start, float scale, int64_t window, Tensor& out) {
   AttentionDecodeArgs a;
   a.q = q.raw();
   a.k = k_cache.raw();
@@ -118,17 +120,60 @@ void attention_decode(const Tensor& q, const Tensor& k_cache, const Tensor& v_ca
     fail("op {}: head dim D = {} is above the CUDA kernel's limit of {}", op, q.size(2), kAttentionDecodeMaxHeadDim);
   }
   if (q.size(0) * q.size(1) > INT32_MAX) fail("op {}: {} query rows x heads exceed the kernel's grid", op, q.size(0) * q.size(1));
-  const AttentionDecodeSplit split = attention_decode_split(a, sm_count(q.device().index));
+  return a;
+}
+
+AttentionDecodeSplit decode_split(const char* op, const AttentionDecodeArgs& a, int device) {
+  const AttentionDecodeSplit split = attention_decode_split(a, sm_count(device));
   if (split.chunk > kAttentionDecodeMaxChunk) {
     fail("op {}: {} visible keys exceed the CUDA kernel's limit of {} (use a sliding window or a shorter context)", op,
          attention_decode_max_keys(a), int64_t{kAttentionDecodeMaxChunk} * kAttentionDecodeMaxSplits);
   }
+  return split;
+}
+}  // namespace
+
+void attention_decode(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t start, float scale,
+                      int64_t window, Tensor& out) {
+  const char* op = "attention_decode";
+  const AttentionDecodeArgs a = decode_args(op, q, k_cache, v_cache, start, scale, window, out);
+  const AttentionDecodeSplit split = decode_split(op, a, q.device().index);
   // Partial results of the splits from the caching allocator, released after the enqueue: every kernel of the
   // device runs on its one stream, so a later owner's work is ordered after these launches.
   const int64_t floats = attention_decode_workspace_floats(a, split);
   Tensor workspace = floats > 0 ? Tensor::empty({floats}, DType::F32, q.device(), MemoryCategory::Workspace) : Tensor();
   check_launch(op, launch_attention_decode(a, split, floats > 0 ? workspace.data<float>() : nullptr,
                                            stream(q.device().index)));
+}
+
+int64_t attention_decode_workspace(const Tensor& q, const Tensor& k_cache, int64_t max_keys, int64_t window) {
+  const char* op = "attention_decode_at";
+  Tensor out = q;  // only its shape and dtype are read
+  const AttentionDecodeArgs a = decode_args(op, q, k_cache, k_cache, max_keys - q.size(0), 1.0f, window, out);
+  return attention_decode_workspace_floats(a, decode_split(op, a, q.device().index));
+}
+
+void attention_decode_at(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& start,
+                         int64_t max_keys, float scale, int64_t window, Tensor& out, const Tensor& workspace) {
+  const char* op = "attention_decode_at";
+  AttentionDecodeArgs a = decode_args(op, q, k_cache, v_cache, max_keys - q.size(0), scale, window, out);
+  a.start_device = start.data<int32_t>();
+  const AttentionDecodeSplit split = decode_split(op, a, q.device().index);
+  const int64_t floats = attention_decode_workspace_floats(a, split);
+  if (floats > 0 && (!workspace.defined() || workspace.numel() < floats)) {
+    fail("op {}: the workspace {} is smaller than the {} F32 elements this launch needs (size it with "
+         "attention_decode_workspace)", op, workspace.defined() ? workspace.str() : std::string("(undefined)"), floats);
+  }
+  check_launch(op, launch_attention_decode(a, split, floats > 0 ? workspace.data<float>() : nullptr,
+                                           stream(q.device().index)));
+}
+
+void kv_cache_write(const Tensor& k_new, const Tensor& v_new, Tensor& k_cache, Tensor& v_cache, const Tensor& row) {
+  const int64_t row_elems = k_new.size(1) * k_new.size(2);
+  check_launch("kv_cache_write",
+               launch_kv_cache_write(k_new.raw(), v_new.raw(), k_cache.raw(), v_cache.raw(), row.data<int32_t>(),
+                                     k_new.size(0), row_elems, k_cache.size(0), static_cast<int>(dtype_bytes(k_new.dtype(), 1)),
+                                     stream(k_new.device().index)));
 }
 
 }  // namespace swift::ops::cuda

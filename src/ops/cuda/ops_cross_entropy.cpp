@@ -26,6 +26,10 @@
 //    else per vocabulary piece of at most B bytes each time a product needs it (two conversions per row chunk).
 //  - The chunking depends on (valid tokens, V, C, dtypes, B) only; kernels are deterministic and products use fixed
 //    cuBLASLt plans. loss_sum adds the fp32 per-token terms in fp64 in token order, as the CPU.
+//  - Vocabulary shards (cross_entropy_shard_stats / _backward) run the same passes on a shard of the head's rows with
+//    labels relative to its first row (another shard's label matches no column: label logit 0, no onehot); the
+//    backward's dz uses the whole vocabulary's lse (gathered to the valid tokens) instead of the block's. The shard's
+//    per-token statistics go back to the token rows through the host (T floats each).
 //  - Everything runs on cuda::stream(device); host reads (labels in, stats out) go through Tensor::to, whose
 //    synchronous copies are ordered after the stream's work.
 #include <algorithm>
@@ -80,6 +84,12 @@ struct LmHeadJob {
   Tensor* dhidden = nullptr;      // defined outputs only
   Tensor* dhead = nullptr;
   Tensor* logp = nullptr;
+  // Vocabulary shard (cross_entropy_shard_stats / _backward): the head is rows [vocab_offset, ...) of the whole one
+  // (-1: the whole head); labels are whole-vocabulary ids, kept relative to vocab_offset (another shard's label
+  // matches no column). whole_lse: (T) the whole vocabulary's lse, used for dz instead of the shard's own.
+  int64_t vocab_offset = -1;
+  const Tensor* whole_lse = nullptr;
+  Tensor *out_lse = nullptr, *out_label = nullptr, *out_max = nullptr, *out_argmax = nullptr;  // (T) stats outputs
 };
 
 // The head in the activation dtype, as the products read it: the head itself, one converted copy, or converted
@@ -146,8 +156,15 @@ CrossEntropyStats run_lm_head(const LmHeadJob& job) {
   std::vector<int32_t> positions, valid_labels;
   positions.reserve(static_cast<size_t>(t));
   valid_labels.reserve(static_cast<size_t>(t));
+  const bool shard = job.vocab_offset >= 0;
   for (int64_t i = 0; i < t; ++i) {
     if (lab[i] == job.options.ignore_index) continue;
+    if (shard && lab[i] < 0) fail("{}: label {} at position {} is negative and not ignore_index", op, lab[i], i);
+    if (shard) {
+      positions.push_back(static_cast<int32_t>(i));
+      valid_labels.push_back(static_cast<int32_t>(lab[i] - job.vocab_offset));
+      continue;
+    }
     if (lab[i] < 0 || lab[i] >= vocab) {
       fail("{}: label {} at position {} is outside the vocabulary [0, {}) of head {} and is not ignore_index {}", op,
            lab[i], i, vocab, job.head.str(), job.options.ignore_index);
@@ -164,6 +181,11 @@ CrossEntropyStats run_lm_head(const LmHeadJob& job) {
   }
   if (job.logp != nullptr) {
     const cudaError_t st = cudaMemsetAsync(job.logp->raw(), 0, job.logp->nbytes(), s);
+    if (st != cudaSuccess) fail("op {}: cudaMemsetAsync failed: {}", op, cudaGetErrorString(st));
+  }
+  for (Tensor* out : {job.out_lse, job.out_label, job.out_max, job.out_argmax}) {
+    if (out == nullptr) continue;
+    const cudaError_t st = cudaMemsetAsync(out->raw(), 0, out->nbytes(), s);
     if (st != cudaSuccess) fail("op {}: cudaMemsetAsync failed: {}", op, cudaGetErrorString(st));
   }
   if (tv == 0) return stats;
@@ -206,6 +228,13 @@ CrossEntropyStats run_lm_head(const LmHeadJob& job) {
   Tensor dh_acc = job.dhidden != nullptr && !dhidden_direct ? workspace(rows * c, DType::F32, device) : Tensor();
   Tensor st_lse = workspace(tv, DType::F32, device), st_label = workspace(tv, DType::F32, device);
   Tensor st_loss = workspace(tv, DType::F32, device), st_arg = workspace(tv, DType::I32, device);
+  Tensor st_max = job.out_max != nullptr ? workspace(tv, DType::F32, device) : Tensor();
+  // dz's lse: the whole vocabulary's for a shard (gathered to the valid tokens), else the block's own.
+  Tensor dz_lse = st_lse;
+  if (grad && job.whole_lse != nullptr) {
+    dz_lse = workspace(tv, DType::F32, device);
+    check_launch(op, launch_gather_rows(job.whole_lse->raw(), code(DType::F32), pos, tv, 1, dz_lse.raw(), s));
+  }
 
   for (int64_t t0 = 0; t0 < tv; t0 += rows) {
     const int64_t tc = std::min(rows, tv - t0);
@@ -230,11 +259,12 @@ CrossEntropyStats run_lm_head(const LmHeadJob& job) {
     // 2. per-row statistics.
     check_launch(op, launch_ce_row_stats(logits.data<float>(), tc, vocab, ld, labels + t0, st_lse.data<float>() + t0,
                                          st_label.data<float>() + t0, st_loss.data<float>() + t0,
-                                         st_arg.data<int32_t>() + t0, s));
+                                         st_arg.data<int32_t>() + t0,
+                                         st_max.defined() ? st_max.data<float>() + t0 : nullptr, s));
     if (!grad) continue;
     // 3. dz = coef (softmax - onehot), in place, activation dtype, row stride ldz.
     check_launch(op, launch_ce_dlogits_in_place(logits.data<float>(), tc, vocab, ld, labels + t0,
-                                                st_lse.data<float>() + t0, coef.data<float>() + t0, code(act), s));
+                                                dz_lse.data<float>() + t0, coef.data<float>() + t0, code(act), s));
     // 4. dhidden rows = dz W.
     if (job.dhidden != nullptr) {
       void* out = dhidden_direct ? offset(job.dhidden->raw(), t0 * c, act) : dh_acc.raw();
@@ -282,6 +312,27 @@ CrossEntropyStats run_lm_head(const LmHeadJob& job) {
   if (job.logp != nullptr) {
     check_launch(op, launch_ce_logp(st_lse.data<float>(), st_label.data<float>(), pos, tv, job.logp->data<float>(), s));
   }
+  if (job.out_lse != nullptr) {  // a shard's per-token statistics, scattered to the token rows on the host
+    const Tensor lse_h = st_lse.to(Device::cpu(), MemoryCategory::Workspace);
+    const Tensor label_h = st_label.to(Device::cpu(), MemoryCategory::Workspace);
+    const Tensor max_h = st_max.to(Device::cpu(), MemoryCategory::Workspace);
+    const Tensor arg_h = st_arg.to(Device::cpu(), MemoryCategory::Workspace);
+    std::vector<float> lse_t(static_cast<size_t>(t), 0.0f), label_t(lse_t), max_t(lse_t);
+    std::vector<int32_t> arg_t(static_cast<size_t>(t), 0);
+    for (int64_t i = 0; i < tv; ++i) {
+      const size_t p = static_cast<size_t>(positions[static_cast<size_t>(i)]);
+      lse_t[p] = lse_h.data<float>()[i];
+      label_t[p] = label_h.data<float>()[i];
+      max_t[p] = max_h.data<float>()[i];
+      arg_t[p] = static_cast<int32_t>(job.vocab_offset + arg_h.data<int32_t>()[i]);
+    }
+    job.out_lse->copy_from(Tensor::from_f32({t}, lse_t));
+    job.out_label->copy_from(Tensor::from_f32({t}, label_t));
+    job.out_max->copy_from(Tensor::from_f32({t}, max_t));
+    job.out_argmax->copy_from(Tensor::from_i32({t}, arg_t));
+    return stats;
+  }
+  if (shard) return stats;
   // Stats on the host: fp32 terms summed in fp64 in token order, as the CPU kernel.
   const Tensor loss_h = st_loss.to(Device::cpu(), MemoryCategory::Workspace);
   const Tensor arg_h = st_arg.to(Device::cpu(), MemoryCategory::Workspace);
@@ -320,6 +371,32 @@ void token_logprobs_backward(const Tensor& hidden, const Tensor& head, const Ten
   if (!dhidden.defined() && !dhead.defined()) return;
   LmHeadJob job{"token_logprobs_backward", hidden, head, labels, options};
   job.dlogp = &dlogp;
+  job.dhidden = dhidden.defined() ? &dhidden : nullptr;
+  job.dhead = dhead.defined() ? &dhead : nullptr;
+  run_lm_head(job);
+}
+
+void cross_entropy_shard_stats(const Tensor& hidden, const Tensor& head, const Tensor& labels, int64_t vocab_offset,
+                               Tensor& lse, Tensor& label_logit, Tensor& max_logit, Tensor& argmax,
+                               const CrossEntropyOptions& options) {
+  LmHeadJob job{"cross_entropy_shard_stats", hidden, head, labels, options};
+  job.vocab_offset = vocab_offset;
+  job.out_lse = &lse;
+  job.out_label = &label_logit;
+  job.out_max = &max_logit;
+  job.out_argmax = &argmax;
+  run_lm_head(job);
+  check_device_errors(dev(hidden));
+}
+
+void cross_entropy_shard_backward(const Tensor& hidden, const Tensor& head, const Tensor& labels, int64_t vocab_offset,
+                                  const Tensor& lse, float grad_scale, Tensor& dhidden, Tensor& dhead,
+                                  const CrossEntropyOptions& options) {
+  if (!dhidden.defined() && !dhead.defined()) return;
+  LmHeadJob job{"cross_entropy_shard_backward", hidden, head, labels, options};
+  job.vocab_offset = vocab_offset;
+  job.whole_lse = &lse;
+  job.grad_scale = grad_scale;
   job.dhidden = dhidden.defined() ? &dhidden : nullptr;
   job.dhead = dhead.defined() ? &dhead : nullptr;
   run_lm_head(job);

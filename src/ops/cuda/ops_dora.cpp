@@ -140,7 +140,7 @@ void product_f32(const char* op, int device, bool trans_a, bool trans_b, int64_t
 
 }  // namespace
 
-void dora_weight_norm(const Tensor& w, const Tensor& a, const Tensor& b, float scale, Tensor& norm) {
+void dora_weight_norm(const Tensor& w, const Tensor& a, const Tensor& b, float scale, Tensor& norm, bool squares) {
   const char* op = "dora_weight_norm";
   const int device = dev(w);
   const int64_t m = w.size(0), k = w.size(1), r = a.size(0);
@@ -156,8 +156,15 @@ void dora_weight_norm(const Tensor& w, const Tensor& a, const Tensor& b, float s
                   1.0f, 0.0f);
     }
     check_launch(op, launch_dora_row_norm(offset(w.raw(), m0 * k, w.dtype()), code(w.dtype()),
-                                          lora ? ba.data<float>() : nullptr, mc, k, scale, norm.data<float>() + m0, s));
+                                          lora ? ba.data<float>() : nullptr, mc, k, scale, squares,
+                                          norm.data<float>() + m0, s));
   }
+}
+
+void dora_norm_from_squares(Tensor& norm) {
+  if (norm.numel() == 0) return;
+  check_launch("dora_norm_from_squares",
+               launch_dora_sqrt(norm.data<float>(), norm.numel(), stream(dev(norm))));
 }
 
 void dora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& a, const Tensor& b,

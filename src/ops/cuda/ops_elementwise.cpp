@@ -160,21 +160,38 @@ void swiglu_backward(const Tensor& dout, const Tensor& gate, const Tensor& up, T
 
 void embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
   check_launch("embedding", launch_embedding(table.raw(), code(table.dtype()), ids.data<int32_t>(), out.raw(),
-                                             code(out.dtype()), ids.size(0), table.size(0), table.size(1),
+                                             code(out.dtype()), ids.size(0), table.size(0), table.size(1), -1,
                                              stream_of(table)));
 }
 
-void embedding_backward(const Tensor& dout, const Tensor& ids, Tensor& dtable, int64_t padding_id) {
+void embedding_shard(const Tensor& table, const Tensor& ids, int64_t vocab_offset, Tensor& out) {
+  check_launch("embedding_shard", launch_embedding(table.raw(), code(table.dtype()), ids.data<int32_t>(), out.raw(),
+                                                   code(out.dtype()), ids.size(0), table.size(0), table.size(1),
+                                                   vocab_offset, stream_of(table)));
+}
+
+namespace {
+void embedding_backward_any(const char* op, const Tensor& dout, const Tensor& ids, Tensor& dtable, int64_t padding_id,
+                            int64_t vocab_offset) {
   const int64_t tokens = ids.size(0), c = dout.size(1);
   if (tokens == 0 || c == 0) return;
-  if (tokens > 0x7fffffff) fail("embedding_backward: {} tokens exceed the CUDA kernel's limit of 2^31 - 1", tokens);
+  if (tokens > 0x7fffffff) fail("{}: {} tokens exceed the CUDA kernel's limit of 2^31 - 1", op, tokens);
   const size_t bytes = embedding_backward_scratch_bytes(tokens);
-  if (bytes == 0) fail("embedding_backward: cannot size the sort's scratch for {} tokens", tokens);
-  ScratchLease lease("embedding_backward", dtable.device().index, bytes);
-  check_launch("embedding_backward",
-               launch_embedding_backward(dout.raw(), code(dout.dtype()), ids.data<int32_t>(), dtable.data<float>(),
-                                         tokens, dtable.size(0), c, padding_id, lease.data(), lease.bytes(),
-                                         stream_of(dtable)));
+  if (bytes == 0) fail("{}: cannot size the sort's scratch for {} tokens", op, tokens);
+  ScratchLease lease(op, dtable.device().index, bytes);
+  check_launch(op, launch_embedding_backward(dout.raw(), code(dout.dtype()), ids.data<int32_t>(), dtable.data<float>(),
+                                             tokens, dtable.size(0), c, padding_id, vocab_offset, lease.data(),
+                                             lease.bytes(), stream_of(dtable)));
+}
+}  // namespace
+
+void embedding_backward(const Tensor& dout, const Tensor& ids, Tensor& dtable, int64_t padding_id) {
+  embedding_backward_any("embedding_backward", dout, ids, dtable, padding_id, -1);
+}
+
+void embedding_shard_backward(const Tensor& dout, const Tensor& ids, int64_t vocab_offset, Tensor& dtable,
+                              int64_t padding_id) {
+  embedding_backward_any("embedding_shard_backward", dout, ids, dtable, padding_id, vocab_offset);
 }
 
 void rmsnorm(const Tensor& x, const Tensor& weight, float eps, Tensor& y, Tensor& rstd) {

@@ -40,6 +40,29 @@ void embedding_backward(const Tensor& dout, const Tensor& ids, Tensor& dtable, i
   }
 }
 
+// dtable (V, C) += scatter of dout (T, C) by ids - vocab_offset, skipping padding_id and ids outside the shard.
+void embedding_shard_backward(const Tensor& dout, const Tensor& ids, int64_t vocab_offset, Tensor& dtable,
+                              int64_t padding_id) {
+  detail::require_cpu("embedding_shard_backward",
+                      detail::check_embedding_backward(dout, ids, dtable, padding_id, vocab_offset));
+  const int64_t tokens = ids.size(0), c = dout.size(1), vocab = dtable.size(0);
+  const int32_t* id = ids.data<int32_t>();
+  std::vector<double> grad(static_cast<size_t>(vocab * c), 0.0);
+  std::vector<bool> touched(static_cast<size_t>(vocab), false);
+  for (int64_t t = 0; t < tokens; ++t) {
+    const int64_t row = id[t] - vocab_offset;
+    if (id[t] == padding_id || row < 0 || row >= vocab) continue;
+    touched[static_cast<size_t>(row)] = true;
+    for (int64_t j = 0; j < c; ++j) grad[static_cast<size_t>(row * c + j)] += load(dout, t * c + j);
+  }
+  for (int64_t v = 0; v < vocab; ++v) {
+    if (!touched[static_cast<size_t>(v)]) continue;
+    for (int64_t j = 0; j < c; ++j) {
+      store(dtable, v * c + j, static_cast<double>(load(dtable, v * c + j)) + grad[static_cast<size_t>(v * c + j)]);
+    }
+  }
+}
+
 // dx (N, K) (+)= dy (N, M) w (M, K); dw (M, K) += dy^T x (N, K); dbias (M) += sum_n dy.
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw, Tensor& dbias,
                      bool accumulate_dx) {

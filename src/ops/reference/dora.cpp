@@ -28,7 +28,7 @@ double multiplier(const Dropout& d, int64_t i, int64_t cols) {
 
 }  // namespace
 
-void dora_weight_norm(const Tensor& w, const Tensor& a, const Tensor& b, float scale, Tensor& norm) {
+void dora_weight_norm(const Tensor& w, const Tensor& a, const Tensor& b, float scale, Tensor& norm, bool squares) {
   detail::require_cpu("dora_weight_norm", detail::check_dora_weight_norm(w, a, b, scale, norm));
   const int64_t m = w.size(0), k = w.size(1), r = a.size(0);
   for (int64_t j = 0; j < m; ++j) {
@@ -39,8 +39,13 @@ void dora_weight_norm(const Tensor& w, const Tensor& a, const Tensor& b, float s
       const double v = static_cast<double>(load(w, j * k + i)) + static_cast<double>(scale) * ba;
       ss += v * v;
     }
-    store(norm, j, std::sqrt(ss));
+    store(norm, j, squares ? ss : std::sqrt(ss));
   }
+}
+
+void dora_norm_from_squares(Tensor& norm) {
+  detail::require_cpu("dora_norm_from_squares", detail::check_dora_norm_from_squares(norm));
+  for (int64_t j = 0; j < norm.numel(); ++j) store(norm, j, std::sqrt(static_cast<double>(load(norm, j))));
 }
 
 // xd = dropout(x); xa = xd a^T; h = xd w^T + scale xa b^T; y = x w^T + bias + g h - xd w^T.

@@ -46,6 +46,16 @@ void embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
   }
 }
 
+void embedding_shard(const Tensor& table, const Tensor& ids, int64_t vocab_offset, Tensor& out) {
+  detail::require_cpu("embedding_shard", detail::check_embedding(table, ids, out, vocab_offset));
+  const int64_t tokens = ids.size(0), c = table.size(1), vocab = table.size(0);
+  const int32_t* id = ids.data<int32_t>();
+  for (int64_t t = 0; t < tokens; ++t) {
+    const int64_t row = id[t] - vocab_offset;
+    for (int64_t j = 0; j < c; ++j) store(out, t * c + j, row >= 0 && row < vocab ? load(table, row * c + j) : 0.0);
+  }
+}
+
 // y (N, M) = x (N, K) @ w (M, K)^T + bias (M)
 void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y, bool accumulate) {
   detail::require_cpu("linear", detail::check_linear(x, w, bias, y));

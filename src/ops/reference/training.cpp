@@ -201,6 +201,73 @@ void token_logprobs_backward(const Tensor& hidden, const Tensor& head, const Ten
                     nullptr);
 }
 
+void cross_entropy_shard_stats(const Tensor& hidden, const Tensor& head, const Tensor& labels, int64_t vocab_offset,
+                               Tensor& lse, Tensor& label_logit, Tensor& max_logit, Tensor& argmax,
+                               const CrossEntropyOptions& options) {
+  Tensor none;
+  detail::require_cpu("cross_entropy_shard_stats",
+                      detail::check_lm_head_shard("cross_entropy_shard_stats", hidden, head, labels, vocab_offset,
+                                                  options, {&lse, &label_logit, &max_logit}, argmax, none, none));
+  const int64_t t = hidden.size(0), c = hidden.size(1), vocab = head.size(0);
+  const int32_t* lab = labels.data<int32_t>();
+  int32_t* arg = argmax.data<int32_t>();
+  for (int64_t i = 0; i < t; ++i) {
+    double max_z = -INFINITY, sum = 0.0, label_z = 0.0;
+    int64_t best = 0;
+    std::vector<double> z(static_cast<size_t>(vocab));
+    if (lab[i] != options.ignore_index) {
+      for (int64_t v = 0; v < vocab; ++v) {
+        double acc = 0.0;
+        for (int64_t e = 0; e < c; ++e) acc += static_cast<double>(load(hidden, i * c + e)) * load(head, v * c + e);
+        z[static_cast<size_t>(v)] = acc;
+        if (acc > max_z) {
+          max_z = acc;
+          best = v;
+        }
+      }
+      for (double zv : z) sum += std::exp(zv - max_z);
+      const int64_t own = lab[i] - vocab_offset;
+      if (own >= 0 && own < vocab) label_z = z[static_cast<size_t>(own)];
+    }
+    const bool valid = lab[i] != options.ignore_index;
+    store(lse, i, valid ? max_z + std::log(sum) : 0.0);
+    store(label_logit, i, label_z);
+    store(max_logit, i, valid ? max_z : 0.0);
+    arg[i] = valid ? static_cast<int32_t>(vocab_offset + best) : 0;
+  }
+}
+
+void cross_entropy_shard_backward(const Tensor& hidden, const Tensor& head, const Tensor& labels, int64_t vocab_offset,
+                                  const Tensor& lse, float grad_scale, Tensor& dhidden, Tensor& dhead,
+                                  const CrossEntropyOptions& options) {
+  detail::require_cpu("cross_entropy_shard_backward",
+                      detail::check_lm_head_shard("cross_entropy_shard_backward", hidden, head, labels, vocab_offset,
+                                                  options, {&lse}, Tensor(), dhidden, dhead));
+  const int64_t t = hidden.size(0), c = hidden.size(1), vocab = head.size(0);
+  const int32_t* lab = labels.data<int32_t>();
+  std::vector<double> dh(static_cast<size_t>(c));
+  std::vector<double> gw(dhead.defined() ? static_cast<size_t>(vocab * c) : 0, 0.0);
+  for (int64_t i = 0; i < t; ++i) {
+    std::fill(dh.begin(), dh.end(), 0.0);
+    if (lab[i] != options.ignore_index) {
+      const double l = load(lse, i);
+      for (int64_t v = 0; v < vocab; ++v) {
+        double z = 0.0;
+        for (int64_t e = 0; e < c; ++e) z += static_cast<double>(load(hidden, i * c + e)) * load(head, v * c + e);
+        const double dz = grad_scale * (std::exp(z - l) - (v + vocab_offset == lab[i] ? 1.0 : 0.0));
+        for (int64_t e = 0; e < c; ++e) {
+          dh[static_cast<size_t>(e)] += dz * load(head, v * c + e);
+          if (dhead.defined()) gw[static_cast<size_t>(v * c + e)] += dz * load(hidden, i * c + e);
+        }
+      }
+    }
+    if (dhidden.defined()) for (int64_t e = 0; e < c; ++e) store(dhidden, i * c + e, dh[static_cast<size_t>(e)]);
+  }
+  if (dhead.defined()) {
+    for (int64_t e = 0; e < vocab * c; ++e) store(dhead, e, load(dhead, e) + gw[static_cast<size_t>(e)]);
+  }
+}
+
 void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config, int64_t step) {
   detail::require_cpu("adamw_step", detail::check_adamw(tensors, config, step));
   const double bc1 = 1.0 - std::pow(config.beta1, static_cast<double>(step));

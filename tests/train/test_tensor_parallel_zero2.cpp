@@ -1,0 +1,139 @@
+// tests/train/test_tensor_parallel_zero2.cpp — ZeRO-2 (`--deepspeed zero2`) with Megatron tensor parallelism on the
+// CPU: thread-ranks DP x SP x TP against one process.
+//
+// What must hold: with the reducer's sharded gradient storage (no full gradients kept; train/zero.h) the model sums
+// each micro-batch's Partial gradients (LoRA A of q/k/v/gate/up, LoRA B of o/down, q/k norms, o/down biases) over the
+// TP group layer by layer before their buckets are reduce-scattered, and the gradient norm counts every element once
+// (shard pieces over the replicas then the TP group; whole tensors once), so trainer runs follow one process step by
+// step: LoRA and full fine-tuning, o/down biases (rank 0 alone adds them), q/k norms, tied and untied vocabulary
+// shards of 97 rows (uneven: the TP ranks' bucket plans differ), DP 2 x TP 2, TP 2 alone with dropout, SP 2 x TP 2 and
+// DP 2 x TP 4; clipping is active (max_grad_norm 1 against norms of a few units at the start). Checkpoints are in the
+// one-process format (moments included) and each kind of run resumes from the other's.
+//
+// Tolerances: those of test_tensor_parallel.cpp (losses within 1e-6 relative, whole parameters after the run within
+// 5e-5 relative L2 per tensor); ZeRO-2 sums per micro-batch then across micro-batches, which moves rounding only.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "dist/communicator.h"
+#include "io/safetensors.h"
+#include "train/parallel_test_util.h"
+
+namespace swift {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Layout {
+  std::string name;
+  int world, sp, tp;
+  model::TunerType tuner;
+  std::string model_type = "qwen3";
+  bool biases = false, tied = false;
+  double dropout = 0;
+};
+
+TEST(TensorParallelZeroTwo, RunsEqualOneProcess) {
+  using model::TunerType;
+  for (const Layout& l : {Layout{"dp2_tp2_lora", 4, 1, 2, TunerType::Lora},
+                          Layout{"dp2_tp2_full", 4, 1, 2, TunerType::Full},
+                          Layout{"dp2_tp2_llama_biases_full", 4, 1, 2, TunerType::Full, "llama", true},
+                          Layout{"dp2_tp2_tied_full", 4, 1, 2, TunerType::Full, "qwen3", false, true},
+                          Layout{"tp2_lora_dropout", 2, 1, 2, TunerType::Lora, "qwen3", false, false, 0.1},
+                          Layout{"sp2_tp2_lora_dropout", 4, 2, 2, TunerType::Lora, "qwen3", false, false, 0.1},
+                          Layout{"dp2_tp4_llama_biases_lora", 8, 1, 4, TunerType::Lora, "llama", true}}) {
+    const int dp = l.world / (l.sp * l.tp);
+    test::RunSpec one;
+    one.model.model_type = l.model_type;
+    one.model.biases = l.biases;
+    one.model.tied = l.tied;
+    if (l.model_type == "llama") {
+      one.model.heads = 4;
+      one.model.kv_heads = 4;
+      one.model.intermediate = 36;
+    }
+    one.tuner = l.tuner;
+    one.dropout = l.dropout;
+    one.batch_size = dp;
+    one.run_dir = train::create_run_dir(test::fresh_dir("z2_" + l.name + "_one").string());
+    const test::RunOutput single = test::run_rank(one, nullptr);
+    test::RunSpec par = one;
+    par.sp = l.sp;
+    par.tp = l.tp;
+    par.batch_size = 1;
+    par.zero_stage = 2;
+    par.run_dir = train::create_run_dir(test::fresh_dir("z2_" + l.name + "_par").string());
+    test::expect_same_run(test::run_world(l.world, par), single, "zero2_" + l.name);
+  }
+}
+
+double worst_relative_l2(const fs::path& a_file, const fs::path& b_file) {
+  const io::SafetensorsFile a = io::SafetensorsFile::open(a_file.string());
+  const io::SafetensorsFile b = io::SafetensorsFile::open(b_file.string());
+  EXPECT_EQ(a.names(), b.names());
+  double worst = 0;
+  for (const std::string& n : a.names()) {
+    const Tensor x = a.tensor(n), y = b.tensor(n);
+    EXPECT_EQ(x.shape(), y.shape()) << n;
+    if (x.shape() != y.shape()) continue;
+    double d2 = 0, n2 = 0;
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      const double u = x.item(i), v = y.item(i);
+      d2 += (u - v) * (u - v);
+      n2 += u * u;
+    }
+    worst = std::max(worst, std::sqrt(d2 / std::max(n2, 1e-30)));
+  }
+  return worst;
+}
+
+// DP 2 x TP 2 with ZeRO-2 (LoRA and full fine-tuning): checkpoint-2 holds the one-process tensors and AdamW moments;
+// one process resumes from it and continues like the ZeRO-2 x TP run, which resumes from the one-process checkpoint
+// and ends like one process.
+TEST(TensorParallelZeroTwo, CheckpointsAreWholeAndResumeAcrossLayouts) {
+  for (model::TunerType tuner : {model::TunerType::Lora, model::TunerType::Full}) {
+    const std::string name = tuner == model::TunerType::Lora ? "lora" : "full";
+    test::RunSpec one;
+    one.tuner = tuner;
+    one.batch_size = 2;
+    one.save_steps = 2;
+    one.run_dir = train::create_run_dir(test::fresh_dir("z2ckpt_one_" + name).string());
+    const test::RunOutput single = test::run_rank(one, nullptr);
+    test::RunSpec par = one;
+    par.tp = 2;
+    par.batch_size = 1;
+    par.zero_stage = 2;
+    par.run_dir = train::create_run_dir(test::fresh_dir("z2ckpt_tp_" + name).string());
+    const test::RunOutput parallel = test::run_world(4, par);
+    test::expect_same_run(parallel, single, "zero2_ckpt_" + name);
+    const std::string weights = tuner == model::TunerType::Lora ? "adapter_model.safetensors" : "model.safetensors";
+    double worst = 0;
+    for (const std::string& file : {std::string("optimizer.safetensors"), weights}) {
+      worst = std::max(worst, worst_relative_l2(fs::path(one.run_dir) / "checkpoint-2" / file,
+                                                fs::path(par.run_dir) / "checkpoint-2" / file));
+    }
+    EXPECT_LE(worst, 5e-5) << name << ": checkpoint-2 of the ZeRO-2 x TP run against one process's";
+    std::printf("[ zero2_ckpt_%s ] checkpoint-2 (weights and moments) vs one process: worst relative L2 %.3g\n",
+                name.c_str(), worst);
+    test::RunSpec from_par = one;
+    from_par.resume = (fs::path(par.run_dir) / "checkpoint-2").string();
+    from_par.run_dir = train::create_run_dir(test::fresh_dir("z2ckpt_from_tp_" + name).string());
+    const test::RunOutput a = test::run_rank(from_par, nullptr);
+    test::RunSpec from_one = par;
+    from_one.resume = (fs::path(one.run_dir) / "checkpoint-2").string();
+    from_one.run_dir = train::create_run_dir(test::fresh_dir("z2ckpt_from_one_" + name).string());
+    const test::RunOutput b = test::run_world(4, from_one);
+    ASSERT_EQ(a.losses.size(), 2u);
+    ASSERT_EQ(b.losses.size(), 2u);
+    for (size_t i = 0; i < 2; ++i) {
+      EXPECT_NEAR(a.losses[i], parallel.losses[i + 2], 1e-6 * parallel.losses[i + 2]) << name << " step " << i + 3;
+      EXPECT_NEAR(b.losses[i], single.losses[i + 2], 1e-6 * single.losses[i + 2]) << name << " step " << i + 3;
+    }
+    test::expect_same_end(b, single, "zero2_resumed_tp_" + name);
+  }
+}
+
+}  // namespace
+}  // namespace swift
