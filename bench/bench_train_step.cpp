@@ -8,6 +8,9 @@
 //       [--gradient_checkpointing [--recompute_num_layers N]] [--steps 6] [--warmup 2] [--device cuda|cpu]
 //   NPROC_PER_NODE=N bench_train_step ... [--zero 0|1|2] [--bucket_mb 25] [--no_overlap]   data parallel
 //   SWIFT_PROFILE=1 bench_train_step ...   adds a per-op time table of the timed steps (ops bracketed by synchronisations)
+//   SWIFT_PROFILE=events bench_train_step ...   the same table from CUDA events (no synchronisations), and both modes
+//       add the step's breakdown (core/profile.h categories + idle, ms per step) to stderr and the JSON line
+//       ("profile", "breakdown_ms"); the fields are absent without SWIFT_PROFILE
 //
 // Invariants: prints exactly one JSON line (fields as the peer's) on success; the FLOP count is the peer's
 // formula (forward FLOPs per token x2 for LoRA, x3 for full); times are medians of the timed steps, each step
@@ -210,6 +213,8 @@ int main(int argc, char** argv) {
       last_loss = last_stats.loss_sum / static_cast<double>(std::max<int64_t>(last_stats.tokens, 1));
       std::fprintf(stderr, "step %lld: %.4f s, loss %.4f\n", static_cast<long long>(step), seconds, last_loss);
     }
+    double timed_s = 0;  // this rank's timed steps: the wall time of the profiled interval
+    for (double t : times) timed_s += t;
     // A data-parallel step lasts as long as its slowest rank's.
     const std::vector<double> every_rank_times = values_of_every_rank(comm.get(), times);
     for (size_t s = 0; s < times.size(); ++s) {
@@ -245,6 +250,22 @@ int main(int argc, char** argv) {
                             *std::max_element(every_rank_peak.begin(), every_rank_peak.end()), zero_stage, bucket_mb,
                             overlap, reducer->layout().buckets.size(), reducer->started_during_backward(),
                             comm->backend());
+      }
+      if (profile::enabled()) {  // the timed steps' categories, per step (this rank's)
+        const profile::Breakdown b = profile::breakdown(timed_s);
+        const double per_step = 1e3 / static_cast<double>(times.size());
+        const char* mode = profile::mode() == profile::Mode::Events ? "events" : "sync";
+        std::string fields, line;
+        auto add = [&](const char* name, double s) {
+          fields += fmt::format("{}\"{}\": {:.3f}", fields.empty() ? "" : ", ", name, s * per_step);
+          line += fmt::format(" {} {:.2f} ms ({:.1f}%)", name, s * per_step, 100.0 * s / std::max(timed_s, 1e-12));
+        };
+        for (const auto& [name, s] : b.seconds) add(name, s);
+        add("idle", b.idle_s);
+        std::fprintf(stderr, "breakdown per step (SWIFT_PROFILE=%s, mean of %zu timed steps, %.2f ms):%s\n", mode,
+                     times.size(), timed_s * per_step, line.c_str());
+        json.pop_back();
+        json += fmt::format(", \"profile\": \"{}\", \"breakdown_ms\": {{{}}}}}", mode, fields);
       }
       std::printf("%s\n", json.c_str());
       std::fflush(stdout);

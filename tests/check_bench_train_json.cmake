@@ -3,6 +3,8 @@
 # fields (world_size, global = NPROC x per-GPU tokens/s, tokens_per_s = per-GPU, the CPU process group, buckets,
 # zero = ZERO).
 # With NPROC 1 the data-parallel fields must be absent (one process prints what it printed before).
+# With SWIFT_PROFILE set in the environment: "profile" and "breakdown_ms" (every category of core/profile.h and idle,
+# gemm > 0) and the region table on stderr; without it both fields must be absent.
 # Invariant: every check fails with the output attached, naming the field.
 if(NPROC GREATER 1)
   set(ENV{NPROC_PER_NODE} ${NPROC})
@@ -90,4 +92,24 @@ if(NPROC GREATER 1)
   endif()
 elseif(NOT no_world)
   message(FATAL_ERROR "one process printed 'world_size' (its fields must stay those of before)\n${all}")
+endif()
+
+string(JSON has_breakdown ERROR_VARIABLE no_breakdown GET "${json}" breakdown_ms)
+if(DEFINED ENV{SWIFT_PROFILE} AND NOT "$ENV{SWIFT_PROFILE}" STREQUAL "" AND NOT "$ENV{SWIFT_PROFILE}" STREQUAL "0")
+  field(profile profile)
+  foreach(name gemm attention loss elementwise optimizer communication other idle)
+    string(JSON ms ERROR_VARIABLE error GET "${json}" breakdown_ms ${name})
+    if(error OR ms LESS 0)
+      message(FATAL_ERROR "field 'breakdown_ms.${name}' = '${ms}' ${error}, expected >= 0\n${all}")
+    endif()
+  endforeach()
+  string(JSON gemm GET "${json}" breakdown_ms gemm)
+  if(NOT gemm GREATER 0)
+    message(FATAL_ERROR "field 'breakdown_ms.gemm' = ${gemm}, expected > 0 (the LoRA linears)\n${all}")
+  endif()
+  if(NOT err MATCHES "SWIFT_PROFILE[^\n]*per region" OR NOT err MATCHES "\nlora_linear ")
+    message(FATAL_ERROR "expected the SWIFT_PROFILE table (with lora_linear) on stderr\n${all}")
+  endif()
+elseif(NOT no_breakdown)
+  message(FATAL_ERROR "'breakdown_ms' printed without SWIFT_PROFILE\n${all}")
 endif()

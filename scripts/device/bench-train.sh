@@ -4,7 +4,11 @@
 #   scripts/device/bench-train.sh [case ...]      cases: 7b-lora 7b-lora-gc 7b-lora-8k 8b-lora-gc 05b-full (default: all),
 #                                                 7b-lora-gc-keep N, 8b-lora-gc-keep N, 7b-lora-8k-keep N: checkpointing
 #                                                 that recomputes only the first N layers (the peer recomputes all),
-#                                                 7b-lora-profile (ours only, per-op table)
+#                                                 7b-lora-profile (ours only, per-op table, ops bracketed by syncs),
+#                                                 7b-lora-breakdown (ours only, SWIFT_PROFILE=events: per-op device
+#                                                 time from CUDA events, no syncs; the step split into gemm, attention,
+#                                                 loss, elementwise, optimizer, communication, other, idle; its JSON
+#                                                 line with "breakdown_ms" goes to $OUT/breakdown-7b-lora.json)
 # Carry .device-deps. JSON lines go to $OUT/bench-train.jsonl, logs to $OUT/bench-train.log.
 source "$(dirname "$0")/env.sh"
 out=${OUT:-/tmp}
@@ -44,6 +48,13 @@ for c in "${cases[@]}"; do
       SWIFT_PROFILE=1 build-gpu/bench/bench_train_step --config bench/configs/qwen2.5-7b.json --tuner lora --seq 2048 \
         --batch 4 --steps 3 --warmup 1 > /dev/null 2> "$out/profile-7b-lora.txt" || true
       tail -45 "$out/profile-7b-lora.txt" ;;
+    7b-lora-breakdown)  # swift.cpp only, SWIFT_PROFILE=events: device time per op and per category, idle included
+      echo "== $c: swift.cpp, step breakdown (CUDA events)" >&2
+      SWIFT_PROFILE=events build-gpu/bench/bench_train_step --config bench/configs/qwen2.5-7b.json --tuner lora \
+        --seq 2048 --batch 4 --steps 3 --warmup 1 > "$out/breakdown-7b-lora.json" 2> "$out/breakdown-7b-lora.txt" || true
+      cat "$out/breakdown-7b-lora.json"
+      grep '^breakdown per step' "$out/breakdown-7b-lora.txt"
+      tail -45 "$out/breakdown-7b-lora.txt" ;;
     *) echo "unknown case $c" >&2; exit 2 ;;
   esac
 done

@@ -165,8 +165,8 @@ Tensor CausalLM::decode_step(int32_t id, KvCache& cache, DecodeMode mode) const 
   const bool cuda = device().is_cuda();
   if (mode == DecodeMode::Graph) {
     SWIFT_CHECK(cuda, "decode_step: DecodeMode::Graph needs a model on a CUDA device, this one is on {}", device().str());
-    SWIFT_CHECK(!profile::enabled(), "decode_step: DecodeMode::Graph cannot run under SWIFT_PROFILE=1 (it synchronises "
-                                     "around every op)");
+    SWIFT_CHECK(!profile::enabled(), "decode_step: DecodeMode::Graph cannot run under SWIFT_PROFILE (it times every op "
+                                     "from the host)");
   }
   DecodePlan& p = decode_plan(cache);
   const bool graph = mode == DecodeMode::Graph ||

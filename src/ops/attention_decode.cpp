@@ -2,7 +2,7 @@
 // kernel (ops/cpu/attention_decode.cpp) or the CUDA kernel (ops/cuda/attention_decode.cu via cuda_ops.h).
 //
 // Invariants: checks run before any data is touched; CUDA tensors run on cuda::stream(device) with the device made
-// current, bracketed by stream synchronisations under SWIFT_PROFILE=1 (as ops/dispatch.cpp does for every op);
+// current, timed as a cuda::DeviceRegion under SWIFT_PROFILE (as ops/dispatch.cpp does for every op);
 // a build without CUDA refuses CUDA tensors by name. attention_decode_at and kv_cache_write read their position on the
 // host only for CPU tensors (where they check it); on CUDA they enqueue without reading it (graph capture safe) and
 // allocate nothing.
@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/profile.h"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/profile_events.h"
 #include "ops/op_checks.h"
 
 #ifdef SWIFT_WITH_CUDA
@@ -56,15 +57,13 @@ Device check_attention_decode(const char* op, const Tensor& q, const Tensor& k, 
 
 namespace {
 #ifdef SWIFT_WITH_CUDA
-// Runs `kernel` with the device current, bracketed by synchronisations under SWIFT_PROFILE=1 (as ops/dispatch.cpp).
+// Runs `kernel` with the device current, timed under SWIFT_PROFILE (as ops/dispatch.cpp).
 template <typename Fn>
 void on_cuda(const char* op, Device device, Fn&& kernel) {
   if (cudaSetDevice(device.index) != cudaSuccess) fail("op {}: cannot select device {}", op, device.str());
   if (profile::enabled()) {
-    cudaStreamSynchronize(cuda::stream(device.index));
-    profile::Scope scope(op);
+    cuda::DeviceRegion region(op, device.index);
     kernel();
-    cudaStreamSynchronize(cuda::stream(device.index));
     return;
   }
   kernel();

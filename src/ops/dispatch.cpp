@@ -6,11 +6,14 @@
 //  - CPU tensors run the fast kernels of ops/cpu; CUDA tensors run ops/cuda (cuda_ops.h), never a silent
 //    fallback to the CPU. An op with no CUDA implementation throws "op <name>: no CUDA kernel yet".
 //  - CUDA kernels run on cuda::stream(device), a blocking stream: ordered with the backend's copies.
-//  - SWIFT_PROFILE=1 times every CUDA op between two stream synchronisations (core/profile.h prints the table at
-//    exit); the synchronisations cost throughput, so profiled runs measure the breakdown, not the speed.
+//  - Under SWIFT_PROFILE every CUDA op is a cuda::DeviceRegion named after the op (core/profile.h prints the table
+//    at exit): SWIFT_PROFILE=1 brackets it by two stream synchronisations (costs throughput and inflates small ops);
+//    SWIFT_PROFILE=events records two CUDA events around it on its stream, no synchronisation (device time, idle
+//    gaps visible: the category breakdown of core/profile.h).
 #include "core/profile.h"
 #include "ops/cpu/cpu_ops.h"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/profile_events.h"
 #include "ops/op_checks.h"
 #include "ops/ops.h"
 
@@ -40,11 +43,9 @@ void dispatch(const char* op, Device device, CpuFn&& cpu_kernel, CudaFn&& cuda_k
     case DeviceType::CUDA:
 #ifdef SWIFT_WITH_CUDA
       if (cudaSetDevice(device.index) != cudaSuccess) fail("op {}: cannot select device {}", op, device.str());
-      if (profile::enabled()) {  // SWIFT_PROFILE=1: each op's device time, bracketed by stream synchronisations
-        cudaStreamSynchronize(cuda::stream(device.index));
-        profile::Scope scope(op);
+      if (profile::enabled()) {  // each op's device time (synchronised or by events, profile_events.h)
+        cuda::DeviceRegion region(op, device.index);
         cuda_kernel();
-        cudaStreamSynchronize(cuda::stream(device.index));
         return;
       }
       cuda_kernel();

@@ -15,7 +15,8 @@
 //        fp32), and the B product uses b and xa rounded to the activation dtype with fp32 accumulation. On both
 //        paths g = dy b and db = scale dy^T xa are cuBLASLt products against dy with b / xa rounded likewise (a
 //        one-pass dy kernel measured slower than cuBLASLt's two products).
-//  - SWIFT_PROFILE=1 also times the parts of a LoRA linear (frozen GEMM, xa, B product, db, g, dx term, da).
+//  - SWIFT_PROFILE also times the parts of a LoRA linear (frozen GEMM, xa, B product, db, g, dx term, da) as nested
+//    DeviceRegions (profile_events.h) named "lora_linear.<part>" / "lora_linear_backward.<part>".
 //  - Outputs of 16-bit dtype are rounded once per product (accumulate: the old value is read in fp32, added, the
 //    sum rounded). Parameter gradients (dw, dbias, da, db) are F32 and accumulate (+=).
 //  - Everything runs on cuda::stream(device). (The LM head + cross-entropy is in ops_cross_entropy.cpp.)
@@ -25,11 +26,11 @@
 #include <optional>
 #include <vector>
 
-#include "core/profile.h"
 #include "ops/cuda/blas.h"
 #include "ops/cuda/kernels.cuh"
 #include "ops/cuda/kernels_lora.cuh"
 #include "ops/cuda/op_support.h"
+#include "ops/cuda/profile_events.h"
 #include "ops/cuda/kernels_matmul.cuh"
 #include "ops/op_checks.h"
 #include "ops/philox.h"
@@ -42,26 +43,6 @@ namespace {
 
 constexpr int64_t kConvertBytes = int64_t{64} << 20;    // weight conversion chunk
 constexpr int64_t kLoraChunkBytes = int64_t{64} << 20;  // F32 dropout(x) / (g a) row chunks
-
-// SWIFT_PROFILE=1: times a part of an op on the device (stream synchronised at both ends; nested in the op's own
-// region, so the table shows where inside the op the time goes). Off: nothing.
-class DeviceRegion {
- public:
-  DeviceRegion(const char* name, int device) : device_(device) {
-    if (!profile::enabled()) return;
-    cudaStreamSynchronize(stream(device_));
-    scope_.emplace(name);
-  }
-  ~DeviceRegion() {
-    if (scope_) cudaStreamSynchronize(stream(device_));
-  }
-
- private:
-  int device_;
-  std::optional<profile::Scope> scope_;  // destroyed after the synchronisation above
-};
-
-
 
 // The bias as the product can take it: F32 or y's dtype as is, anything else converted to F32 (M elements).
 struct BiasArg {
