@@ -5,7 +5,8 @@
 // scripts/device/bench-dp.sh runs both on 1 and N GPUs (data-parallel scaling).
 //
 //   bench_train_step --config bench/configs/qwen2.5-7b.json --tuner lora --seq 2048 --batch 4
-//       [--gradient_checkpointing [--recompute_num_layers N]] [--steps 6] [--warmup 2] [--device cuda|cpu]
+//       [--gradient_checkpointing [--recompute_num_layers N]] [--recompute_mlp] [--steps 6] [--warmup 2]
+//       [--device cuda|cpu]
 //   NPROC_PER_NODE=N bench_train_step ... [--zero 0|1|2] [--bucket_mb 25] [--no_overlap]   data parallel
 //   SWIFT_PROFILE=1 bench_train_step ...   adds a per-op time table of the timed steps (ops bracketed by synchronisations)
 //   SWIFT_PROFILE=events bench_train_step ...   the same table from CUDA events (no synchronisations), and both modes
@@ -123,6 +124,9 @@ int main(int argc, char** argv) {
   int64_t recompute_layers = -1;
   app.add_option("--recompute_num_layers", recompute_layers,
                  "with --gradient_checkpointing: recompute only the first N layers (default: all)");
+  bool recompute_mlp = false;
+  app.add_flag("--recompute_mlp", recompute_mlp,
+               "selective recompute of the MLP intermediates in every kept layer (swift sft --recompute_modules mlp)");
   int zero_stage = 0;
   int64_t bucket_mb = train::GradientReducer::kDefaultBucketBytes >> 20;
   bool no_overlap = false;
@@ -158,6 +162,7 @@ int main(int argc, char** argv) {
     }
     model::TrainableModel trainable(*lm, type, std::move(adapters));
     trainable.set_recompute_layers(recompute_layers);
+    trainable.set_recompute_mlp(recompute_mlp);
     ops::AdamWConfig adamw;
     adamw.weight_decay = 0.1;
     std::vector<model::Parameter>& params = trainable.parameters();
@@ -235,11 +240,13 @@ int main(int argc, char** argv) {
     }
     if (env.rank == 0) {
       std::string json = fmt::format("{{\"impl\": \"swift.cpp\", \"config\": \"{}\", \"tuner\": \"{}\", \"seq\": {}, \"batch\": {}, "
-                                     "\"gradient_checkpointing\": {}, \"recompute_num_layers\": {}, \"trainable\": {}, "
+                                     "\"gradient_checkpointing\": {}, \"recompute_num_layers\": {}, \"recompute_mlp\": {}, "
+                                     "\"trainable\": {}, "
                                      "\"step_s_median\": {:.4f}, "
                                      "\"tokens_per_s\": {:.1f}, \"model_tflops\": {:.1f}, \"peak_allocated_gib\": {:.2f}, "
                                      "\"last_loss\": {:.4f}}}",
-                                     config_path, tuner, seq, batch, checkpointing, recompute_layers, trainable.trainable_count(), step_s,
+                                     config_path, tuner, seq, batch, checkpointing, recompute_layers, recompute_mlp,
+                                     trainable.trainable_count(), step_s,
                                      tokens / step_s, flops / step_s / 1e12, mem.total_peak / 1073741824.0, last_loss);
       if (comm) {
         json.pop_back();  // the closing brace: the data-parallel fields follow

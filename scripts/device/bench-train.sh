@@ -8,7 +8,10 @@
 #                                                 7b-lora-breakdown (ours only, SWIFT_PROFILE=events: per-op device
 #                                                 time from CUDA events, no syncs; the step split into gemm, attention,
 #                                                 loss, elementwise, optimizer, communication, other, idle; its JSON
-#                                                 line with "breakdown_ms" goes to $OUT/breakdown-7b-lora.json)
+#                                                 line with "breakdown_ms" goes to $OUT/breakdown-7b-lora.json),
+#                                                 7b-lora-mlp, 7b-lora-gc-keep-mlp N: the selective MLP recompute
+#                                                 (--recompute_mlp: the kept layers recompute their MLP intermediates;
+#                                                 the peer's figures are 7b-lora's / 7b-lora-gc's)
 # Carry .device-deps. JSON lines go to $OUT/bench-train.jsonl, logs to $OUT/bench-train.log.
 source "$(dirname "$0")/env.sh"
 out=${OUT:-/tmp}
@@ -32,13 +35,16 @@ recompute=""
 for c in "${cases[@]}"; do
   if [[ $c =~ ^[0-9]+$ ]]; then continue; fi  # the N of a *-keep case, consumed below
   case $c in
-    *-keep) recompute=$(printf '%s\n' "${cases[@]}" | grep -A1 -x -- "$c" | sed -n 2p) ;;
+    *-keep|*-keep-mlp) recompute=$(printf '%s\n' "${cases[@]}" | grep -A1 -x -- "$c" | sed -n 2p) ;;
   esac
   case $c in
     7b-lora-gc-keep) run_case "$c" bench/configs/qwen2.5-7b.json lora 2048 4 --gradient_checkpointing "--recompute_num_layers $recompute" ;;
     8b-lora-gc-keep) run_case "$c" bench/configs/llama-3.1-8b.json lora 2048 4 --gradient_checkpointing "--recompute_num_layers $recompute" ;;
     7b-lora-8k-keep) run_case "$c" bench/configs/qwen2.5-7b.json lora 8192 1 --gradient_checkpointing "--recompute_num_layers $recompute" ;;
     7b-lora) run_case "$c" bench/configs/qwen2.5-7b.json lora 2048 4 ;;
+    7b-lora-mlp) run_case "$c" bench/configs/qwen2.5-7b.json lora 2048 4 "" --recompute_mlp ;;
+    7b-lora-gc-keep-mlp) run_case "$c" bench/configs/qwen2.5-7b.json lora 2048 4 --gradient_checkpointing \
+      "--recompute_num_layers $recompute --recompute_mlp" ;;
     7b-lora-gc) run_case "$c" bench/configs/qwen2.5-7b.json lora 2048 4 --gradient_checkpointing ;;
     7b-lora-8k) run_case "$c" bench/configs/qwen2.5-7b.json lora 8192 1 --gradient_checkpointing ;;
     8b-lora-gc) run_case "$c" bench/configs/llama-3.1-8b.json lora 2048 4 --gradient_checkpointing ;;

@@ -95,6 +95,7 @@ struct TrainingArguments {  // sft, pt, rlhf
   int64_t save_steps = 0;
   std::optional<int64_t> eval_steps, save_total_limit;
   std::optional<int64_t> recompute_num_layers;  // with gradient_checkpointing: recompute only the first N layers
+  std::vector<std::string> recompute_modules;   // selective recompute: "mlp" (and "core_attn", a no-op)
   bool save_only_model = false, save_safetensors = false;
   std::optional<std::string> metric_for_best_model;
   std::optional<bool> greater_is_better;

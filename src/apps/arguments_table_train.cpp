@@ -232,6 +232,14 @@ void add_training_options(std::vector<OptionSpec>& t) {
                .help = "With --gradient_checkpointing: recompute only the first N decoder layers and keep every "
                        "activation of the others (Megatron's --recompute_method block): faster, more memory. "
                        "Gradients are identical for every N."});
+  t.push_back({.name = "recompute_modules", .type = list, .group = G::training, .commands = c,
+               .default_note = "none",
+               .help = "Selective recompute (Megatron's --recompute_modules): mlp drops each kept layer's MLP "
+                       "intermediates (gate, up, silu(gate) * up) after the forward and recomputes them before its "
+                       "backward (two products and swiglu), most of a layer's activation memory for a fraction of "
+                       "its compute; works with or without --gradient_checkpointing (then on the layers "
+                       "--recompute_num_layers keeps). core_attn is accepted and has nothing to do: attention never "
+                       "stores its scores. Gradients are identical."});
   t.push_back({.name = "vit_gradient_checkpointing", .type = boolean, .group = G::training, .commands = c,
                .default_note = "gradient_checkpointing", .help = "Gradient checkpointing of the vision tower."});
   t.push_back({.name = "gradient_checkpointing_kwargs", .type = json, .group = G::training, .commands = c,

@@ -233,6 +233,14 @@ int run_training(Command command, const Args& raw) {
                 *tr.recompute_num_layers);
     trainable.set_recompute_layers(*tr.recompute_num_layers);
   }
+  for (const std::string& module : tr.recompute_modules) {
+    if (module == "mlp") {
+      trainable.set_recompute_mlp(true);
+    } else if (module != "core_attn") {  // flash attention never stores its scores: nothing to recompute
+      fail("--recompute_modules {}: unknown module; swift.cpp recomputes mlp (core_attn is accepted and needs "
+           "nothing: attention keeps no scores)", module);
+    }
+  }
   const int64_t total = config.parameter_count();
   std::fprintf(stderr, "trainable parameters: %lld of %lld (%.4f%%)\n", static_cast<long long>(trainable.trainable_count()),
                static_cast<long long>(total), 100.0 * static_cast<double>(trainable.trainable_count()) / total);

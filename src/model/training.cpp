@@ -270,40 +270,61 @@ void TrainableModel::apply_rope(Tensor& x, const MicroBatch& b, bool backward) c
   }
 }
 
+// One linear of layer i in the forward: frozen, LoRA (with the CUDA keep-bits cache of its dropout mask) or DoRA;
+// LoRA's xa (and DoRA's h) go to `a`, saved for the backward.
+void TrainableModel::linear_forward(int64_t i, LinearKind kind, const Tensor& x, Tensor& y, bool accumulate,
+                                    Activations& a, uint64_t seed, bool training) const {
+  const Linear& L = layers_[static_cast<size_t>(i)].linears[static_cast<size_t>(kind)];
+  const int64_t T = x.size(0);
+  if (L.lora == nullptr) return ops::linear(x, L.w, L.bias, y, accumulate);
+  Tensor& xa = a.xa[static_cast<size_t>(kind)];
+  if (!xa.defined()) xa = stat({T, L.lora->a.size(0)});
+  if (L.lora->dora()) {
+    Tensor& h = a.h[static_cast<size_t>(kind)];
+    if (!h.defined()) h = stat({T, L.lora->b.size(0)});
+    return ops::dora_linear(x, L.w, L.bias, L.lora->a, L.lora->b, L.lora->magnitude,
+                            dora_norms_[static_cast<size_t>(i)][static_cast<size_t>(kind)], lora_.scale,
+                            dropout_for(seed, i, static_cast<int>(kind), training, T), y, xa, h, accumulate);
+  }
+  ops::Dropout d = dropout_for(seed, i, static_cast<int>(kind), training, T);
+  if (d.p > 0.0f && device_.is_cuda()) {
+    Tensor& bits = a.keep_bits[static_cast<size_t>(kind)];
+    const int64_t cols = (x.size(1) + 7) / 8;
+    if (!bits.defined() || bits.size(0) != T || bits.size(1) != cols) {
+      bits = Tensor::empty({T, cols}, DType::U8, device_, MemoryCategory::Activations);
+    }
+    d.keep_bits = bits;
+  }
+  ops::lora_linear(x, L.w, L.bias, L.lora->a, L.lora->b, lora_.scale, d, y, xa, accumulate);
+}
+
+// The MLP's intermediate activations of layer i from its input a.h2: gate, up (this rank's F / N units under tensor
+// parallelism: column-parallel, no collective) and act = silu(gate) * up. The forward runs it, and the backward
+// again when the selective recompute dropped them (same kernels, same dropout masks: the same bits).
+void TrainableModel::mlp_forward(int64_t i, Activations& a, uint64_t seed, bool training) const {
+  const int64_t T = a.h2.size(0), F_r = model_.config().intermediate_size / parallel_.tp_size();
+  a.gate = act({T, F_r});
+  a.up = act({T, F_r});
+  a.act = act({T, F_r});
+  linear_forward(i, LinearKind::Gate, a.h2, a.gate, false, a, seed, training);
+  linear_forward(i, LinearKind::Up, a.h2, a.up, false, a, seed, training);
+  ops::swiglu(a.gate, a.up, a.act);
+}
+
 void TrainableModel::layer_forward(int64_t i, const MicroBatch& b, const Tensor& x_in, Activations& a, Tensor& x_out,
                                    uint64_t seed, bool training) const {
   const io::ModelConfig& c = model_.config();
   const Layer& l = layers_[static_cast<size_t>(i)];
-  const int64_t T = x_in.size(0), C = c.hidden_size, F = c.intermediate_size, D = c.head_dim;
+  const int64_t T = x_in.size(0), C = c.hidden_size, D = c.head_dim;
   const int64_t Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
   const float eps = static_cast<float>(c.rms_norm_eps);
   auto lin = [&](LinearKind kind, const Tensor& x, Tensor& y, bool accumulate) {
-    const Linear& L = l.linears[static_cast<size_t>(kind)];
-    if (L.lora == nullptr) return ops::linear(x, L.w, L.bias, y, accumulate);
-    Tensor& xa = a.xa[static_cast<size_t>(kind)];
-    if (!xa.defined()) xa = stat({T, L.lora->a.size(0)});
-    if (L.lora->dora()) {
-      Tensor& h = a.h[static_cast<size_t>(kind)];
-      if (!h.defined()) h = stat({T, L.lora->b.size(0)});
-      return ops::dora_linear(x, L.w, L.bias, L.lora->a, L.lora->b, L.lora->magnitude,
-                              dora_norms_[static_cast<size_t>(i)][static_cast<size_t>(kind)], lora_.scale,
-                              dropout_for(seed, i, static_cast<int>(kind), training, T), y, xa, h, accumulate);
-    }
-    ops::Dropout d = dropout_for(seed, i, static_cast<int>(kind), training, T);
-    if (d.p > 0.0f && device_.is_cuda()) {
-      Tensor& bits = a.keep_bits[static_cast<size_t>(kind)];
-      const int64_t cols = (x.size(1) + 7) / 8;
-      if (!bits.defined() || bits.size(0) != T || bits.size(1) != cols) {
-        bits = Tensor::empty({T, cols}, DType::U8, device_, MemoryCategory::Activations);
-      }
-      d.keep_bits = bits;
-    }
-    ops::lora_linear(x, L.w, L.bias, L.lora->a, L.lora->b, lora_.scale, d, y, xa, accumulate);
+    linear_forward(i, kind, x, y, accumulate, a, seed, training);
   };
   // Tensor parallel: this rank's heads and intermediate units. Sequence parallel: attention sees Ta tokens with
   // hq / hkv heads (all T tokens and this rank's heads without it).
   dist::Communicator* tp = parallel_.tp_size() > 1 ? parallel_.tensor : nullptr;
-  const int64_t Hq_r = Hq / parallel_.tp_size(), Hkv_r = Hkv / parallel_.tp_size(), F_r = F / parallel_.tp_size();
+  const int64_t Hq_r = Hq / parallel_.tp_size(), Hkv_r = Hkv / parallel_.tp_size();
   dist::Communicator* sp = parallel_.sp_size() > 1 ? parallel_.sequence : nullptr;
   // SP with fewer key/value heads than ranks: each is repeated kv_repeat times before the exchange (one per rank).
   const int64_t Hkv_x = sp != nullptr ? sequence_parallel_kv_heads(Hkv_r, parallel_.sp_size()) : Hkv_r;
@@ -371,12 +392,7 @@ void TrainableModel::layer_forward(int64_t i, const MicroBatch& b, const Tensor&
   a.h2 = act({T, C});
   a.rstd2 = stat({T});
   ops::rmsnorm(a.x_mid, l.post_norm, eps, a.h2, a.rstd2);
-  a.gate = act({T, F_r});
-  a.up = act({T, F_r});
-  a.act = act({T, F_r});
-  lin(LinearKind::Gate, a.h2, a.gate, false);
-  lin(LinearKind::Up, a.h2, a.up, false);
-  ops::swiglu(a.gate, a.up, a.act);
+  mlp_forward(i, a, seed, training);
   if (tp != nullptr) {  // row-parallel down_proj, as o_proj
     Tensor m = act({T, C});
     lin(LinearKind::Down, a.act, m, false);
@@ -414,6 +430,7 @@ void TrainableModel::layer_backward(int64_t i, const MicroBatch& b, Activations&
   dist::Communicator* tp = parallel_.tp_size() > 1 ? parallel_.tensor : nullptr;
   const int64_t Hq_r = Hq / parallel_.tp_size(), Hkv_r = Hkv / parallel_.tp_size(), F_r = F / parallel_.tp_size();
   // MLP block: d is the gradient of x_out; it is also the residual gradient of x_mid.
+  if (!a.act.defined()) mlp_forward(i, a, seed, true);  // selective recompute (set_recompute_mlp)
   Tensor d_act = act({T, F_r}), d_up = act({T, F_r}), d_h = act({T, C});
   lin_back(LinearKind::Down, d, a.act, d_act, false);
   ops::swiglu_backward(d_act, a.gate, a.up, d_act, d_up);  // d_act now holds d_gate
@@ -520,6 +537,11 @@ StepStats TrainableModel::run(const MicroBatch& host_batch, float grad_scale, ui
     a = Activations{};
     Tensor next = act({T, C});
     layer_forward(i, b, x, a, next, seed, training);
+    if (backward && recompute_mlp_ && keeps(i)) {  // selective recompute: the backward makes them again
+      a.gate = Tensor();
+      a.up = Tensor();
+      a.act = Tensor();
+    }
     x = next;
   }
   scratch = Activations{};  // the last recomputed block's forward state is not needed until its recompute

@@ -11,7 +11,9 @@
 //    are a pure function of the seed) right before its backward. Without it every activation is kept.
 //    set_recompute_layers(n) limits the recompute to the first n blocks (Megatron's "block" method,
 //    --recompute_num_layers): the other blocks keep everything, trading memory for the recompute's time.
-//    Every policy gives the same gradients bit for bit.
+//    set_recompute_mlp(true) (--recompute_modules mlp) makes the blocks that keep their activations drop the MLP's
+//    intermediates and recompute them (two products and swiglu) before their backward: keep what is cheap to keep,
+//    recompute what is cheap to recompute. Every policy gives the same gradients bit for bit.
 //  - Labels are already shifted: labels[t] is the token that must follow position t (-100: no loss), and
 //    never cross a sequence boundary (shift_labels builds them from ids and a per-token loss mask).
 //  - Parameter names are PEFT's saved names for LoRA and Hugging Face names for full fine-tuning, so gradients
@@ -137,6 +139,13 @@ class TrainableModel {
   // (the default): every block recomputes.
   void set_recompute_layers(int64_t n) { recompute_layers_ = n; }
   int64_t recompute_layers() const { return recompute_layers_; }
+  // Selective recompute of the MLP (Megatron's --recompute_modules mlp): every block that keeps its activations
+  // (all without checkpointing, blocks n.. with set_recompute_layers(n)) drops the MLP's intermediates (gate, up and
+  // silu(gate) * up: 3 x tokens x intermediate_size, most of a block's activations) after its forward and makes them
+  // again from the MLP's input right before its backward (gate and up products, swiglu; same masks). Same gradients
+  // bit for bit.
+  void set_recompute_mlp(bool on) { recompute_mlp_ = on; }
+  bool recompute_mlp() const { return recompute_mlp_; }
 
   // Forward + backward of one micro-batch; gradients of grad_scale * (summed loss) are added to the parameters'.
   // dropout_seed picks the LoRA dropout masks of this micro-batch (0 with lora_dropout 0).
@@ -168,6 +177,9 @@ class TrainableModel {
   void layer_forward(int64_t layer, const MicroBatch& b, const Tensor& x_in, Activations& a, Tensor& x_out,
                      uint64_t dropout_seed, bool training) const;
   void layer_backward(int64_t layer, const MicroBatch& b, Activations& a, Tensor& dx, uint64_t dropout_seed);
+  void linear_forward(int64_t layer, LinearKind kind, const Tensor& x, Tensor& y, bool accumulate, Activations& a,
+                      uint64_t dropout_seed, bool training) const;
+  void mlp_forward(int64_t layer, Activations& a, uint64_t dropout_seed, bool training) const;
   void apply_rope(Tensor& x, const MicroBatch& b, bool backward) const;
   // The LoRA dropout of one linear: its seed is a function of (step seed, layer, kind) only, and its map places this
   // rank's (tokens, input columns) block in the one-process input (sequence parallel: the rank's first token;
@@ -211,6 +223,7 @@ class TrainableModel {
   std::vector<std::vector<Tensor*>> grad_handles_;
   std::vector<int64_t> first_grad_stage_;
   int64_t recompute_layers_ = -1;               // set_recompute_layers
+  bool recompute_mlp_ = false;                  // set_recompute_mlp
   ParallelGroups parallel_;                 // sequence / tensor parallel groups (none by default)
   int64_t vocab_offset_ = 0;                // tensor parallel: the first vocabulary row of embed_ / lm_head_
 };
