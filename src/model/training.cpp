@@ -537,14 +537,15 @@ StepStats TrainableModel::run(const MicroBatch& host_batch, float grad_scale, ui
     a = Activations{};
     Tensor next = act({T, C});
     layer_forward(i, b, x, a, next, seed, training);
-    if (backward && recompute_mlp_ && keeps(i)) {  // selective recompute: the backward makes them again
+    if (!keeps(i)) {
+      scratch = Activations{};  // a recomputed block keeps only its input until its recompute
+    } else if (backward && recompute_mlp_) {  // selective recompute: the backward makes them again
       a.gate = Tensor();
       a.up = Tensor();
       a.act = Tensor();
     }
     x = next;
   }
-  scratch = Activations{};  // the last recomputed block's forward state is not needed until its recompute
   Tensor hidden = act({T, C}), rstd = stat({T});
   ops::rmsnorm(x, final_norm_, static_cast<float>(c.rms_norm_eps), hidden, rstd);
   Tensor dhidden = backward ? act({T, C}) : Tensor();
