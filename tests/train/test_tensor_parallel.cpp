@@ -65,6 +65,7 @@ struct Case {
   float dropout = 0.0f;      // LoRA dropout
   bool load_shards = false;  // the model keeps only its shards from load on (CausalLM::shard_for_tensor_parallel)
   bool save_modules = false;  // LoRA: modules_to_save embed_tokens and lm_head (trained vocabulary shards)
+  bool recompute_mlp = false;  // the parallel ranks: block 0 recomputed whole, the others the MLP only
 };
 
 TinyModelSpec with_vocab(TinyModelSpec s, int64_t vocab, bool tied) {
@@ -101,6 +102,10 @@ Gradients forward_backward(const Case& k, const model::MicroBatch& batch, dist::
   lora.dropout = k.dropout;
   model::TrainableModel tm(*lm, k.tuner, std::move(lora));
   if (parallel) tm.set_parallel(parallel->groups());
+  if (parallel && k.recompute_mlp) {  // the one process recomputes every block whole: the same gradients
+    tm.set_recompute_layers(1);
+    tm.set_recompute_mlp(true);
+  }
   const model::StepStats s =
       tm.forward_backward(batch, 1.0f / static_cast<float>(test::target_tokens(batch)), 5, true);
   if (world == nullptr) return test::collect_gradients(tm, s);
@@ -199,7 +204,12 @@ INSTANTIATE_TEST_SUITE_P(
                            with_vocab(spec_of("qwen3", 8, 4), 96, true), {}, 4, 1, model::TunerType::Lora, 0.1f, true,
                            true},
                       Case{"qwen3_tied_tp2_sp2_lora_modules_to_save", with_vocab(spec_of("qwen3", 8, 4), 97, true), {},
-                           2, 2, model::TunerType::Lora, 0.1f, true, true}),
+                           2, 2, model::TunerType::Lora, 0.1f, true, true},
+                      // The selective MLP recompute on the ranks (column-parallel gate / up: no collective to redo).
+                      Case{"qwen3_tp2_sp2_lora_dropout_recompute_mlp", spec_of("qwen3", 8, 4), {}, 2, 2,
+                           model::TunerType::Lora, 0.1f, false, false, true},
+                      Case{"llama_biases_tp4_full_recompute_mlp", spec_of("llama", 4, 4, 36), kAllBiases, 4, 1,
+                           model::TunerType::Full, 0.0f, false, false, true}),
     [](const auto& info) { return info.param.name; });
 
 TEST(TensorParallel, ShardThenGatherGivesTheTensorBack) {
