@@ -91,9 +91,18 @@ int main(int argc, char** argv) {
   int64_t tokens = 8192, hidden = 3584, kv = 512, inter = 18944, layers = 28;
   int r = 8, reps = 10;
   float p = 0.05f;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  for (int i = 1; i < argc; i += 2) {
     const std::string f = argv[i];
-    const double v = std::atof(argv[i + 1]);
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "bench_lora: %s needs a value\n", f.c_str());
+      return 2;
+    }
+    char* end = nullptr;
+    const double v = std::strtod(argv[i + 1], &end);
+    if (end == argv[i + 1] || *end != '\0') {
+      std::fprintf(stderr, "bench_lora: %s %s: not a number\n", f.c_str(), argv[i + 1]);
+      return 2;
+    }
     if (f == "--tokens") tokens = static_cast<int64_t>(v);
     else if (f == "--hidden") hidden = static_cast<int64_t>(v);
     else if (f == "--kv") kv = static_cast<int64_t>(v);
@@ -106,6 +115,13 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "bench_lora: unknown argument %s\n", f.c_str());
       return 2;
     }
+  }
+  if (tokens <= 0 || layers <= 0 || reps <= 0 || !(p >= 0.0f && p < 1.0f) || (r != 8 && r != 16) || hidden <= 0 ||
+      kv <= 0 || inter <= 0 || hidden % 8 != 0 || kv % 8 != 0 || inter % 8 != 0) {
+    std::fprintf(stderr,
+                 "bench_lora: --tokens, --layers, --reps must be positive, --dropout in [0, 1), --r 8 or 16 and "
+                 "--hidden, --kv, --inter positive multiples of 8 (the one-pass kernels' shapes)\n");
+    return 2;
   }
   const std::vector<Linear> linears = {{"q", hidden, hidden}, {"k", hidden, kv},       {"v", hidden, kv},
                                        {"o", hidden, hidden}, {"gate", hidden, inter}, {"up", hidden, inter},

@@ -30,6 +30,7 @@
 #include "model/lora.h"
 #include "model/parallel.h"
 #include "model/training.h"
+#include "train/data_parallel.h"
 #include "train/parallel.h"
 #include "train/run_dir.h"
 #include "train/trainer.h"
@@ -170,6 +171,31 @@ inline Gradients collect_gradients(model::TrainableModel& tm, const model::StepS
     g.values.emplace_back(v, v + p.grad.numel());
   }
   return g;
+}
+
+// A rank's side of one step under sequence / tensor parallelism: the Partial gradients summed over the TP group, every
+// gradient and the statistics summed over the SP group, then each gradient gathered whole over the TP group: what one
+// process computes for the same micro-batch.
+inline Gradients group_sum_and_gather(model::TrainableModel& tm, const model::ParallelGroups& g,
+                                      const model::StepStats& s) {
+  tm.reduce_tensor_parallel_gradients();
+  Gradients out;
+  out.stats = s;
+  if (g.sequence != nullptr) {
+    const auto sums = train::sum_across_ranks(*g.sequence, {s.loss_sum, static_cast<double>(s.tokens),
+                                                            static_cast<double>(s.correct)});
+    out.stats = {sums[0], static_cast<int64_t>(sums[1]), static_cast<int64_t>(sums[2])};
+  }
+  for (model::Parameter& p : tm.parameters()) {
+    if (g.sequence != nullptr) {
+      Tensor flat = p.grad.view({p.grad.numel()});
+      g.sequence->all_reduce(flat);
+    }
+    const Tensor whole = model::tensor_parallel_gather(*g.tensor, p.grad, p.tp);
+    out.names.push_back(p.name);
+    out.values.emplace_back(whole.data<float>(), whole.data<float>() + whole.numel());
+  }
+  return out;
 }
 
 // The largest |a - b| of each gradient tensor relative to that tensor's largest |b|, maximised over tensors.
@@ -338,6 +364,22 @@ inline void expect_same_run(const RunOutput& a, const RunOutput& b, const std::s
     EXPECT_NEAR(a.losses[i], b.losses[i], 1e-6 * std::abs(b.losses[i])) << what << " step " << i + 1;
   }
   expect_same_end(a, b, what);
+}
+
+// `one` (a one-process run of batch_size = the data-parallel width's worth of sequences) against the same run on
+// `world` thread-ranks of sp x tp (x the data-parallel rest) with one sequence per rank and ZeRO stage `zero`:
+// expect_same_run. Run directories `<tag>_one` / `<tag>_par`.
+inline void expect_parallel_run_equals_one(RunSpec one, int world, int sp, int tp, int zero, const std::string& tag,
+                                           const std::string& what) {
+  one.run_dir = train::create_run_dir(fresh_dir(tag + "_one").string());
+  const RunOutput single = run_rank(one, nullptr);
+  RunSpec par = one;
+  par.sp = sp;
+  par.tp = tp;
+  par.batch_size = 1;
+  par.zero_stage = zero;
+  par.run_dir = train::create_run_dir(fresh_dir(tag + "_par").string());
+  expect_same_run(run_world(world, par), single, what);
 }
 
 // ---- the CLI ------------------------------------------------------------------------------------------------------

@@ -21,11 +21,13 @@
 #include "train/loss_scaler.h"
 #include "train/run_dir.h"
 #include "train/trainer.h"
+#include "train/train_test_data.h"
 
 namespace swift {
 namespace {
 
 namespace fs = std::filesystem;
+using test::random_dataset;
 
 TEST(LossScaler, FollowsGradScalerUpdateRule) {
   train::LossScaler s;  // torch defaults
@@ -59,23 +61,6 @@ TEST(LossScaler, StateRoundTripsThroughJsonAndRejectsBadValues) {
   EXPECT_EQ(back.growth_tracker, 17);
   EXPECT_THROW(train::LossScalerState::from_json({{"scale", 2.0}}, "trainer_state.json"), Error);
   EXPECT_THROW(train::LossScalerState::from_json({{"scale", -2.0}, {"growth_tracker", 0}}, "trainer_state.json"), Error);
-}
-
-std::shared_ptr<const data::TokenizedDataset> random_dataset(int64_t vocab, int n, uint64_t seed) {
-  std::mt19937 rng(static_cast<uint32_t>(seed));
-  data::TokenizedDataset::Parts parts;
-  for (int i = 0; i < n; ++i) {
-    const int len = 6 + static_cast<int>(rng() % 12), prompt = 1 + static_cast<int>(rng() % 3);
-    for (int t = 0; t < len; ++t) {
-      const int32_t id = t == 0 ? static_cast<int32_t>(rng() % (vocab - 20)) : parts.ids.back() + 1;
-      parts.ids.push_back(static_cast<int32_t>(id % vocab));
-      parts.loss_mask.push_back(t >= prompt ? 1 : 0);
-    }
-    parts.offsets.push_back(static_cast<int64_t>(parts.ids.size()));
-    parts.sample_index.push_back(i);
-    parts.label.push_back(-1);
-  }
-  return std::make_shared<const data::TokenizedDataset>(data::TokenizedDataset::from_parts(std::move(parts)));
 }
 
 struct ScalerRun {

@@ -78,26 +78,7 @@ Gradients forward_backward(const Case& k, const model::MicroBatch& batch, dist::
   if (parallel) tm.set_parallel(parallel->groups());
   const model::StepStats s = tm.forward_backward(batch, 1.0f / static_cast<float>(test::target_tokens(batch)), 5, true);
   if (world == nullptr) return test::collect_gradients(tm, s);
-  const model::ParallelGroups g = parallel->groups();
-  tm.reduce_tensor_parallel_gradients();
-  model::StepStats sum = s;
-  if (g.sequence != nullptr) {
-    const auto sums = train::sum_across_ranks(*g.sequence, {s.loss_sum, static_cast<double>(s.tokens),
-                                                            static_cast<double>(s.correct)});
-    sum = {sums[0], static_cast<int64_t>(sums[1]), static_cast<int64_t>(sums[2])};
-  }
-  Gradients out;
-  out.stats = sum;
-  for (model::Parameter& p : tm.parameters()) {
-    if (g.sequence != nullptr) {
-      Tensor flat = p.grad.view({p.grad.numel()});
-      g.sequence->all_reduce(flat);
-    }
-    const Tensor whole = model::tensor_parallel_gather(*g.tensor, p.grad, p.tp);
-    out.names.push_back(p.name);
-    out.values.emplace_back(whole.data<float>(), whole.data<float>() + whole.numel());
-  }
-  return out;
+  return test::group_sum_and_gather(tm, parallel->groups(), s);
 }
 
 class TensorParallelDoraStep : public ::testing::TestWithParam<Case> {};
@@ -175,15 +156,7 @@ TEST(TensorParallelDoraTrainer, RunsEqualOneProcess) {
     one.dora = true;
     one.dropout = l.dropout;
     one.batch_size = dp;
-    one.run_dir = train::create_run_dir(test::fresh_dir("dora_" + l.name + "_one").string());
-    const test::RunOutput single = test::run_rank(one, nullptr);
-    test::RunSpec par = one;
-    par.sp = l.sp;
-    par.tp = l.tp;
-    par.batch_size = 1;
-    par.zero_stage = l.zero;
-    par.run_dir = train::create_run_dir(test::fresh_dir("dora_" + l.name + "_par").string());
-    test::expect_same_run(test::run_world(l.world, par), single, "dora_" + l.name);
+    test::expect_parallel_run_equals_one(one, l.world, l.sp, l.tp, l.zero, "dora_" + l.name, "dora_" + l.name);
   }
 }
 

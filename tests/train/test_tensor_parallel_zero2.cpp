@@ -57,15 +57,7 @@ TEST(TensorParallelZeroTwo, RunsEqualOneProcess) {
     one.tuner = l.tuner;
     one.dropout = l.dropout;
     one.batch_size = dp;
-    one.run_dir = train::create_run_dir(test::fresh_dir("z2_" + l.name + "_one").string());
-    const test::RunOutput single = test::run_rank(one, nullptr);
-    test::RunSpec par = one;
-    par.sp = l.sp;
-    par.tp = l.tp;
-    par.batch_size = 1;
-    par.zero_stage = 2;
-    par.run_dir = train::create_run_dir(test::fresh_dir("z2_" + l.name + "_par").string());
-    test::expect_same_run(test::run_world(l.world, par), single, "zero2_" + l.name);
+    test::expect_parallel_run_equals_one(one, l.world, l.sp, l.tp, 2, "z2_" + l.name, "zero2_" + l.name);
   }
 }
 

@@ -213,10 +213,9 @@ namespace {
 // The forward's mask cache (ops.h Dropout::keep_bits): written by the one-pass xa kernel when drawn, read by the
 // backward's one-pass kernels. Both take the one-pass path under the same condition (one_pass(x, r)), so a backward
 // that reads the cache follows a forward that wrote it.
-uint8_t* keep_bits_out(const Dropout& d) {
+uint8_t* keep_bits_of(const Dropout& d) {
   return d.p > 0.0f && d.keep_bits.defined() ? static_cast<uint8_t*>(d.keep_bits.raw()) : nullptr;
 }
-const uint8_t* keep_bits_in(const Dropout& d) { return keep_bits_out(d); }
 
 }  // namespace
 
@@ -247,7 +246,7 @@ void lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Ten
     Tensor part = splits > 1 ? workspace(splits * n * r, DType::F32, device) : Tensor();
     check_launch(op, launch_lora_xa(x.raw(), code(act), a.data<float>(), n, k, static_cast<int>(r), d.seed, d.threshold,
                                     d.keep_scale, d.map, part.defined() ? part.data<float>() : nullptr,
-                                    xa.data<float>(), keep_bits_out(dropout), stream(device)));
+                                    xa.data<float>(), keep_bits_of(dropout), stream(device)));
   } else if (act == DType::F32 && dropout.p == 0.0f) {
     xa_args.n = n;
     xa_args.a = x.raw();
@@ -326,13 +325,13 @@ void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, co
       DeviceRegion region("lora_linear_backward.dx_lora", device);
       check_launch(op, launch_lora_rank_update(dx.raw(), code(act), g.data<float>(), a.data<float>(), false, n, k,
                                                static_cast<int>(r), scale, d.seed, d.threshold, d.keep_scale, d.map,
-                                               keep_bits_in(dropout), stream(device)));
+                                               keep_bits_of(dropout), stream(device)));
     }
     if (da.defined()) {
       DeviceRegion region("lora_linear_backward.da", device);
       Tensor part = workspace(lora_da_slices(n, k, static_cast<int>(r)) * r * k, DType::F32, device);
       check_launch(op, launch_lora_da(x.raw(), code(act), g.data<float>(), n, k, static_cast<int>(r), scale,
-                                            d.seed, d.threshold, d.keep_scale, d.map, keep_bits_in(dropout),
+                                            d.seed, d.threshold, d.keep_scale, d.map, keep_bits_of(dropout),
                                             part.data<float>(), da.data<float>(), stream(device)));
     }
     return;
