@@ -5,7 +5,8 @@
 // scripts/device/bench-dp.sh runs both on 1 and N GPUs (data-parallel scaling).
 //
 //   bench_train_step --config bench/configs/qwen2.5-7b.json --tuner lora --seq 2048 --batch 4
-//       [--gradient_checkpointing [--recompute_num_layers N]] [--recompute_mlp] [--steps 6] [--warmup 2]
+//       [--gradient_checkpointing] [--recompute_num_layers N] [--recompute_modules layernorm,act,mlp]
+//       [--steps 6] [--warmup 2]
 //       [--device cuda|cpu]
 //   NPROC_PER_NODE=N bench_train_step ... [--zero 0|1|2] [--bucket_mb 25] [--no_overlap]   data parallel
 //   SWIFT_PROFILE=1 bench_train_step ...   adds a per-op time table of the timed steps (ops bracketed by synchronisations)
@@ -34,6 +35,7 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "bench/random_weights.h"
 #include "core/error.h"
@@ -123,10 +125,13 @@ int main(int argc, char** argv) {
   app.add_flag("--gradient_checkpointing", checkpointing);
   int64_t recompute_layers = -1;
   app.add_option("--recompute_num_layers", recompute_layers,
-                 "with --gradient_checkpointing: recompute only the first N layers (default: all)");
-  bool recompute_mlp = false;
-  app.add_flag("--recompute_mlp", recompute_mlp,
-               "selective recompute of the MLP intermediates in every kept layer (swift sft --recompute_modules mlp)");
+                 "with --gradient_checkpointing: recompute only the first N layers whole (default: all); without it, "
+                 "with --recompute_modules mlp: the MLP of the first N layers only");
+  std::vector<std::string> recompute_names;
+  app.add_option("--recompute_modules", recompute_names,
+                 "selective recompute in the kept layers, as swift sft --recompute_modules (comma-separated)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"layernorm", "act", "mlp"}));
   int zero_stage = 0;
   int64_t bucket_mb = train::GradientReducer::kDefaultBucketBytes >> 20;
   bool no_overlap = false;
@@ -161,8 +166,18 @@ int main(int argc, char** argv) {
       adapters = model::create_lora(config, settings);
     }
     model::TrainableModel trainable(*lm, type, std::move(adapters));
-    trainable.set_recompute_layers(recompute_layers);
-    trainable.set_recompute_mlp(recompute_mlp);
+    model::TrainableModel::RecomputeModules recompute;
+    for (const std::string& name : recompute_names) {
+      recompute.layernorm |= name == "layernorm";
+      recompute.act |= name == "act";
+      recompute.mlp |= name == "mlp";
+    }
+    if (checkpointing) {
+      trainable.set_recompute_layers(recompute_layers);
+    } else {
+      recompute.mlp_layers = recompute_layers;
+    }
+    trainable.set_recompute_modules(recompute);
     ops::AdamWConfig adamw;
     adamw.weight_decay = 0.1;
     std::vector<model::Parameter>& params = trainable.parameters();
@@ -240,12 +255,12 @@ int main(int argc, char** argv) {
     }
     if (env.rank == 0) {
       std::string json = fmt::format("{{\"impl\": \"swift.cpp\", \"config\": \"{}\", \"tuner\": \"{}\", \"seq\": {}, \"batch\": {}, "
-                                     "\"gradient_checkpointing\": {}, \"recompute_num_layers\": {}, \"recompute_mlp\": {}, "
+                                     "\"gradient_checkpointing\": {}, \"recompute_num_layers\": {}, \"recompute_modules\": \"{}\", "
                                      "\"trainable\": {}, "
                                      "\"step_s_median\": {:.4f}, "
                                      "\"tokens_per_s\": {:.1f}, \"model_tflops\": {:.1f}, \"peak_allocated_gib\": {:.2f}, "
                                      "\"last_loss\": {:.4f}}}",
-                                     config_path, tuner, seq, batch, checkpointing, recompute_layers, recompute_mlp,
+                                     config_path, tuner, seq, batch, checkpointing, recompute_layers, fmt::join(recompute_names, ","),
                                      trainable.trainable_count(), step_s,
                                      tokens / step_s, flops / step_s / 1e12, mem.total_peak / 1073741824.0, last_loss);
       if (comm) {

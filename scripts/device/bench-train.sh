@@ -10,8 +10,10 @@
 #                                                 loss, elementwise, optimizer, communication, other, idle; its JSON
 #                                                 line with "breakdown_ms" goes to $OUT/breakdown-7b-lora.json),
 #                                                 7b-lora-mlp, 7b-lora-gc-keep-mlp N: the selective MLP recompute
-#                                                 (--recompute_mlp: the kept layers recompute their MLP intermediates;
-#                                                 the peer's figures are 7b-lora's / 7b-lora-gc's)
+#                                                 (--recompute_modules mlp: the kept layers recompute their MLP
+#                                                 intermediates; the peer's figures are 7b-lora's / 7b-lora-gc's),
+#                                                 ours "ARGS": bench_train_step with these arguments (ours only),
+#                                                 peer "ARGS": peer_train_step.py with these arguments
 # Carry .device-deps. JSON lines go to $OUT/bench-train.jsonl, logs to $OUT/bench-train.log.
 source "$(dirname "$0")/env.sh"
 out=${OUT:-/tmp}
@@ -31,20 +33,30 @@ run_case() {  # name config tuner seq batch [--gradient_checkpointing [--recompu
     --batch "$batch" $peer_gc --steps 5 --warmup 2 2>>"$out/bench-train.log" | sed "s/^{/{\"case\": \"$name\", /" \
     | tee -a "$out/bench-train.jsonl" || true
 }
-recompute=""
-for c in "${cases[@]}"; do
-  if [[ $c =~ ^[0-9]+$ ]]; then continue; fi  # the N of a *-keep case, consumed below
-  case $c in
-    *-keep|*-keep-mlp) recompute=$(printf '%s\n' "${cases[@]}" | grep -A1 -x -- "$c" | sed -n 2p) ;;
+custom=0
+for ((i = 0; i < ${#cases[@]}; i++)); do
+  c=${cases[i]}
+  recompute=""
+  case $c in  # these take the next word as their argument (N, or the arguments of ours / peer)
+    *-keep|*-keep-mlp|ours|peer) recompute=${cases[i + 1]:-}; i=$((i + 1)) ;;
   esac
   case $c in
     7b-lora-gc-keep) run_case "$c" bench/configs/qwen2.5-7b.json lora 2048 4 --gradient_checkpointing "--recompute_num_layers $recompute" ;;
     8b-lora-gc-keep) run_case "$c" bench/configs/llama-3.1-8b.json lora 2048 4 --gradient_checkpointing "--recompute_num_layers $recompute" ;;
     7b-lora-8k-keep) run_case "$c" bench/configs/qwen2.5-7b.json lora 8192 1 --gradient_checkpointing "--recompute_num_layers $recompute" ;;
     7b-lora) run_case "$c" bench/configs/qwen2.5-7b.json lora 2048 4 ;;
-    7b-lora-mlp) run_case "$c" bench/configs/qwen2.5-7b.json lora 2048 4 "" --recompute_mlp ;;
+    7b-lora-mlp) run_case "$c" bench/configs/qwen2.5-7b.json lora 2048 4 "" "--recompute_modules mlp" ;;
     7b-lora-gc-keep-mlp) run_case "$c" bench/configs/qwen2.5-7b.json lora 2048 4 --gradient_checkpointing \
-      "--recompute_num_layers $recompute --recompute_mlp" ;;
+      "--recompute_num_layers $recompute --recompute_modules mlp" ;;
+    ours|peer)  # one configuration by its arguments: "$recompute" holds them
+      custom=$((custom + 1))
+      echo "== $c-$custom: $recompute" >&2
+      if [ "$c" = ours ]; then
+        build-gpu/bench/bench_train_step $recompute --steps 5 --warmup 2 2>>"$out/bench-train.log"
+      else
+        PYTHONUNBUFFERED=1 python3 scripts/bench/peer_train_step.py $recompute --steps 5 --warmup 2 2>>"$out/bench-train.log"
+      fi | sed "s/^{/{\"case\": \"$c-$custom\", \"args\": \"$recompute\", /" | tee -a "$out/bench-train.jsonl" \
+        || echo "{\"case\": \"$c-$custom\", \"error\": true}" | tee -a "$out/bench-train.jsonl" ;;
     7b-lora-gc) run_case "$c" bench/configs/qwen2.5-7b.json lora 2048 4 --gradient_checkpointing ;;
     7b-lora-8k) run_case "$c" bench/configs/qwen2.5-7b.json lora 8192 1 --gradient_checkpointing ;;
     8b-lora-gc) run_case "$c" bench/configs/llama-3.1-8b.json lora 2048 4 --gradient_checkpointing ;;

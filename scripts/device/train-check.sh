@@ -2,7 +2,8 @@
 # On the GPU machine, one call after kernel work: build the gpu tests and the benchmarks, run the whole gpu suite,
 # the LoRA pass benchmark (bench/bench_lora.cpp, dropout 0.05) and bench-train.sh's cases (swift.cpp and the peer in
 # the same run).
-#   scripts/device/train-check.sh [bench-train case ...]     (default: 7b-lora; SKIP_SUITE=1 / SKIP_LORA=1 skip parts)
+#   scripts/device/train-check.sh [bench-train case ...]     (default: 7b-lora; SKIP_SUITE=1 / SKIP_LORA=1 skip parts,
+#                                                             GPU_TESTS='pattern' runs only those gpu tests)
 # Carry .device-deps. Logs go to $OUT (gpu-suite.log, bench-lora.log, bench-train.*).
 source "$(dirname "$0")/env.sh"
 out=${OUT:-/tmp}
@@ -12,7 +13,7 @@ git log --oneline -1 2>/dev/null || true
 cmake --build build-gpu -j"$(nproc)" --target test_gpu bench_lora bench_train_step > "$out/train-check-build.log" 2>&1 \
   || { tail -40 "$out/train-check-build.log"; exit 1; }
 if [ "${SKIP_SUITE:-0}" != 1 ]; then
-  build-gpu/tests/test_gpu --gtest_color=no > "$out/gpu-suite.log" 2>&1 || status=1
+  build-gpu/tests/test_gpu --gtest_color=no --gtest_filter="${GPU_TESTS:-*}" > "$out/gpu-suite.log" 2>&1 || status=1
   grep -E '^\[  (PASSED|FAILED|SKIPPED)  \]|^\[  FAILED  \]' "$out/gpu-suite.log" | head -30
 fi
 if [ "${SKIP_LORA:-0}" != 1 ]; then

@@ -231,15 +231,18 @@ void add_training_options(std::vector<OptionSpec>& t) {
                .default_note = "all layers",
                .help = "With --gradient_checkpointing: recompute only the first N decoder layers and keep every "
                        "activation of the others (Megatron's --recompute_method block): faster, more memory. "
+                       "Without it, with --recompute_modules mlp: only the first N layers recompute their MLP. "
                        "Gradients are identical for every N."});
   t.push_back({.name = "recompute_modules", .type = list, .group = G::training, .commands = c,
                .default_note = "none",
-               .help = "Selective recompute (Megatron's --recompute_modules): mlp drops each kept layer's MLP "
-                       "intermediates (gate, up, silu(gate) * up) after the forward and recomputes them before its "
-                       "backward (two products and swiglu), most of a layer's activation memory for a fraction of "
-                       "its compute; works with or without --gradient_checkpointing (then on the layers "
-                       "--recompute_num_layers keeps). core_attn is accepted and has nothing to do: attention never "
-                       "stores its scores. Gradients are identical."});
+               .help = "Selective recompute (Megatron's --recompute_modules) on the layers that keep their "
+                       "activations: layernorm drops the two RMSNorm outputs and act drops silu(gate) * up, each "
+                       "made again by one elementwise pass before the layer's backward (about a third of a layer's "
+                       "activations); mlp drops gate, up and silu(gate) * up and recomputes "
+                       "them (two products and swiglu: most of the rest, for a fraction of the layer's compute; "
+                       "without --gradient_checkpointing --recompute_num_layers N limits it to the first N layers). "
+                       "core_attn is accepted and has nothing to do: attention never stores its scores. Gradients "
+                       "are identical."});
   t.push_back({.name = "vit_gradient_checkpointing", .type = boolean, .group = G::training, .commands = c,
                .default_note = "gradient_checkpointing", .help = "Gradient checkpointing of the vision tower."});
   t.push_back({.name = "gradient_checkpointing_kwargs", .type = json, .group = G::training, .commands = c,

@@ -228,19 +228,35 @@ int run_training(Command command, const Args& raw) {
   if (comm && layout.sp * layout.tp > 1) parallel = std::make_unique<train::ParallelWorld>(*comm, layout.sp, layout.tp);
   model::TrainableModel trainable(*loaded.model, tuner, std::move(lora));
   trainable.set_activation_dtype(placement.activations);
+  // --recompute_num_layers N counts whole blocks under --gradient_checkpointing (Megatron's block method) and
+  // otherwise the layers whose MLP --recompute_modules mlp recomputes.
+  model::TrainableModel::RecomputeModules recompute;
+  for (const std::string& module : tr.recompute_modules) {
+    if (module == "mlp") {
+      recompute.mlp = true;
+    } else if (module == "act") {
+      recompute.act = true;
+    } else if (module == "layernorm") {
+      recompute.layernorm = true;
+    } else if (module != "core_attn") {  // flash attention never stores its scores: nothing to recompute
+      fail("--recompute_modules {}: unknown module; swift.cpp recomputes layernorm, act and mlp (core_attn is "
+           "accepted and needs nothing: attention keeps no scores)", module);
+    }
+  }
   if (tr.recompute_num_layers) {
     SWIFT_CHECK(*tr.recompute_num_layers >= 0, "--recompute_num_layers {}: must be >= 0 (layers to recompute)",
                 *tr.recompute_num_layers);
-    trainable.set_recompute_layers(*tr.recompute_num_layers);
-  }
-  for (const std::string& module : tr.recompute_modules) {
-    if (module == "mlp") {
-      trainable.set_recompute_mlp(true);
-    } else if (module != "core_attn") {  // flash attention never stores its scores: nothing to recompute
-      fail("--recompute_modules {}: unknown module; swift.cpp recomputes mlp (core_attn is accepted and needs "
-           "nothing: attention keeps no scores)", module);
+    if (tr.gradient_checkpointing) {
+      trainable.set_recompute_layers(*tr.recompute_num_layers);
+    } else if (recompute.mlp) {
+      recompute.mlp_layers = *tr.recompute_num_layers;
+    } else {
+      fail("--recompute_num_layers {}: counts the layers that --gradient_checkpointing true recomputes whole, or "
+           "without checkpointing those whose MLP --recompute_modules mlp recomputes; neither is on",
+           *tr.recompute_num_layers);
     }
   }
+  trainable.set_recompute_modules(recompute);
   const int64_t total = config.parameter_count();
   std::fprintf(stderr, "trainable parameters: %lld of %lld (%.4f%%)\n", static_cast<long long>(trainable.trainable_count()),
                static_cast<long long>(total), 100.0 * static_cast<double>(trainable.trainable_count()) / total);

@@ -429,13 +429,33 @@ void TrainableModel::layer_backward(int64_t i, const MicroBatch& b, Activations&
   // Tensor parallel: this rank's heads and units; the column-parallel input gradients are summed over the group.
   dist::Communicator* tp = parallel_.tp_size() > 1 ? parallel_.tensor : nullptr;
   const int64_t Hq_r = Hq / parallel_.tp_size(), Hkv_r = Hkv / parallel_.tp_size(), F_r = F / parallel_.tp_size();
+  // Selective recompute (set_recompute_modules): what the forward dropped, made again by the same kernels.
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  auto norm_again = [&](const Tensor& x, const Tensor& weight, Tensor& h) {
+    if (h.defined()) return;
+    h = act({T, C});
+    Tensor rstd = stat({T});  // equals the kept one
+    ops::rmsnorm(x, weight, eps, h, rstd);
+  };
   // MLP block: d is the gradient of x_out; it is also the residual gradient of x_mid.
-  if (!a.act.defined()) mlp_forward(i, a, seed, true);  // selective recompute (set_recompute_mlp)
-  Tensor d_act = act({T, F_r}), d_up = act({T, F_r}), d_h = act({T, C});
-  lin_back(LinearKind::Down, d, a.act, d_act, false);
-  ops::swiglu_backward(d_act, a.gate, a.up, d_act, d_up);  // d_act now holds d_gate
-  lin_back(LinearKind::Gate, d_act, a.h2, d_h, false);
-  lin_back(LinearKind::Up, d_up, a.h2, d_h, true);
+  norm_again(a.x_mid, l.post_norm, a.h2);
+  if (!a.gate.defined()) {
+    mlp_forward(i, a, seed, true);
+  } else if (!a.act.defined()) {
+    a.act = act({T, F_r});
+    ops::swiglu(a.gate, a.up, a.act);
+  }
+  Tensor d_h = act({T, C});
+  {
+    Tensor d_act = act({T, F_r}), d_up = act({T, F_r});
+    lin_back(LinearKind::Down, d, a.act, d_act, false);
+    a.act = Tensor();
+    ops::swiglu_backward(d_act, a.gate, a.up, d_act, d_up);  // d_act now holds d_gate
+    a.gate = a.up = Tensor();
+    lin_back(LinearKind::Gate, d_act, a.h2, d_h, false);
+    lin_back(LinearKind::Up, d_up, a.h2, d_h, true);
+    a.h2 = Tensor();
+  }  // the MLP's intermediates and their gradients are free before the attention block's
   if (tp != nullptr) tp->all_reduce(d_h);
   ops::rmsnorm_backward(d_h, a.x_mid, l.post_norm, a.rstd2, d, l.grad_post_norm, /*accumulate_dx=*/true);
   // Attention block: d is now the gradient of x_mid, and the residual gradient of x_in.
@@ -480,6 +500,7 @@ void TrainableModel::layer_backward(int64_t i, const MicroBatch& b, Activations&
     dk = dk_tokens;
     dv = dv_tokens;
   }
+  norm_again(a.x_in, l.input_norm, a.h1);
   lin_back(LinearKind::Q, dq, a.h1, d_h, false);
   lin_back(LinearKind::K, dk, a.h1, d_h, true);
   lin_back(LinearKind::V, dv, a.h1, d_h, true);
@@ -539,10 +560,11 @@ StepStats TrainableModel::run(const MicroBatch& host_batch, float grad_scale, ui
     layer_forward(i, b, x, a, next, seed, training);
     if (!keeps(i)) {
       scratch = Activations{};  // a recomputed block keeps only its input until its recompute
-    } else if (backward && recompute_mlp_) {  // selective recompute: the backward makes them again
-      a.gate = Tensor();
-      a.up = Tensor();
-      a.act = Tensor();
+    } else if (backward) {  // selective recompute: layer_backward makes them again
+      const RecomputeModules& m = recompute_;
+      if (m.mlp && (m.mlp_layers < 0 || i - recomputed < m.mlp_layers)) a.gate = a.up = a.act = Tensor();
+      if (m.act) a.act = Tensor();
+      if (m.layernorm) a.h1 = a.h2 = Tensor();
     }
     x = next;
   }

@@ -12,9 +12,10 @@
 //    before its backward. Without it every activation is kept.
 //    set_recompute_layers(n) limits the recompute to the first n blocks (Megatron's "block" method,
 //    --recompute_num_layers): the other blocks keep everything, trading memory for the recompute's time.
-//    set_recompute_mlp(true) (--recompute_modules mlp) makes the blocks that keep their activations drop the MLP's
-//    intermediates and recompute them (two products and swiglu) before their backward: keep what is cheap to keep,
-//    recompute what is cheap to recompute. Every policy gives the same gradients bit for bit.
+//    set_recompute_modules (--recompute_modules layernorm / act / mlp) makes the blocks that keep their activations
+//    drop the norms' outputs, silu(gate) * up or the whole MLP's intermediates and make them again (elementwise
+//    passes; two products and swiglu) before their backward: keep what is cheap to keep, recompute what is cheap to
+//    recompute. Every policy gives the same gradients bit for bit.
 //  - Labels are already shifted: labels[t] is the token that must follow position t (-100: no loss), and
 //    never cross a sequence boundary (shift_labels builds them from ids and a per-token loss mask).
 //  - Parameter names are PEFT's saved names for LoRA and Hugging Face names for full fine-tuning, so gradients
@@ -140,13 +141,19 @@ class TrainableModel {
   // (the default): every block recomputes.
   void set_recompute_layers(int64_t n) { recompute_layers_ = n; }
   int64_t recompute_layers() const { return recompute_layers_; }
-  // Selective recompute of the MLP (Megatron's --recompute_modules mlp): every block that keeps its activations
-  // (all without checkpointing, blocks n.. with set_recompute_layers(n)) drops the MLP's intermediates (gate, up and
-  // silu(gate) * up: 3 x tokens x intermediate_size, most of a block's activations) after its forward and makes them
-  // again from the MLP's input right before its backward (gate and up products, swiglu; same masks). Same gradients
-  // bit for bit.
-  void set_recompute_mlp(bool on) { recompute_mlp_ = on; }
-  bool recompute_mlp() const { return recompute_mlp_; }
+  // Selective recompute (Megatron's --recompute_modules): what the blocks that keep their activations (all without
+  // checkpointing, blocks n.. with set_recompute_layers(n)) drop after their forward and make again right before
+  // their backward, with the same kernels and dropout masks: the same gradients bit for bit.
+  struct RecomputeModules {
+    bool layernorm = false;   // the two RMSNorm outputs (2 x tokens x hidden): an elementwise pass each, from the
+                              // block input and the residual after attention (both kept)
+    bool act = false;         // silu(gate) * up (tokens x intermediate_size): an elementwise pass from gate and up
+    bool mlp = false;         // gate, up and silu(gate) * up (3 x tokens x intermediate_size, most of a block's
+                              // activations): the gate and up products (LoRA included) and swiglu
+    int64_t mlp_layers = -1;  // mlp only in the first n blocks that keep their activations (all when < 0)
+  };
+  void set_recompute_modules(const RecomputeModules& modules) { recompute_ = modules; }
+  const RecomputeModules& recompute_modules() const { return recompute_; }
 
   // Forward + backward of one micro-batch; gradients of grad_scale * (summed loss) are added to the parameters'.
   // dropout_seed picks the LoRA dropout masks of this micro-batch (0 with lora_dropout 0).
@@ -224,7 +231,7 @@ class TrainableModel {
   std::vector<std::vector<Tensor*>> grad_handles_;
   std::vector<int64_t> first_grad_stage_;
   int64_t recompute_layers_ = -1;               // set_recompute_layers
-  bool recompute_mlp_ = false;                  // set_recompute_mlp
+  RecomputeModules recompute_;                  // set_recompute_modules
   ParallelGroups parallel_;                 // sequence / tensor parallel groups (none by default)
   int64_t vocab_offset_ = 0;                // tensor parallel: the first vocabulary row of embed_ / lm_head_
 };

@@ -22,6 +22,8 @@
 #ifdef SWIFT_WITH_CUDA
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <tuple>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -139,8 +141,9 @@ TEST_P(CudaTraining, LossAndEveryGradientMatchTransformers) {
 
 // LoRA dropout on the GPU against the CPU, same seed: the CPU draws every mask three times (forward, dx, da), the GPU
 // draws it once in the forward and reads the cached keep bits in the backward (ops.h Dropout::keep_bits), also
-// after a recompute (checkpointing). The first *_lora_randb fixture, dropout 0.25, loss and every gradient: F32
-// within the F32 bounds above, BF16 activations within the BF16 ones.
+// after a recompute (checkpointing, the selective recompute). The first *_lora_randb fixture, dropout 0.25, loss and
+// every gradient: F32 within the F32 bounds above, BF16 activations within the BF16 ones; every recompute policy gives
+// the bits of keeping everything.
 TEST(CudaTrainingDropout, LoraDropoutMasksMatchTheCpu) {
   ops::init_backends();
   ASSERT_GT(ops::cuda_device_count(), 0) << "no CUDA device visible (gpu tests need one)";
@@ -180,8 +183,18 @@ TEST(CudaTrainingDropout, LoraDropoutMasksMatchTheCpu) {
     auto gpu_lm = make(Device::cuda(), p.matrices);
     model::TrainableModel gpu(*gpu_lm, model::TunerType::Lora, lora(*gpu_lm));
     gpu.set_activation_dtype(p.activations);
-    for (bool checkpointing : {false, true}) {
-      SCOPED_TRACE(fmt::format("{} checkpointing {}", p.name, checkpointing));
+    // Every recompute policy: within the bounds of the CPU, and the same bits as keeping everything on this GPU
+    // (block checkpointing; the selective recompute of --recompute_modules layernorm act mlp, mlp in one layer).
+    using Modules = model::TrainableModel::RecomputeModules;
+    const std::vector<std::tuple<std::string, bool, Modules>> policies = {
+        {"keep everything", false, {}},
+        {"checkpointing", true, {}},
+        {"layernorm act mlp", false, {.layernorm = true, .act = true, .mlp = true}},
+        {"layernorm act, mlp in 1 layer", false, {.layernorm = true, .act = true, .mlp = true, .mlp_layers = 1}}};
+    std::vector<Tensor> kept;  // the gradients of keeping everything, on the host
+    for (const auto& [policy, checkpointing, modules] : policies) {
+      SCOPED_TRACE(fmt::format("{} {}", p.name, policy));
+      gpu.set_recompute_modules(modules);
       gpu.zero_grad();
       const model::StepStats got = gpu.forward_backward(batch, 1.0f, 4242, checkpointing);
       EXPECT_LT(std::abs(got.loss_sum - want.loss_sum) / std::abs(want.loss_sum), p.loss_rel);
@@ -189,8 +202,14 @@ TEST(CudaTrainingDropout, LoraDropoutMasksMatchTheCpu) {
       const std::vector<model::Parameter>& cp = cpu.parameters();
       ASSERT_EQ(gp.size(), cp.size());
       for (size_t i = 0; i < gp.size(); ++i) {
-        EXPECT_TRUE(golden::close(std::string("dropout ") + p.name + " grad " + gp[i].name, gp[i].grad.to(Device::cpu()),
-                                  cp[i].grad, p.grad_max_abs, p.grad_rel_l2));
+        const Tensor g = gp[i].grad.to(Device::cpu());
+        EXPECT_TRUE(golden::close(std::string("dropout ") + p.name + " grad " + gp[i].name, g, cp[i].grad,
+                                  p.grad_max_abs, p.grad_rel_l2));
+        if (kept.size() < gp.size()) {
+          kept.push_back(g);
+        } else {
+          EXPECT_EQ(std::memcmp(kept[i].raw(), g.raw(), g.nbytes()), 0) << gp[i].name;
+        }
       }
     }
   }

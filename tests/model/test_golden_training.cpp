@@ -156,17 +156,27 @@ TEST_P(GoldenTraining, LossAndEveryGradientAtInit) {
     tm->forward_backward(b, 1.0f / static_cast<float>(n), 0, true);
     expect_same("recompute_num_layers " + std::to_string(layers));
   }
-  // The selective MLP recompute (--recompute_modules mlp) on the kept blocks: without checkpointing (every block),
-  // with the first block recomputed whole, and with every block recomputed whole (nothing kept: no effect).
-  tm->set_recompute_mlp(true);
-  for (const auto& [layers, checkpointing] : std::vector<std::pair<int64_t, bool>>{{-1, false}, {1, true}, {-1, true}}) {
-    tm->set_recompute_layers(layers);
-    tm->zero_grad();
-    tm->forward_backward(b, 1.0f / static_cast<float>(n), 0, checkpointing);
-    expect_same("recompute_modules mlp, recompute_num_layers " + std::to_string(layers) + ", checkpointing " +
-                std::to_string(checkpointing));
+  // The selective recompute (--recompute_modules) on the kept blocks: without checkpointing (every block), with the
+  // first block recomputed whole, and with every block recomputed whole (nothing kept: no effect); mlp alone, mlp
+  // limited to the first kept block, and layernorm + act (with and without mlp).
+  using Modules = model::TrainableModel::RecomputeModules;
+  const std::vector<std::pair<std::string, Modules>> policies = {
+      {"mlp", {.mlp = true}},
+      {"mlp in 1 layer", {.mlp = true, .mlp_layers = 1}},
+      {"layernorm act", {.layernorm = true, .act = true}},
+      {"layernorm act mlp", {.layernorm = true, .act = true, .mlp = true}}};
+  for (const auto& [name, modules] : policies) {
+    tm->set_recompute_modules(modules);
+    for (const auto& [layers, checkpointing] :
+         std::vector<std::pair<int64_t, bool>>{{-1, false}, {1, true}, {-1, true}}) {
+      tm->set_recompute_layers(layers);
+      tm->zero_grad();
+      tm->forward_backward(b, 1.0f / static_cast<float>(n), 0, checkpointing);
+      expect_same("recompute_modules " + name + ", recompute_num_layers " + std::to_string(layers) +
+                  ", checkpointing " + std::to_string(checkpointing));
+    }
   }
-  tm->set_recompute_mlp(false);
+  tm->set_recompute_modules({});
   tm->set_recompute_layers(-1);
 }
 

@@ -65,7 +65,7 @@ struct Case {
   float dropout = 0.0f;      // LoRA dropout
   bool load_shards = false;  // the model keeps only its shards from load on (CausalLM::shard_for_tensor_parallel)
   bool save_modules = false;  // LoRA: modules_to_save embed_tokens and lm_head (trained vocabulary shards)
-  bool recompute_mlp = false;  // the parallel ranks: block 0 recomputed whole, the others the MLP only
+  bool recompute_mlp = false;  // the parallel ranks: block 0 recomputed whole, the others layernorm, act and mlp
 };
 
 TinyModelSpec with_vocab(TinyModelSpec s, int64_t vocab, bool tied) {
@@ -104,7 +104,7 @@ Gradients forward_backward(const Case& k, const model::MicroBatch& batch, dist::
   if (parallel) tm.set_parallel(parallel->groups());
   if (parallel && k.recompute_mlp) {  // the one process recomputes every block whole: the same gradients
     tm.set_recompute_layers(1);
-    tm.set_recompute_mlp(true);
+    tm.set_recompute_modules({.layernorm = true, .act = true, .mlp = true});
   }
   const model::StepStats s =
       tm.forward_backward(batch, 1.0f / static_cast<float>(test::target_tokens(batch)), 5, true);

@@ -1,13 +1,15 @@
-// tests/train/test_recompute_mlp.cpp — the selective MLP recompute (TrainableModel::set_recompute_mlp, swift sft
-// --recompute_modules mlp) with LoRA dropout on: the same loss and gradients bit for bit as keeping everything
-// (the recompute draws the same masks), with and without block checkpointing, and a lower activation peak: at least
-// one layer's MLP intermediates (3 x T x intermediate_size F32 on the CPU) fewer; block recompute (first block of two)
-// peaks below keeping everything. The golden fixtures' own check of every policy (dropout 0, LoRA / DoRA / full) is
+// tests/train/test_selective_recompute.cpp — the selective recompute (TrainableModel::set_recompute_modules, swift
+// sft --recompute_modules layernorm / act / mlp) with LoRA dropout on: the same loss and gradients bit for bit as
+// keeping everything (the recompute draws the same masks), with and without block checkpointing, and a lower
+// activation peak: at least the dropped tensors of every kept layer but one (mlp: 3 x T x intermediate_size F32 on
+// the CPU; layernorm + act: 2 x T x hidden + T x intermediate_size); block recompute (first block of two) peaks below
+// keeping everything. The golden fixtures' own check of every policy (dropout 0, LoRA / DoRA / full) is
 // in tests/model/test_golden_training.cpp.
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -61,7 +63,7 @@ Result step(model::TrainableModel& tm, const model::MicroBatch& b, bool checkpoi
   return r;
 }
 
-TEST(RecomputeMlp, SameGradientsWithDropoutAndLessActivationMemory) {
+TEST(SelectiveRecompute, SameGradientsWithDropoutAndLessActivationMemory) {
   ops::init_backends();
   auto lm = model::CausalLM::load(std::string(SWIFT_FIXTURES_DIR) + "/golden/llama_gqa_llama3");
   const io::ModelConfig& c = lm->config();
@@ -93,24 +95,36 @@ TEST(RecomputeMlp, SameGradientsWithDropoutAndLessActivationMemory) {
       SCOPED_TRACE("recompute_num_layers " + std::to_string(layers) + ", checkpointing " +
                    std::to_string(checkpointing));
       tm.set_recompute_layers(layers);
-      tm.set_recompute_mlp(false);
+      tm.set_recompute_modules({});
       const Result keep = step(tm, b, checkpointing);
-      tm.set_recompute_mlp(true);
-      const Result mlp = step(tm, b, checkpointing);
-      EXPECT_EQ(keep.loss_sum, mlp.loss_sum);
-      ASSERT_EQ(keep.grads.size(), mlp.grads.size());
-      for (size_t i = 0; i < keep.grads.size(); ++i) {
-        EXPECT_EQ(std::memcmp(keep.grads[i].raw(), mlp.grads[i].raw(), keep.grads[i].nbytes()), 0)
-            << tm.parameters()[i].name;
-      }
-      // The kept blocks (all without checkpointing, the last one with recompute_num_layers 1 of 2) hold no MLP
-      // intermediates after the forward; the backward makes one block's again at a time.
+      // The kept blocks (all without checkpointing, the last one with recompute_num_layers 1 of 2) hold none of the
+      // dropped tensors after the forward; the backward makes one block's again at a time.
       const int64_t kept = checkpointing ? c.num_hidden_layers - layers : c.num_hidden_layers;
       const int64_t one_mlp = 3 * tokens * c.intermediate_size * 4;
-      EXPECT_LE(mlp.activation_peak, keep.activation_peak - (kept - 1) * one_mlp)
-          << "peak " << mlp.activation_peak << " vs " << keep.activation_peak << " (one MLP: " << one_mlp << ")";
-      if (kept > 1) {
-        EXPECT_LT(mlp.activation_peak, keep.activation_peak);
+      const int64_t one_norms_act = (2 * tokens * c.hidden_size + tokens * c.intermediate_size) * 4;
+      using Modules = model::TrainableModel::RecomputeModules;
+      for (const auto& [name, modules, dropped] :
+           std::vector<std::tuple<std::string, Modules, int64_t>>{{"mlp", {.mlp = true}, one_mlp},
+                                                                  {"layernorm act", {.layernorm = true, .act = true},
+                                                                   one_norms_act},
+                                                                  {"layernorm act mlp",
+                                                                   {.layernorm = true, .act = true, .mlp = true},
+                                                                   one_mlp + 2 * tokens * c.hidden_size * 4}}) {
+        SCOPED_TRACE(name);
+        tm.set_recompute_modules(modules);
+        const Result selective = step(tm, b, checkpointing);
+        EXPECT_EQ(keep.loss_sum, selective.loss_sum);
+        ASSERT_EQ(keep.grads.size(), selective.grads.size());
+        for (size_t i = 0; i < keep.grads.size(); ++i) {
+          EXPECT_EQ(std::memcmp(keep.grads[i].raw(), selective.grads[i].raw(), keep.grads[i].nbytes()), 0)
+              << tm.parameters()[i].name;
+        }
+        EXPECT_LE(selective.activation_peak, keep.activation_peak - (kept - 1) * dropped)
+            << "peak " << selective.activation_peak << " vs " << keep.activation_peak << " (one layer's: " << dropped
+            << ")";
+        if (kept > 1) {
+          EXPECT_LT(selective.activation_peak, keep.activation_peak);
+        }
       }
       // Block recompute frees a recomputed block's forward state right after its forward: the first block's
       // activations are gone while the second runs, so the peak is below keeping everything.
@@ -119,7 +133,7 @@ TEST(RecomputeMlp, SameGradientsWithDropoutAndLessActivationMemory) {
         EXPECT_LT(keep.activation_peak, keep_everything_peak);
       }
     }
-    tm.set_recompute_mlp(false);
+    tm.set_recompute_modules({});
     tm.set_recompute_layers(-1);
   }
 }
