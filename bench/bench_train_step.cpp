@@ -6,7 +6,7 @@
 //
 //   bench_train_step --config bench/configs/qwen2.5-7b.json --tuner lora --seq 2048 --batch 4
 //       [--gradient_checkpointing] [--recompute_num_layers N] [--recompute_modules layernorm,act,mlp]
-//       [--steps 6] [--warmup 2]
+//       [--cpu_offloading_num_layers N] [--steps 6] [--warmup 2]
 //       [--device cuda|cpu]
 //   NPROC_PER_NODE=N bench_train_step ... [--zero 0|1|2] [--bucket_mb 25] [--no_overlap]   data parallel
 //   SWIFT_PROFILE=1 bench_train_step ...   adds a per-op time table of the timed steps (ops bracketed by synchronisations)
@@ -132,6 +132,10 @@ int main(int argc, char** argv) {
                  "selective recompute in the kept layers, as swift sft --recompute_modules (comma-separated)")
       ->delimiter(',')
       ->check(CLI::IsMember({"layernorm", "act", "mlp"}));
+  int64_t offload_layers = 0;
+  app.add_option("--cpu_offloading_num_layers", offload_layers,
+                 "activation offloading of N kept layers' MLP intermediates (swift sft --cpu_offloading_num_layers)")
+      ->check(CLI::NonNegativeNumber);
   int zero_stage = 0;
   int64_t bucket_mb = train::GradientReducer::kDefaultBucketBytes >> 20;
   bool no_overlap = false;
@@ -178,6 +182,7 @@ int main(int argc, char** argv) {
       recompute.mlp_layers = recompute_layers;
     }
     trainable.set_recompute_modules(recompute);
+    trainable.set_offload_layers(offload_layers);
     ops::AdamWConfig adamw;
     adamw.weight_decay = 0.1;
     std::vector<model::Parameter>& params = trainable.parameters();
@@ -256,11 +261,13 @@ int main(int argc, char** argv) {
     if (env.rank == 0) {
       std::string json = fmt::format("{{\"impl\": \"swift.cpp\", \"config\": \"{}\", \"tuner\": \"{}\", \"seq\": {}, \"batch\": {}, "
                                      "\"gradient_checkpointing\": {}, \"recompute_num_layers\": {}, \"recompute_modules\": \"{}\", "
+                                     "\"cpu_offloading_num_layers\": {}, \"offload_host_gib\": {:.2f}, "
                                      "\"trainable\": {}, "
                                      "\"step_s_median\": {:.4f}, "
                                      "\"tokens_per_s\": {:.1f}, \"model_tflops\": {:.1f}, \"peak_allocated_gib\": {:.2f}, "
                                      "\"last_loss\": {:.4f}}}",
                                      config_path, tuner, seq, batch, checkpointing, recompute_layers, fmt::join(recompute_names, ","),
+                                     offload_layers, trainable.offload_host_bytes() / 1073741824.0,
                                      trainable.trainable_count(), step_s,
                                      tokens / step_s, flops / step_s / 1e12, mem.total_peak / 1073741824.0, last_loss);
       if (comm) {

@@ -55,7 +55,7 @@ for ((i = 0; i < ${#cases[@]}; i++)); do
         build-gpu/bench/bench_train_step $recompute --steps 5 --warmup 2 2>>"$out/bench-train.log"
       else
         PYTHONUNBUFFERED=1 python3 scripts/bench/peer_train_step.py $recompute --steps 5 --warmup 2 2>>"$out/bench-train.log"
-      fi | sed "s/^{/{\"case\": \"$c-$custom\", \"args\": \"$recompute\", /" | tee -a "$out/bench-train.jsonl" \
+      fi | sed "s|^{|{\"case\": \"$c-$custom\", \"args\": \"$recompute\", |" | tee -a "$out/bench-train.jsonl" \
         || echo "{\"case\": \"$c-$custom\", \"error\": true}" | tee -a "$out/bench-train.jsonl" ;;
     7b-lora-gc) run_case "$c" bench/configs/qwen2.5-7b.json lora 2048 4 --gradient_checkpointing ;;
     7b-lora-8k) run_case "$c" bench/configs/qwen2.5-7b.json lora 8192 1 --gradient_checkpointing ;;

@@ -95,7 +95,8 @@ struct TrainingArguments {  // sft, pt, rlhf
   int64_t save_steps = 0;
   std::optional<int64_t> eval_steps, save_total_limit;
   std::optional<int64_t> recompute_num_layers;  // with gradient_checkpointing: recompute only the first N layers
-  std::vector<std::string> recompute_modules;   // selective recompute: "mlp" (and "core_attn", a no-op)
+  std::vector<std::string> recompute_modules;   // selective recompute: layernorm, act, mlp (core_attn: a no-op)
+  int64_t cpu_offloading_num_layers = 0;        // layers whose MLP intermediates wait in host memory
   bool save_only_model = false, save_safetensors = false;
   std::optional<std::string> metric_for_best_model;
   std::optional<bool> greater_is_better;

@@ -243,6 +243,13 @@ void add_training_options(std::vector<OptionSpec>& t) {
                        "without --gradient_checkpointing --recompute_num_layers N limits it to the first N layers). "
                        "core_attn is accepted and has nothing to do: attention never stores its scores. Gradients "
                        "are identical."});
+  t.push_back({.name = "cpu_offloading_num_layers", .type = integer, .group = G::training, .commands = c,
+               .default_value = "0",
+               .help = "Activation offloading (Megatron's name): N of the layers that keep their MLP intermediates "
+                       "send gate and up to page-locked host memory during the forward, on a copy stream that "
+                       "overlaps the other layers' work, and fetch them back two layers ahead in the backward: "
+                       "device memory for host memory and PCIe bandwidth instead of recompute. The layers are spread "
+                       "over the kept ones (never the last two). Gradients are identical."});
   t.push_back({.name = "vit_gradient_checkpointing", .type = boolean, .group = G::training, .commands = c,
                .default_note = "gradient_checkpointing", .help = "Gradient checkpointing of the vision tower."});
   t.push_back({.name = "gradient_checkpointing_kwargs", .type = json, .group = G::training, .commands = c,

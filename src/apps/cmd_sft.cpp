@@ -257,6 +257,9 @@ int run_training(Command command, const Args& raw) {
     }
   }
   trainable.set_recompute_modules(recompute);
+  SWIFT_CHECK(tr.cpu_offloading_num_layers >= 0, "--cpu_offloading_num_layers {}: must be >= 0 (layers to offload)",
+              tr.cpu_offloading_num_layers);
+  trainable.set_offload_layers(tr.cpu_offloading_num_layers);
   const int64_t total = config.parameter_count();
   std::fprintf(stderr, "trainable parameters: %lld of %lld (%.4f%%)\n", static_cast<long long>(trainable.trainable_count()),
                static_cast<long long>(total), 100.0 * static_cast<double>(trainable.trainable_count()) / total);

@@ -541,6 +541,23 @@ StepStats TrainableModel::run(const MicroBatch& host_batch, float grad_scale, ui
   // Megatron's "block" recompute method; the others keep every activation. Evaluation keeps nothing.
   const int64_t recomputed = !backward ? L : (!checkpoint ? 0 : (recompute_layers_ < 0 ? L : std::min(L, recompute_layers_)));
   auto keeps = [&](int64_t i) { return i >= recomputed; };
+  const RecomputeModules& m = recompute_;
+  auto mlp_recomputed = [&](int64_t i) { return m.mlp && (m.mlp_layers < 0 || i - recomputed < m.mlp_layers); };
+  // Offloaded blocks (set_offload_layers): spread evenly over the kept blocks whose MLP stays, but the last two.
+  std::vector<bool> offloads(static_cast<size_t>(L), false);
+  if (offloader_) offloader_->clear();  // nothing left from a step that failed half-way
+  if (backward && offload_layers_ > 0) {
+    std::vector<int64_t> candidates;
+    for (int64_t i = recomputed; i < L - 2; ++i) {
+      if (!mlp_recomputed(i)) candidates.push_back(i);
+    }
+    const auto count = static_cast<int64_t>(candidates.size()), n = std::min(offload_layers_, count);
+    for (int64_t k = 0; k < n; ++k) offloads[static_cast<size_t>(candidates[static_cast<size_t>(k * count / n)])] = true;
+    if (n > 0 && !offloader_) offloader_ = std::make_unique<ops::ActivationOffloader>(device_);
+  }
+  // Slots of the offloaded tensors: gate, up, act of each block.
+  auto slot = [](int64_t layer, int which) { return layer * 3 + which; };
+  constexpr size_t kStoresInFlight = 4;  // two blocks' gate and up: their copies finish while later blocks compute
   std::vector<Activations> acts(static_cast<size_t>(L));  // kept blocks' activations
   Activations scratch;                                    // a recomputed block's, one at a time
   std::vector<Tensor> inputs(static_cast<size_t>(L));     // block inputs (the checkpoints)
@@ -561,13 +578,22 @@ StepStats TrainableModel::run(const MicroBatch& host_batch, float grad_scale, ui
     if (!keeps(i)) {
       scratch = Activations{};  // a recomputed block keeps only its input until its recompute
     } else if (backward) {  // selective recompute: layer_backward makes them again
-      const RecomputeModules& m = recompute_;
-      if (m.mlp && (m.mlp_layers < 0 || i - recomputed < m.mlp_layers)) a.gate = a.up = a.act = Tensor();
+      if (mlp_recomputed(i)) a.gate = a.up = a.act = Tensor();
       if (m.act) a.act = Tensor();
       if (m.layernorm) a.h1 = a.h2 = Tensor();
+      if (offloads[static_cast<size_t>(i)]) {  // to the host until the backward fetches them back
+        int which = 0;
+        for (Tensor* t : {&a.gate, &a.up, &a.act}) {
+          if (t->defined()) offloader_->store(slot(i, which), *t);
+          *t = Tensor();
+          ++which;
+        }
+        offloader_->retire(kStoresInFlight);
+      }
     }
     x = next;
   }
+  if (offloader_) offloader_->retire(0);  // every store's device memory is free before the head's
   Tensor hidden = act({T, C}), rstd = stat({T});
   ops::rmsnorm(x, final_norm_, static_cast<float>(c.rms_norm_eps), hidden, rstd);
   Tensor dhidden = backward ? act({T, C}) : Tensor();
@@ -588,6 +614,18 @@ StepStats TrainableModel::run(const MicroBatch& host_batch, float grad_scale, ui
       a = Activations{};
       Tensor out = act({T, C});
       layer_forward(i, b, inputs[static_cast<size_t>(i)], a, out, seed, training);
+    }
+    if (offloader_) {  // fetch the offloaded blocks two ahead; this block's tensors before its backward
+      for (int64_t j = std::max<int64_t>(0, i - 2); j <= i; ++j) {
+        for (int which = 0; which < 3; ++which) {
+          if (offloader_->holds(slot(j, which))) offloader_->prefetch(slot(j, which));
+        }
+      }
+      int which = 0;
+      for (Tensor* t : {&a.gate, &a.up, &a.act}) {
+        if (offloader_->holds(slot(i, which))) *t = offloader_->take(slot(i, which));
+        ++which;
+      }
     }
     provide_gradients(i);
     layer_backward(i, b, a, d, seed);

@@ -15,7 +15,8 @@
 //    set_recompute_modules (--recompute_modules layernorm / act / mlp) makes the blocks that keep their activations
 //    drop the norms' outputs, silu(gate) * up or the whole MLP's intermediates and make them again (elementwise
 //    passes; two products and swiglu) before their backward: keep what is cheap to keep, recompute what is cheap to
-//    recompute. Every policy gives the same gradients bit for bit.
+//    recompute. set_offload_layers(n) (--cpu_offloading_num_layers) moves n kept blocks' MLP intermediates to host
+//    memory between their forward and backward instead. Every policy gives the same gradients bit for bit.
 //  - Labels are already shifted: labels[t] is the token that must follow position t (-100: no loss), and
 //    never cross a sequence boundary (shift_labels builds them from ids and a per-token loss mask).
 //  - Parameter names are PEFT's saved names for LoRA and Hugging Face names for full fine-tuning, so gradients
@@ -62,6 +63,7 @@
 #include "model/causal_lm.h"
 #include "model/lora.h"
 #include "model/parallel.h"
+#include "ops/offload.h"
 #include "ops/ops.h"
 
 namespace swift::model {
@@ -154,6 +156,16 @@ class TrainableModel {
   };
   void set_recompute_modules(const RecomputeModules& modules) { recompute_ = modules; }
   const RecomputeModules& recompute_modules() const { return recompute_; }
+  // Activation offloading (Megatron's --cpu_offloading_num_layers): n of the blocks that keep their MLP intermediates
+  // (not recomputed whole, not by the selective mlp recompute; never the last two, whose copies could not hide) send
+  // gate, up (and silu(gate) * up when kept) to host memory during the forward and fetch them back two blocks ahead in
+  // the backward (ops/offload.h: a copy stream and page-locked buffers on CUDA; the copies overlap the other blocks'
+  // work). The n blocks are spread evenly over the candidates, so the copies keep pace with the forward. Same bits:
+  // the bytes that come back are the bytes that left. 0 (the default): nothing leaves the device.
+  void set_offload_layers(int64_t n) { offload_layers_ = n; }
+  int64_t offload_layers() const { return offload_layers_; }
+  // Host memory held by the offload buffers (page-locked on CUDA; reused by every step).
+  int64_t offload_host_bytes() const { return offloader_ ? offloader_->host_bytes() : 0; }
 
   // Forward + backward of one micro-batch; gradients of grad_scale * (summed loss) are added to the parameters'.
   // dropout_seed picks the LoRA dropout masks of this micro-batch (0 with lora_dropout 0).
@@ -232,6 +244,8 @@ class TrainableModel {
   std::vector<int64_t> first_grad_stage_;
   int64_t recompute_layers_ = -1;               // set_recompute_layers
   RecomputeModules recompute_;                  // set_recompute_modules
+  int64_t offload_layers_ = 0;                  // set_offload_layers
+  std::unique_ptr<ops::ActivationOffloader> offloader_;  // made by the first step that offloads
   ParallelGroups parallel_;                 // sequence / tensor parallel groups (none by default)
   int64_t vocab_offset_ = 0;                // tensor parallel: the first vocabulary row of embed_ / lm_head_
 };

@@ -1,0 +1,72 @@
+// ops/offload.h — activation offloading: a device tensor's bytes copied to host memory while the step does not need
+// them (its device memory goes back to the allocator), and copied back before it does.
+//
+// Invariants:
+//  - CUDA: the copies run on a copy stream of the offloader, into page-locked host buffers (one per slot, grown as
+//    needed, reused by later steps), so they overlap the op stream's work. store() copies after the work enqueued on
+//    the device's op stream so far; prefetch() copies into a new device tensor after the work enqueued so far (its
+//    memory may have been another tensor's). Both directions share the copy stream, so a slot's next store never
+//    overwrites the host buffer before its previous copy back read it.
+//  - Memory is given back in stream order: retire() makes the op stream wait for a store's copy before it lets go of
+//    the device tensor, so whatever later reuses that memory on the op stream runs after the copy read it; take()
+//    makes the op stream wait for the copy back before the tensor is used. The op stream stalls only when a copy is
+//    not finished by then (time, never correctness): the bits that come back are the bits that left.
+//  - CPU: the same protocol with plain host buffers and synchronous copies (what the tests exercise); the copies live
+//    outside the Activations category (MemoryCategory::Other), as pinned memory does on CUDA.
+//  - One slot holds one tensor at a time: store() a slot, then prefetch() and take() it before storing it again.
+//  - The destructor waits for the copies in flight. Not thread-safe (one trainer thread).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+
+#include "core/tensor.h"
+
+namespace swift::ops {
+
+class ActivationOffloader {
+ public:
+  explicit ActivationOffloader(Device device);
+  ~ActivationOffloader();
+  ActivationOffloader(const ActivationOffloader&) = delete;
+  ActivationOffloader& operator=(const ActivationOffloader&) = delete;
+
+  // Starts copying t (contiguous, on the offloader's device) to the host buffer of `slot`; the offloader holds t
+  // until retire() lets it go.
+  void store(int64_t slot, const Tensor& t);
+  // Lets go of the oldest stored device tensors until at most `keep` are held (the op stream waits for their copies).
+  void retire(size_t keep);
+  // Starts copying `slot` back into a new device tensor (the stored shape and dtype, accounted to `category`).
+  void prefetch(int64_t slot, MemoryCategory category = MemoryCategory::Activations);
+  bool holds(int64_t slot) const { return stored_.count(slot) != 0 || fetched_.count(slot) != 0; }
+  bool prefetched(int64_t slot) const { return fetched_.count(slot) != 0; }
+  // The tensor of `slot` back on the device, usable by ops enqueued from now on (prefetches first if needed). The slot
+  // is empty afterwards.
+  Tensor take(int64_t slot, MemoryCategory category = MemoryCategory::Activations);
+  // Empties every slot (a step that failed half-way): lets go of the held device tensors as retire(0) does; the host
+  // buffers stay for reuse.
+  void clear();
+  // Host bytes held by the slots' buffers (pinned on CUDA).
+  int64_t host_bytes() const;
+  Device device() const { return device_; }
+
+ private:
+  struct HostBuffer;  // offload.cpp: page-locked (CUDA) or heap (CPU) bytes
+  struct Copy;        // offload.cpp: a copy's device tensor and its completion event
+  struct Stored {
+    Shape shape;
+    DType dtype = DType::F32;
+  };
+  HostBuffer& buffer(int64_t slot, size_t bytes);
+
+  Device device_;
+  void* copy_stream_ = nullptr;                           // cudaStream_t
+  std::map<int64_t, std::unique_ptr<HostBuffer>> host_;  // slot -> buffer
+  std::map<int64_t, Stored> stored_;                      // slots holding a tensor on the host
+  std::deque<std::unique_ptr<Copy>> in_flight_;           // stores whose device tensor is still held, oldest first
+  std::map<int64_t, std::unique_ptr<Copy>> fetched_;      // prefetched slots, not taken yet
+};
+
+}  // namespace swift::ops
