@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <numeric>
 
 #include "core/error.h"
@@ -68,6 +69,13 @@ Tensor shift_labels(const Tensor& ids, const Tensor& loss_mask, const Tensor& cu
   }
   return labels;
 }
+
+namespace {
+int64_t env_int(const char* name, int64_t fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? std::strtoll(v, nullptr, 10) : fallback;
+}
+}  // namespace
 
 struct TrainableModel::Activations {
   Tensor x_in, h1, rstd1, q, k, v, q_rstd, k_rstd, q3, k3, attn, lse, x_mid, h2, rstd2, gate, up, act;
@@ -557,7 +565,11 @@ StepStats TrainableModel::run(const MicroBatch& host_batch, float grad_scale, ui
   }
   // Slots of the offloaded tensors: gate, up, act of each block.
   auto slot = [](int64_t layer, int which) { return layer * 3 + which; };
-  constexpr size_t kStoresInFlight = 4;  // two blocks' gate and up: their copies finish while later blocks compute
+  // Stores held before the op stream waits for the oldest (two blocks' gate and up: their copies finish while later
+  // blocks compute) and how many blocks ahead the backward fetches; SWIFT_OFFLOAD_IN_FLIGHT / SWIFT_OFFLOAD_AHEAD
+  // override them for measurements.
+  static const size_t kStoresInFlight = static_cast<size_t>(env_int("SWIFT_OFFLOAD_IN_FLIGHT", 4));
+  static const int64_t kFetchAhead = env_int("SWIFT_OFFLOAD_AHEAD", 2);
   std::vector<Activations> acts(static_cast<size_t>(L));  // kept blocks' activations
   Activations scratch;                                    // a recomputed block's, one at a time
   std::vector<Tensor> inputs(static_cast<size_t>(L));     // block inputs (the checkpoints)
@@ -616,7 +628,7 @@ StepStats TrainableModel::run(const MicroBatch& host_batch, float grad_scale, ui
       layer_forward(i, b, inputs[static_cast<size_t>(i)], a, out, seed, training);
     }
     if (offloader_) {  // fetch the offloaded blocks two ahead; this block's tensors before its backward
-      for (int64_t j = std::max<int64_t>(0, i - 2); j <= i; ++j) {
+      for (int64_t j = std::max<int64_t>(0, i - kFetchAhead); j <= i; ++j) {
         for (int which = 0; which < 3; ++which) {
           if (offloader_->holds(slot(j, which))) offloader_->prefetch(slot(j, which));
         }
