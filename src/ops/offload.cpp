@@ -5,6 +5,8 @@
 // non-blocking (it never waits for the legacy stream), so every ordering with the op stream is an explicit event.
 #include "ops/offload.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -117,6 +119,58 @@ void copy_after_ops(cudaStream_t ops_stream, cudaStream_t copy_stream) {
   check(cudaStreamWaitEvent(copy_stream, e, 0), "cudaStreamWaitEvent (copy after ops)");
   check(cudaEventDestroy(e), "cudaEventDestroy");  // released once the wait is satisfied
 }
+// SWIFT_OFFLOAD_TRACE=1: every copy between two timing events; clear() prints the copies' busy time and rate.
+bool tracing() {
+  static const bool on = [] {
+    const char* v = std::getenv("SWIFT_OFFLOAD_TRACE");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
+  return on;
+}
+struct TraceEntry {
+  cudaEvent_t start = nullptr, end = nullptr;
+  size_t bytes = 0;
+  bool to_host = false;
+};
+std::vector<TraceEntry>& trace() {
+  static std::vector<TraceEntry> entries;
+  return entries;
+}
+cudaEvent_t trace_start(cudaStream_t stream) {
+  if (!tracing()) return nullptr;
+  cudaEvent_t e = nullptr;
+  check(cudaEventCreate(&e), "cudaEventCreate (trace)");
+  check(cudaEventRecord(e, stream), "cudaEventRecord (trace)");
+  return e;
+}
+void trace_end(cudaEvent_t start, cudaStream_t stream, size_t bytes, bool to_host) {
+  if (start == nullptr) return;
+  cudaEvent_t e = nullptr;
+  check(cudaEventCreate(&e), "cudaEventCreate (trace)");
+  check(cudaEventRecord(e, stream), "cudaEventRecord (trace)");
+  trace().push_back({start, e, bytes, to_host});
+}
+void trace_report() {
+  if (trace().empty()) return;
+  double ms[2] = {0, 0}, gb[2] = {0, 0};
+  float span = 0;
+  for (const TraceEntry& t : trace()) {
+    float e = 0;
+    check(cudaEventSynchronize(t.end), "cudaEventSynchronize (trace)");
+    check(cudaEventElapsedTime(&e, t.start, t.end), "cudaEventElapsedTime (trace)");
+    ms[t.to_host] += e;
+    gb[t.to_host] += static_cast<double>(t.bytes) / 1e9;
+  }
+  check(cudaEventElapsedTime(&span, trace().front().start, trace().back().end), "cudaEventElapsedTime (trace)");
+  std::fprintf(stderr, "offload trace: %zu copies over %.1f ms; to host %.2f GB in %.1f ms busy (%.1f GB/s), to device "
+               "%.2f GB in %.1f ms busy (%.1f GB/s)\n", trace().size(), span, gb[1], ms[1], gb[1] / ms[1] * 1e3, gb[0],
+               ms[0], gb[0] / std::max(ms[0], 1e-9) * 1e3);
+  for (const TraceEntry& t : trace()) {
+    cudaEventDestroy(t.start);
+    cudaEventDestroy(t.end);
+  }
+  trace().clear();
+}
 void* record_on(cudaStream_t stream) {
   cudaEvent_t e = nullptr;
   check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
@@ -140,7 +194,9 @@ void ActivationOffloader::store(int64_t slot, const Tensor& t) {
   if (device_.is_cuda()) {
     auto cs = static_cast<cudaStream_t>(copy_stream_);
     copy_after_ops(cuda::stream(device_.index), cs);
+    cudaEvent_t traced = trace_start(cs);
     check(cudaMemcpyAsync(host.data, t.raw(), n, cudaMemcpyDeviceToHost, cs), "cudaMemcpyAsync (device to host)");
+    trace_end(traced, cs, n, true);
     copy->event = record_on(cs);
   }
 #endif
@@ -189,8 +245,10 @@ void ActivationOffloader::prefetch(int64_t slot, MemoryCategory category) {
   if (device_.is_cuda()) {
     auto cs = static_cast<cudaStream_t>(copy_stream_);
     copy_after_ops(cuda::stream(device_.index), cs);  // the new tensor's memory may be in use by earlier ops
+    cudaEvent_t traced = trace_start(cs);
     check(cudaMemcpyAsync(copy->device.raw(), host.data, n, cudaMemcpyHostToDevice, cs),
           "cudaMemcpyAsync (host to device)");
+    trace_end(traced, cs, n, false);
     copy->event = record_on(cs);
   }
 #endif
@@ -213,6 +271,9 @@ Tensor ActivationOffloader::take(int64_t slot, MemoryCategory category) {
 }
 
 void ActivationOffloader::clear() {
+#ifdef SWIFT_WITH_CUDA
+  if (copy_stream_ != nullptr) trace_report();
+#endif
   retire(0);
   std::vector<int64_t> slots;
   for (const auto& [slot, copy] : fetched_) slots.push_back(slot);
