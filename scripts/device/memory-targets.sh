@@ -25,7 +25,4 @@ cases=(
 )
 [ "${SKIP_PEER:-0}" = 1 ] || cases+=(7b-lora-gc 7b-lora-8k 8b-lora-gc)
 "$(dirname "$0")/bench-train.sh" "${cases[@]}"
-echo "== without the issuer thread (SWIFT_OFFLOAD_THREAD=0)"
-SWIFT_OFFLOAD_THREAD=0 "$(dirname "$0")/bench-train.sh" ours \
-  "$q7 --seq 2048 --batch 4 --recompute_modules layernorm,act --cpu_offloading_num_layers 18" | tail -1
 grep 'offload trace' "$out/bench-train.log" | tail -12

@@ -8,12 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <condition_variable>
 #include <cstring>
-#include <deque>
-#include <mutex>
-#include <string>
-#include <thread>
 #include <vector>
 
 #include "core/error.h"
@@ -67,13 +62,37 @@ struct ActivationOffloader::Copy {
   int64_t slot = 0;
   Tensor device;         // the source of a store, the destination of a prefetch
   void* event = nullptr;  // cudaEvent_t: the copy's completion on the copy stream (CUDA only)
-  bool issued = true;     // a store handed to the issuer thread: false until its copy and event are enqueued
   ~Copy() {
 #ifdef SWIFT_WITH_CUDA
     if (event != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(event));
 #endif
   }
 };
+
+ActivationOffloader::ActivationOffloader(Device device) : device_(device) {
+#ifdef SWIFT_WITH_CUDA
+  if (device_.is_cuda()) {
+    check(cudaSetDevice(device_.index), "cudaSetDevice");
+    cudaStream_t s = nullptr;
+    check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags (copy stream)");
+    copy_stream_ = s;
+  }
+#else
+  SWIFT_CHECK(!device_.is_cuda(), "activation offload on {}: this build has no CUDA backend", device_.str());
+#endif
+}
+
+ActivationOffloader::~ActivationOffloader() {
+#ifdef SWIFT_WITH_CUDA
+  if (copy_stream_ != nullptr) {
+    cudaStreamSynchronize(static_cast<cudaStream_t>(copy_stream_));  // errors at teardown are ignored
+    in_flight_.clear();
+    fetched_.clear();
+    host_.clear();
+    cudaStreamDestroy(static_cast<cudaStream_t>(copy_stream_));
+  }
+#endif
+}
 
 ActivationOffloader::HostBuffer& ActivationOffloader::buffer(int64_t slot, size_t bytes) {
   std::unique_ptr<HostBuffer>& b = host_[slot];
@@ -101,10 +120,6 @@ void copy_after_ops(cudaStream_t ops_stream, cudaStream_t copy_stream) {
   check(cudaEventDestroy(e), "cudaEventDestroy");  // released once the wait is satisfied
 }
 // SWIFT_OFFLOAD_TRACE=1: every copy between two timing events; clear() prints the copies' busy time and rate.
-std::mutex& trace_mutex() {  // the issuer thread adds entries too
-  static std::mutex m;
-  return m;
-}
 bool tracing() {
   static const bool on = [] {
     const char* v = std::getenv("SWIFT_OFFLOAD_TRACE");
@@ -136,7 +151,6 @@ void trace_end(cudaEvent_t start, cudaStream_t stream, size_t bytes, bool to_hos
   trace().push_back({start, e, bytes, to_host});
 }
 void trace_report() {
-  std::lock_guard<std::mutex> lock(trace_mutex());
   if (trace().empty()) return;
   double ms[2] = {0, 0}, gb[2] = {0, 0};
   float span = 0;
@@ -157,82 +171,6 @@ void trace_report() {
   }
   trace().clear();
 }
-}  // namespace
-
-// Issues the device-to-host copies on the copy stream from its own thread, in the order they were asked for.
-struct ActivationOffloader::Issuer {
-  struct Job {
-    cudaEvent_t after_ops;  // recorded on the op stream when the store was asked for
-    void* dst;
-    const void* src;
-    size_t bytes;
-    cudaEvent_t done;
-    Copy* copy;
-  };
-  Issuer(int device, cudaStream_t stream) : device_index(device), copy_stream(stream), thread([this] { run(); }) {}
-  ~Issuer() {
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      stop = true;
-    }
-    wake.notify_all();
-    thread.join();
-  }
-  void push(const Job& job) {
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      job.copy->issued = false;
-      jobs.push_back(job);
-    }
-    wake.notify_all();
-  }
-  // Blocks until `copy` was issued; throws the issuer's error, if any.
-  void wait(Copy& copy) {
-    std::unique_lock<std::mutex> lock(mutex);
-    issued_cv.wait(lock, [&] { return copy.issued || !error.empty(); });
-    if (!error.empty()) fail("activation offload: {}", error);
-  }
-  void run() {
-    cudaSetDevice(device_index);
-    for (;;) {
-      Job job{};
-      {
-        std::unique_lock<std::mutex> lock(mutex);
-        wake.wait(lock, [&] { return stop || !jobs.empty(); });
-        if (jobs.empty()) return;  // stop, nothing left
-        job = jobs.front();
-      }
-      std::string failure;
-      cudaError_t status = cudaStreamWaitEvent(copy_stream, job.after_ops, 0);
-      cudaEventDestroy(job.after_ops);
-      cudaEvent_t traced = tracing() ? trace_start(copy_stream) : nullptr;
-      if (status == cudaSuccess) status = cudaMemcpyAsync(job.dst, job.src, job.bytes, cudaMemcpyDeviceToHost, copy_stream);
-      if (traced != nullptr) {
-        std::lock_guard<std::mutex> lock(trace_mutex());
-        trace_end(traced, copy_stream, job.bytes, true);
-      }
-      if (status == cudaSuccess) status = cudaEventRecord(job.done, copy_stream);
-      {
-        std::lock_guard<std::mutex> lock(mutex);
-        if (status != cudaSuccess) error = std::string("the copy to the host failed: ") + cudaGetErrorString(status);
-        job.copy->issued = true;
-        jobs.pop_front();
-      }
-      issued_cv.notify_all();
-    }
-  }
-
-  int device_index;
-  cudaStream_t copy_stream;
-  std::mutex mutex;
-  std::condition_variable wake, issued_cv;
-  std::deque<Job> jobs;
-  bool stop = false;
-  std::string error;
-  std::thread thread;  // last: starts once the members above exist
-};
-
-namespace {
 void* record_on(cudaStream_t stream) {
   cudaEvent_t e = nullptr;
   check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
@@ -241,38 +179,6 @@ void* record_on(cudaStream_t stream) {
 }
 }  // namespace
 #endif
-
-#ifndef SWIFT_WITH_CUDA
-struct ActivationOffloader::Issuer {};  // copies are synchronous without CUDA
-#endif
-
-ActivationOffloader::ActivationOffloader(Device device) : device_(device) {
-#ifdef SWIFT_WITH_CUDA
-  if (device_.is_cuda()) {
-    check(cudaSetDevice(device_.index), "cudaSetDevice");
-    cudaStream_t s = nullptr;
-    check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags (copy stream)");
-    copy_stream_ = s;
-    const char* thread = std::getenv("SWIFT_OFFLOAD_THREAD");
-    if (thread == nullptr || std::strcmp(thread, "0") != 0) issuer_ = std::make_unique<Issuer>(device_.index, s);
-  }
-#else
-  SWIFT_CHECK(!device_.is_cuda(), "activation offload on {}: this build has no CUDA backend", device_.str());
-#endif
-}
-
-ActivationOffloader::~ActivationOffloader() {
-#ifdef SWIFT_WITH_CUDA
-  if (copy_stream_ != nullptr) {
-    issuer_.reset();  // issues what is queued, then joins
-    cudaStreamSynchronize(static_cast<cudaStream_t>(copy_stream_));  // errors at teardown are ignored
-    in_flight_.clear();
-    fetched_.clear();
-    host_.clear();
-    cudaStreamDestroy(static_cast<cudaStream_t>(copy_stream_));
-  }
-#endif
-}
 
 void ActivationOffloader::store(int64_t slot, const Tensor& t) {
   SWIFT_CHECK(t.defined() && t.device() == device_, "activation offload: slot {} must hold a tensor on {}", slot,
@@ -285,22 +191,12 @@ void ActivationOffloader::store(int64_t slot, const Tensor& t) {
   copy->slot = slot;
   copy->device = t;
 #ifdef SWIFT_WITH_CUDA
-  if (device_.is_cuda() && issuer_ != nullptr) {  // the issuer thread enqueues the copy and records `done`
-    cudaEvent_t after_ops = nullptr, done = nullptr;
-    check(cudaEventCreateWithFlags(&after_ops, cudaEventDisableTiming), "cudaEventCreateWithFlags");
-    check(cudaEventRecord(after_ops, cuda::stream(device_.index)), "cudaEventRecord (op stream)");
-    check(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreateWithFlags");
-    copy->event = done;
-    issuer_->push({after_ops, host.data, t.raw(), n, done, copy.get()});
-  } else if (device_.is_cuda()) {
+  if (device_.is_cuda()) {
     auto cs = static_cast<cudaStream_t>(copy_stream_);
     copy_after_ops(cuda::stream(device_.index), cs);
     cudaEvent_t traced = trace_start(cs);
     check(cudaMemcpyAsync(host.data, t.raw(), n, cudaMemcpyDeviceToHost, cs), "cudaMemcpyAsync (device to host)");
-    if (traced != nullptr) {
-      std::lock_guard<std::mutex> lock(trace_mutex());
-      trace_end(traced, cs, n, true);
-    }
+    trace_end(traced, cs, n, true);
     copy->event = record_on(cs);
   }
 #endif
@@ -309,17 +205,8 @@ void ActivationOffloader::store(int64_t slot, const Tensor& t) {
   in_flight_.push_back(std::move(copy));
 }
 
-void ActivationOffloader::wait_issued(Copy& copy) {
-#ifdef SWIFT_WITH_CUDA
-  if (issuer_ != nullptr) issuer_->wait(copy);
-#else
-  (void)copy;
-#endif
-}
-
 void ActivationOffloader::retire(size_t keep) {
   while (in_flight_.size() > keep) {
-    wait_issued(*in_flight_.front());
 #ifdef SWIFT_WITH_CUDA
     if (in_flight_.front()->event != nullptr) {
       check(cudaStreamWaitEvent(cuda::stream(device_.index), static_cast<cudaEvent_t>(in_flight_.front()->event), 0),
@@ -337,7 +224,6 @@ void ActivationOffloader::prefetch(int64_t slot, MemoryCategory category) {
   // A store still in flight for this slot: its device tensor is the data itself, no copy back needed.
   for (auto f = in_flight_.begin(); f != in_flight_.end(); ++f) {
     if ((*f)->slot != slot) continue;
-    wait_issued(**f);  // the issuer is done with it before it moves
     auto copy = std::move(*f);
     in_flight_.erase(f);
 #ifdef SWIFT_WITH_CUDA
@@ -362,10 +248,7 @@ void ActivationOffloader::prefetch(int64_t slot, MemoryCategory category) {
     cudaEvent_t traced = trace_start(cs);
     check(cudaMemcpyAsync(copy->device.raw(), host.data, n, cudaMemcpyHostToDevice, cs),
           "cudaMemcpyAsync (host to device)");
-    if (traced != nullptr) {
-      std::lock_guard<std::mutex> lock(trace_mutex());
-      trace_end(traced, cs, n, false);
-    }
+    trace_end(traced, cs, n, false);
     copy->event = record_on(cs);
   }
 #endif

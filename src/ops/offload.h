@@ -11,11 +11,10 @@
 //    the device tensor, so whatever later reuses that memory on the op stream runs after the copy read it; take()
 //    makes the op stream wait for the copy back before the tensor is used. The op stream stalls only when a copy is
 //    not finished by then (time, never correctness): the bits that come back are the bits that left.
-//  - The copies to the host are issued by a thread of the offloader (CUDA, unless SWIFT_OFFLOAD_THREAD=0): on the
-//    H200 machines a device-to-host cudaMemcpyAsync returned only once the copy was done (measured: 5 GB of copies
-//    then GEMMs took their sum; copies to the device overlapped), which would stall the thread that enqueues the ops.
-//    retire() and a prefetch of a slot wait (on the host) until that slot's copy is issued, then order the op stream
-//    after it on the device.
+//  - Measured on the H200 machines (docs/PERFORMANCE.md run 9): the copies run at the link's 55 GB/s each way, but
+//    the step slows by about 0.75x the device-to-host copy time (the copies to the device overlap): offloading 18 of
+//    the 7B's 28 MLPs cost 157 ms per step where recomputing them costs ~80. A thread issuing the copies changed
+//    nothing (measured). Kept for machines whose link overlaps both ways, and as the exact alternative to recompute.
 //  - CPU: the same protocol with plain host buffers and synchronous copies (what the tests exercise); the copies live
 //    outside the Activations category (MemoryCategory::Other), as pinned memory does on CUDA.
 //  - One slot holds one tensor at a time: store() a slot, then prefetch() and take() it before storing it again.
@@ -60,13 +59,11 @@ class ActivationOffloader {
  private:
   struct HostBuffer;  // offload.cpp: page-locked (CUDA) or heap (CPU) bytes
   struct Copy;        // offload.cpp: a copy's device tensor and its completion event
-  struct Issuer;      // offload.cpp: the thread that issues the copies to the host (CUDA)
   struct Stored {
     Shape shape;
     DType dtype = DType::F32;
   };
   HostBuffer& buffer(int64_t slot, size_t bytes);
-  void wait_issued(Copy& copy);
 
   Device device_;
   void* copy_stream_ = nullptr;                           // cudaStream_t
@@ -74,7 +71,6 @@ class ActivationOffloader {
   std::map<int64_t, Stored> stored_;                      // slots holding a tensor on the host
   std::deque<std::unique_ptr<Copy>> in_flight_;           // stores whose device tensor is still held, oldest first
   std::map<int64_t, std::unique_ptr<Copy>> fetched_;      // prefetched slots, not taken yet
-  std::unique_ptr<Issuer> issuer_;                        // CUDA, unless SWIFT_OFFLOAD_THREAD=0
 };
 
 }  // namespace swift::ops
