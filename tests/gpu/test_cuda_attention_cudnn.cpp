@@ -167,6 +167,17 @@ TEST(OpsCudaAttentionCudnn, F16MatchesReference) {
   for (const Case& c : cases()) run_case(c, DType::F16, seed += 10);
 }
 
+// The deterministic backward over groups of kv heads (SWIFT_CUDNN_ATTENTION_BWD_WORKSPACE_MB=0: one kv head per
+// launch, the most groups): every case against the reference, reproducible, still on cuDNN.
+TEST(OpsCudaAttentionCudnn, BackwardOverHeadGroupsMatchesReference) {
+  if (!have_hopper()) GTEST_SKIP() << "the cuDNN attention path needs an sm_90+ device";
+  setenv("SWIFT_CUDNN_ATTENTION_BWD_WORKSPACE_MB", "0", 1);
+  uint32_t seed = 9000;
+  for (const Case& c : cases()) run_case(c, DType::BF16, seed += 10);
+  unsetenv("SWIFT_CUDNN_ATTENTION_BWD_WORKSPACE_MB");
+  std::printf("%s", ops::cuda::cudnn_attention_plan_info().c_str());
+}
+
 // SWIFT_ATTENTION=flash2 selects our kernels for BF16 (which cuDNN would take), and F32 always goes to ours.
 TEST(OpsCudaAttentionCudnn, Flash2SelectedByEnvAndForF32) {
   ops::init_backends();

@@ -9,7 +9,9 @@
 //             dV = P^T dO; dP = dO V^T; dS = (dP - softmax_sum) * P * scale; dK = dS^T Q; dQ = dS K. With grouped
 //             heads the dK / dV products run per query head and a reduction sums each kv group.
 // Shapes as cuDNN sees them: Q/O/dQ/dO (B, Hq, S, D) and K/V/dK/dV (B, Hkv, S, D) with the strides of our packed
-// (T, H, D) rows and ragged element offsets per sequence; Stats (B, Hq, S, 1) F32 padded.
+// (T, H, D) rows and ragged element offsets per sequence; Stats (B, Hq, S, 1) F32 padded. The deterministic backward
+// runs over groups of whole kv heads when its dP workspace would exceed SWIFT_CUDNN_ATTENTION_BWD_WORKSPACE_MB
+// (backward_groups): each group is the same graph over a block of every row's heads (strides of all heads).
 //
 // Invariants:
 //  - Plans are built once per key (direction, dtype, B padded to a power of two with empty sequences, S rounded
@@ -283,7 +285,8 @@ struct Key {
   int64_t window;
   bool deterministic;
   int device;
-  auto tie() const { return std::tie(backward, dtype, b, s, hq, hkv, d, window, deterministic, device); }
+  int32_t groups = 1;  // backward: launches over head groups (each hq / groups query and hkv / groups kv heads)
+  auto tie() const { return std::tie(backward, dtype, b, s, hq, hkv, d, window, deterministic, device, groups); }
   bool operator<(const Key& o) const { return tie() < o.tie(); }
 };
 
@@ -296,23 +299,25 @@ struct Plan {
   std::string info;
 };
 
-// Dimensions and ragged layouts shared by both graphs.
+// Dimensions and ragged layouts shared by both graphs. hq / hkv are the heads one launch covers; hq_all / hkv_all
+// the heads of a token's row (the token stride): a backward over head groups sees a block of each row's heads.
 struct Layout {
-  int64_t b, s, hq, hkv, d;
+  int64_t b, s, hq, hkv, d, hq_all, hkv_all;
   Dims qdims() const { return {b, hq, s, d}; }
-  Dims qstrides() const { return {s * hq * d, d, hq * d, 1}; }
+  Dims qstrides() const { return {s * hq_all * d, d, hq_all * d, 1}; }
   Dims kvdims() const { return {b, hkv, s, d}; }
-  Dims kvstrides() const { return {s * hkv * d, d, hkv * d, 1}; }
+  Dims kvstrides() const { return {s * hkv_all * d, d, hkv_all * d, 1}; }
   Dims ktdims() const { return {b, hkv, d, s}; }  // K^T / V^T: the same memory, last two axes swapped
-  Dims ktstrides() const { return {s * hkv * d, d, 1, hkv * d}; }
+  Dims ktstrides() const { return {s * hkv_all * d, d, 1, hkv_all * d}; }
   Dims sdims() const { return {b, hq, s, s}; }
   Dims rowdims() const { return {b, hq, s, 1}; }
+  Dims rowstrides() const { return {hq_all * s, s, 1, 1}; }  // a block of heads of the padded (B, Hq, S) statistics
 };
 
 cudnnDataType_t io_type(int dtype) { return dtype == 1 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF; }
 
 void build_forward(Graph& g, const Key& key) {
-  const Layout l{key.b, key.s, key.hq, key.hkv, key.d};
+  const Layout l{key.b, key.s, key.hq, key.hkv, key.d, key.hq, key.hkv};
   const cudnnDataType_t io = io_type(key.dtype), f32 = CUDNN_DATA_FLOAT, i32 = CUDNN_DATA_INT32;
   const Dims idx_dims{l.b + 1, 1, 1, 1}, seq_dims{l.b, 1, 1, 1}, ones{1, 1, 1, 1};
   D off_q = g.tensor(kOffQ, i32, idx_dims, ones, false);
@@ -349,7 +354,7 @@ void build_forward(Graph& g, const Key& key) {
 }
 
 void build_backward(Graph& g, const Key& key) {
-  const Layout l{key.b, key.s, key.hq, key.hkv, key.d};
+  const Layout l{key.b, key.s, key.hq / key.groups, key.hkv / key.groups, key.d, key.hq, key.hkv};
   const cudnnDataType_t io = io_type(key.dtype), f32 = CUDNN_DATA_FLOAT, i32 = CUDNN_DATA_INT32;
   const Dims idx_dims{l.b + 1, 1, 1, 1}, seq_dims{l.b, 1, 1, 1}, ones{1, 1, 1, 1};
   D off_q = g.tensor(kOffQ, i32, idx_dims, ones, false);
@@ -371,8 +376,8 @@ void build_backward(Graph& g, const Key& key) {
   D dk = g.tensor(kDK, io, l.kvdims(), l.kvstrides(), false, false, off_dk);
   D dv = g.tensor(kDV, io, l.kvdims(), l.kvstrides(), false, false, off_dv);
   const Dims rd = l.rowdims(), sd = l.sdims(), qd = l.qdims();
-  D stats = g.tensor(kStats, f32, rd, Graph::contiguous(rd), false);
-  D softmax_sum = g.tensor(kSoftmaxSum, f32, rd, Graph::contiguous(rd), false);
+  D stats = g.tensor(kStats, f32, rd, l.rowstrides(), false);
+  D softmax_sum = g.tensor(kSoftmaxSum, f32, rd, l.rowstrides(), false);
   D scale = g.scalar(kScale);
   D neg_inf = g.scalar(kNegInf);
   D one = g.scalar(kOne);
@@ -698,6 +703,29 @@ void execute(const char* op, DeviceCudnn& dc, const Plan& plan, const std::vecto
   check(op, cudnnBackendExecute(dc.handle, plan.plan, vp.get()), "cudnnBackendExecute");
 }
 
+// The deterministic backward's workspace grows with B * Hq * S^2 (its dP tiles): it runs over groups of whole kv
+// heads (each with its query heads), the fewest groups whose estimate (2 bytes per score) fits
+// SWIFT_CUDNN_ATTENTION_BWD_WORKSPACE_MB (default 1024; at most Hkv groups, one kv head each). Every group is its own
+// (B, Hq / G, S, D) problem over the same rows: the same results as one launch, with 1/G of the workspace.
+int32_t backward_groups(const char* op, const Key& key) {
+  if (!key.deterministic) return 1;  // the atomic variant keeps an fp32 dQ accumulator, no dP workspace
+  int64_t budget = int64_t{1024} << 20;
+  if (const char* e = std::getenv("SWIFT_CUDNN_ATTENTION_BWD_WORKSPACE_MB"); e != nullptr && *e != 0) {
+    char* end = nullptr;
+    const long long mb = std::strtoll(e, &end, 10);
+    if (end == e || *end != 0 || mb < 0 || mb > (1LL << 30)) {
+      fail("op {}: SWIFT_CUDNN_ATTENTION_BWD_WORKSPACE_MB='{}' is not a number of MiB in [0, 2^30]", op, e);
+    }
+    budget = static_cast<int64_t>(mb) << 20;
+  }
+  for (int32_t g = 1; g <= key.hkv; ++g) {
+    if (key.hkv % g != 0) continue;
+    const int64_t estimate = 2 * int64_t{key.b} * (key.hq / g) * int64_t{key.s} * key.s;
+    if (estimate <= budget) return g;
+  }
+  return key.hkv;
+}
+
 bool deterministic_backward(const char* op) {
   const char* e = std::getenv("SWIFT_CUDNN_ATTENTION_BWD");
   if (e == nullptr || *e == 0 || std::strcmp(e, "deterministic") == 0) return true;
@@ -740,7 +768,8 @@ bool try_cudnn_attention_backward(const AttentionShape& s, const Tensor& dout, c
   const char* op = "attention_backward";
   DeviceCudnn* dc = admit(op, s, q);
   if (dc == nullptr) return false;
-  const Key key = key_of(true, s, q, deterministic_backward(op));
+  Key key = key_of(true, s, q, deterministic_backward(op));
+  key.groups = backward_groups(op, key);
   const std::shared_ptr<Plan> plan = plan_for(op, *dc, key);
   if (plan == nullptr) return false;
   const cudaStream_t st = stream(q.device().index);
@@ -751,6 +780,26 @@ bool try_cudnn_attention_backward(const AttentionShape& s, const Tensor& dout, c
   check_launch(op, launch_cudnn_lse_to_stats(lse.data<float>(), cu_seqlens.data<int32_t>(), s.batch, key.b, s.hq,
                                              key.s, s.tokens, stats.data<float>(), st));
   float scale = s.scale, neg_inf = -INFINITY, one = 1.0f, window = static_cast<float>(s.window);
+  // Group g's block of heads: its first query head's column in every (T, Hq, D) row, its first kv head's in the
+  // (T, Hkv, D) rows, its first head's rows of the padded statistics; the ragged offsets (whole rows) are shared.
+  const int64_t hq_g = key.hq / key.groups, hkv_g = key.hkv / key.groups, elem = 2;
+  auto at = [](const Tensor& t, int64_t bytes) { return static_cast<void*>(static_cast<char*>(t.raw()) + bytes); };
+  if (key.groups > 1) {
+    for (int32_t g = 0; g < key.groups; ++g) {
+      const int64_t qb = g * hq_g * key.d * elem, kb = g * hkv_g * key.d * elem, sb = g * hq_g * key.s * 4;
+      std::vector<std::pair<int64_t, void*>> pack = {
+          {kQ, at(q, qb)},         {kK, at(k, kb)},          {kV, at(v, kb)},          {kO, at(out, qb)},
+          {kDO, at(dout, qb)},     {kDQ, at(dq, qb)},        {kDK, at(dk, kb)},        {kDV, at(dv, kb)},
+          {kStats, at(stats, sb)}, {kSoftmaxSum, at(softmax_sum, sb)},                 {kScale, &scale},
+          {kNegInf, &neg_inf},     {kOne, &one},             {kSeqQ, info.seqlen},     {kSeqKv, info.seqlen},
+          {kOffQ, info.off_q},     {kOffK, info.off_kv},     {kOffV, info.off_kv},     {kOffO, info.off_q},
+          {kOffDO, info.off_q},    {kOffDQ, info.off_q},     {kOffDK, info.off_kv},    {kOffDV, info.off_kv}};
+      if (key.window > 0) pack.emplace_back(kWindow, &window);
+      execute(op, *dc, *plan, pack, q);
+    }
+    ++g_counts[1];
+    return true;
+  }
   std::vector<std::pair<int64_t, void*>> pack = {
       {kQ, q.raw()},          {kK, k.raw()},          {kV, v.raw()},         {kO, out.raw()},
       {kDO, dout.raw()},      {kDQ, dq.raw()},        {kDK, dk.raw()},       {kDV, dv.raw()},
