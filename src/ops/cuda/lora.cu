@@ -389,14 +389,15 @@ __device__ __forceinline__ void rank_update_group(const uint4 (&raw)[J][kSteps][
   }
 }
 
-// y[row][c] += scale * mult(row, c) * sum_rr g[row][rr] * F[rr][c]; F = f (R, k), or f (k, R) transposed.
+// y[row][c] += scale * mult(row, c) * sum_rr g[row][rr] * F[rr][c]; F = f (R, k), or f (k, R) transposed (with
+// overwrite: y = 0 + ..., y not read).
 // (rows_per_block is a multiple of kTileRows, so of kWarps * J.) Groups of J rows, all of a group's loads of y before
 // its math and stores.
 template <int R, typename T, bool kTransposed, int J>
 __global__ void __launch_bounds__(kThreads, kHalfWidth<T> ? 2 : 1)
     lora_rank_update_kernel(void* y, const float* g, const float* f, int64_t n, int64_t k, int64_t rows_per_block,
                             float scale, uint64_t seed, uint32_t threshold, float keep_scale, DropoutMap map,
-                            const uint8_t* keep_bits) {
+                            const uint8_t* keep_bits, bool overwrite) {
   __shared__ __align__(16) float sf[R][kTileCols];
   __shared__ __align__(16) float sg[kMaxBlockRows][R];  // the block's rows of g (rows_per_block <= kMaxBlockRows)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -412,7 +413,16 @@ __global__ void __launch_bounds__(kThreads, kHalfWidth<T> ? 2 : 1)
   const int64_t warp_row0 = block_row0 + local_warp0;
   for (int64_t g0 = 0; g0 < rows_per_warp; g0 += J) {
     uint4 raw[J][kSteps][kRawWords<T>];
-    load_group_raw<J, T, false>(y, n, k, warp_row0 + g0, c0, lane, raw);
+    if (overwrite) {  // y = 0 + scale * ...: the same arithmetic without reading y
+#pragma unroll
+      for (int j = 0; j < J; ++j)
+#pragma unroll
+        for (int st = 0; st < kSteps; ++st)
+#pragma unroll
+          for (int w = 0; w < kRawWords<T>; ++w) raw[j][st][w] = make_uint4(0u, 0u, 0u, 0u);
+    } else {
+      load_group_raw<J, T, false>(y, n, k, warp_row0 + g0, c0, lane, raw);
+    }
     rank_update_group<R, T, J>(raw, sf, sg, local_warp0 + static_cast<int>(g0), y, n, k, warp_row0 + g0, c0, lane,
                                scale, seed, threshold, keep_scale, map, keep_bits);
   }
@@ -655,7 +665,7 @@ cudaError_t launch_lora_xa(const void* x, int x_dtype, const float* a, int64_t n
 cudaError_t launch_lora_rank_update(void* y, int y_dtype, const float* g, const float* f, bool f_transposed, int64_t n,
                                     int64_t k, int r, float scale, uint64_t seed, uint32_t threshold, float keep_scale,
                                     const DropoutMap& map, const uint8_t* keep_bits, cudaStream_t stream,
-                                    const LoraKernelConfig& config) {
+                                    const LoraKernelConfig& config, bool overwrite) {
   if (n <= 0) return cudaSuccess;
   if (!lora_fast_shape(k, r) || !activation_code(y_dtype) || !grid_fits(n, k)) return cudaErrorInvalidValue;
   const int64_t rows = rows_per_block(n, k);
@@ -668,7 +678,8 @@ cudaError_t launch_lora_rank_update(void* y, int y_dtype, const float* g, const 
       constexpr bool TR = decltype(transposed)::value;
       launched = launch_rows_variant<T, 2, 4>(config.update_rows, [&](auto jc) {
         lora_rank_update_kernel<R, T, TR, decltype(jc)::value>
-            <<<grid, kThreads, 0, stream>>>(y, g, f, n, k, rows, scale, seed, threshold, keep_scale, map, keep_bits);
+            <<<grid, kThreads, 0, stream>>>(y, g, f, n, k, rows, scale, seed, threshold, keep_scale, map, keep_bits,
+                                            overwrite);
       });
     };
     if (r == 8) {

@@ -225,7 +225,10 @@ void lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Ten
   const int device = dev(x);
   const int64_t n = x.size(0), k = x.size(1), m = w.size(0), r = a.size(0);
   const DType act = x.dtype();
-  {
+  // Without accumulate the B product is written first (y = scale xa b^T, y not read) and the frozen product adds
+  // onto it in cuBLASLt's epilogue (beta = 1): one write of y instead of a read-modify-write after the product.
+  const bool b_first = !accumulate && n > 0 && r > 0 && one_pass(y, r) && one_pass(x, r);
+  if (!b_first) {
     DeviceRegion region("lora_linear.frozen_gemm", device);
     linear_impl(op, x, w, bias, y.raw(), accumulate);
   }
@@ -267,11 +270,16 @@ void lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Ten
     }
   }
   xa_region.reset();
-  DeviceRegion b_region("lora_linear.b_product", device);
-  if (one_pass(y, r)) {  // y += scale * xa b^T in one read and write of y, fp32 factors
+  std::optional<DeviceRegion> b_region(std::in_place, "lora_linear.b_product", device);
+  if (one_pass(y, r)) {  // y += scale * xa b^T in one read and write of y (b_first: one write), fp32 factors
     check_launch(op, launch_lora_rank_update(y.raw(), code(act), xa.data<float>(), b.data<float>(), true, n, m,
                                              static_cast<int>(r), scale, 0, 0u, 1.0f, DropoutMap{}, nullptr,
-                                             stream(device)));
+                                             stream(device), {}, /*overwrite=*/b_first));
+    b_region.reset();
+    if (b_first) {
+      DeviceRegion region("lora_linear.frozen_gemm", device);
+      linear_impl(op, x, w, bias, y.raw(), /*accumulate=*/true);
+    }
     return;
   }
   // y += scale * xa b^T (F32 factors; rounded to bf16 for bf16 activations).
