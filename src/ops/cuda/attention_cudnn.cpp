@@ -550,7 +550,8 @@ void build_plan(const char* op, DeviceCudnn& dc, const Key& key, Plan& plan) {
     plan.info = std::string(key.backward ? "backward" : "forward") + (key.deterministic ? "" : " (nondeterministic)") +
                 " B " + std::to_string(key.b) + " S " + std::to_string(key.s) + " Hq " + std::to_string(key.hq) +
                 " Hkv " + std::to_string(key.hkv) + " D " + std::to_string(key.d) + " window " +
-                std::to_string(key.window) + ": config " + std::to_string(i) + " of " + std::to_string(got) + ", " +
+                std::to_string(key.window) +
+                (key.groups > 1 ? " in " + std::to_string(key.groups) + " head groups" : std::string()) + ": config " + std::to_string(i) + " of " + std::to_string(got) + ", " +
                 engine_info(op, configs[static_cast<size_t>(i)], &nondeterministic) + ", workspace " +
                 std::to_string(plan.workspace) + " B" + (nondeterministic ? ", NONDETERMINISTIC note" : "");
     plan.plan = p;
