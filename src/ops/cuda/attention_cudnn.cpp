@@ -11,7 +11,8 @@
 // Shapes as cuDNN sees them: Q/O/dQ/dO (B, Hq, S, D) and K/V/dK/dV (B, Hkv, S, D) with the strides of our packed
 // (T, H, D) rows and ragged element offsets per sequence; Stats (B, Hq, S, 1) F32 padded. The deterministic backward
 // runs over groups of whole kv heads when its dP workspace would exceed SWIFT_CUDNN_ATTENTION_BWD_WORKSPACE_MB
-// (backward_groups): each group is the same graph over a block of every row's heads (strides of all heads).
+// (backward_groups, default 8 GiB): each group is the same graph over a block of every row's heads (strides of all
+// heads), so long sequences stay on cuDNN instead of falling back to our kernels.
 //
 // Invariants:
 //  - Plans are built once per key (direction, dtype, B padded to a power of two with empty sequences, S rounded
@@ -706,11 +707,14 @@ void execute(const char* op, DeviceCudnn& dc, const Plan& plan, const std::vecto
 
 // The deterministic backward's workspace grows with B * Hq * S^2 (its dP tiles): it runs over groups of whole kv
 // heads (each with its query heads), the fewest groups whose estimate (2 bytes per score) fits
-// SWIFT_CUDNN_ATTENTION_BWD_WORKSPACE_MB (default 1024; at most Hkv groups, one kv head each). Every group is its own
-// (B, Hq / G, S, D) problem over the same rows: the same results as one launch, with 1/G of the workspace.
+// SWIFT_CUDNN_ATTENTION_BWD_WORKSPACE_MB (default 8192, the cap above which a plan falls back to our kernels; at most
+// Hkv groups, one kv head each). Every group is its own (B, Hq / G, S, D) problem over the same rows: the same results
+// as one launch, with 1/G of the workspace. Measured (docs/PERFORMANCE.md run 9, 7B heads, one 8k sequence): 4 groups
+// take 4.19 ms per layer against 3.35 for one launch and save 2.2 GiB, dearer than recomputing an MLP (~7 ms per GiB),
+// so the default splits only what would otherwise leave cuDNN (sequences past ~12k tokens at 28 heads).
 int32_t backward_groups(const char* op, const Key& key) {
   if (!key.deterministic) return 1;  // the atomic variant keeps an fp32 dQ accumulator, no dP workspace
-  int64_t budget = int64_t{1024} << 20;
+  int64_t budget = int64_t{8192} << 20;
   if (const char* e = std::getenv("SWIFT_CUDNN_ATTENTION_BWD_WORKSPACE_MB"); e != nullptr && *e != 0) {
     char* end = nullptr;
     const long long mb = std::strtoll(e, &end, 10);
