@@ -12,14 +12,18 @@
 // --sequence_parallel_size P / --tensor_model_parallel_size N: the world is DP = world / (P N) replicas whose ranks share
 // one batch stream; SP ranks split each batch's tokens, TP ranks the linears' weights (train/parallel.h: each TP rank
 // keeps only its shards from load on); the global batch counts replicas, not ranks.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "apps/arguments.h"
 #include "apps/arguments_structs.h"
@@ -89,6 +93,63 @@ int zero_stage_from_deepspeed(const nlohmann::json& deepspeed) {
   if (s == 3) fail("{}: ZeRO-3 (parameters sharded over the ranks) is not supported; {}", what, use);
   if (s < 0 || s > 3) fail("{}: zero_optimization.stage {} is not a ZeRO stage (0-3)", what, s);
   return static_cast<int>(s);
+}
+
+// The activation memory policy of --gradient_checkpointing, --recompute_num_layers, --recompute_modules and
+// --cpu_offloading_num_layers, set on `trainable`; returns a one-line summary for the log. --recompute_num_layers N
+// counts whole blocks under --gradient_checkpointing (Megatron's block method) and otherwise the layers whose MLP
+// --recompute_modules mlp recomputes.
+std::string set_activation_policy(model::TrainableModel& trainable, const TrainingArguments& tr, int64_t layers) {
+  model::TrainableModel::RecomputeModules recompute;
+  std::vector<std::string> modules;
+  for (const std::string& module : tr.recompute_modules) {
+    if (module == "mlp") {
+      recompute.mlp = true;
+    } else if (module == "act") {
+      recompute.act = true;
+    } else if (module == "layernorm") {
+      recompute.layernorm = true;
+    } else if (module != "core_attn") {  // flash attention never stores its scores: nothing to recompute
+      fail("--recompute_modules {}: unknown module; swift.cpp recomputes layernorm, act and mlp (core_attn is "
+           "accepted and needs nothing: attention keeps no scores)", module);
+    }
+  }
+  int64_t whole = tr.gradient_checkpointing ? layers : 0;
+  if (tr.recompute_num_layers) {
+    SWIFT_CHECK(*tr.recompute_num_layers >= 0, "--recompute_num_layers {}: must be >= 0 (layers to recompute)",
+                *tr.recompute_num_layers);
+    if (tr.gradient_checkpointing) {
+      trainable.set_recompute_layers(*tr.recompute_num_layers);
+      whole = std::min(layers, *tr.recompute_num_layers);
+    } else if (recompute.mlp) {
+      recompute.mlp_layers = *tr.recompute_num_layers;
+    } else {
+      fail("--recompute_num_layers {}: counts the layers that --gradient_checkpointing true recomputes whole, or "
+           "without checkpointing those whose MLP --recompute_modules mlp recomputes; neither is on",
+           *tr.recompute_num_layers);
+    }
+  }
+  trainable.set_recompute_modules(recompute);
+  SWIFT_CHECK(tr.cpu_offloading_num_layers >= 0, "--cpu_offloading_num_layers {}: must be >= 0 (layers to offload)",
+              tr.cpu_offloading_num_layers);
+  trainable.set_offload_layers(tr.cpu_offloading_num_layers);
+  const int64_t kept = layers - whole;
+  const int64_t mlp_n = !recompute.mlp ? 0 : recompute.mlp_layers < 0 ? kept : std::min(kept, recompute.mlp_layers);
+  std::string out = fmt::format("{} of {} layers recomputed whole", whole, layers);
+  if (kept > 0) {
+    if (recompute.layernorm) modules.push_back("the norms' outputs");
+    if (recompute.act) modules.push_back("silu(gate) * up");
+    if (mlp_n > 0) modules.push_back(fmt::format("the MLP of {}", mlp_n));
+    if (!modules.empty()) out += fmt::format("; in the {} kept: {} recomputed", kept, fmt::join(modules, ", "));
+    // Offloading takes kept layers whose MLP stays, never the last two (TrainableModel::set_offload_layers).
+    const int64_t offloaded = std::min(tr.cpu_offloading_num_layers, std::max<int64_t>(0, layers - 2 - whole - mlp_n));
+    if (offloaded > 0) out += fmt::format("; the MLP intermediates of {} offloaded to host memory", offloaded);
+  }
+  if (tr.cpu_offloading_num_layers > 0 && whole + mlp_n + 2 >= layers) {
+    out += fmt::format(" (--cpu_offloading_num_layers {}: no layer to offload, the last two and the recomputed stay)",
+                       tr.cpu_offloading_num_layers);
+  }
+  return out;
 }
 
 int run_training(Command command, const Args& raw) {
@@ -228,38 +289,7 @@ int run_training(Command command, const Args& raw) {
   if (comm && layout.sp * layout.tp > 1) parallel = std::make_unique<train::ParallelWorld>(*comm, layout.sp, layout.tp);
   model::TrainableModel trainable(*loaded.model, tuner, std::move(lora));
   trainable.set_activation_dtype(placement.activations);
-  // --recompute_num_layers N counts whole blocks under --gradient_checkpointing (Megatron's block method) and
-  // otherwise the layers whose MLP --recompute_modules mlp recomputes.
-  model::TrainableModel::RecomputeModules recompute;
-  for (const std::string& module : tr.recompute_modules) {
-    if (module == "mlp") {
-      recompute.mlp = true;
-    } else if (module == "act") {
-      recompute.act = true;
-    } else if (module == "layernorm") {
-      recompute.layernorm = true;
-    } else if (module != "core_attn") {  // flash attention never stores its scores: nothing to recompute
-      fail("--recompute_modules {}: unknown module; swift.cpp recomputes layernorm, act and mlp (core_attn is "
-           "accepted and needs nothing: attention keeps no scores)", module);
-    }
-  }
-  if (tr.recompute_num_layers) {
-    SWIFT_CHECK(*tr.recompute_num_layers >= 0, "--recompute_num_layers {}: must be >= 0 (layers to recompute)",
-                *tr.recompute_num_layers);
-    if (tr.gradient_checkpointing) {
-      trainable.set_recompute_layers(*tr.recompute_num_layers);
-    } else if (recompute.mlp) {
-      recompute.mlp_layers = *tr.recompute_num_layers;
-    } else {
-      fail("--recompute_num_layers {}: counts the layers that --gradient_checkpointing true recomputes whole, or "
-           "without checkpointing those whose MLP --recompute_modules mlp recomputes; neither is on",
-           *tr.recompute_num_layers);
-    }
-  }
-  trainable.set_recompute_modules(recompute);
-  SWIFT_CHECK(tr.cpu_offloading_num_layers >= 0, "--cpu_offloading_num_layers {}: must be >= 0 (layers to offload)",
-              tr.cpu_offloading_num_layers);
-  trainable.set_offload_layers(tr.cpu_offloading_num_layers);
+  std::fprintf(stderr, "activations: %s\n", set_activation_policy(trainable, tr, config.num_hidden_layers).c_str());
   const int64_t total = config.parameter_count();
   std::fprintf(stderr, "trainable parameters: %lld of %lld (%.4f%%)\n", static_cast<long long>(trainable.trainable_count()),
                static_cast<long long>(total), 100.0 * static_cast<double>(trainable.trainable_count()) / total);
