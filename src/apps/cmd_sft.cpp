@@ -99,7 +99,8 @@ int zero_stage_from_deepspeed(const nlohmann::json& deepspeed) {
 // --cpu_offloading_num_layers, set on `trainable`; returns a one-line summary for the log. --recompute_num_layers N
 // counts whole blocks under --gradient_checkpointing (Megatron's block method) and otherwise the layers whose MLP
 // --recompute_modules mlp recomputes.
-std::string set_activation_policy(model::TrainableModel& trainable, const TrainingArguments& tr, int64_t layers) {
+std::string set_activation_policy(model::TrainableModel& trainable, const TrainingArguments& tr, int64_t layers,
+                                  bool on_cpu) {
   model::TrainableModel::RecomputeModules recompute;
   std::vector<std::string> modules;
   for (const std::string& module : tr.recompute_modules) {
@@ -143,7 +144,10 @@ std::string set_activation_policy(model::TrainableModel& trainable, const Traini
     if (!modules.empty()) out += fmt::format("; in the {} kept: {} recomputed", kept, fmt::join(modules, ", "));
     // Offloading takes kept layers whose MLP stays, never the last two (TrainableModel::set_offload_layers).
     const int64_t offloaded = std::min(tr.cpu_offloading_num_layers, std::max<int64_t>(0, layers - 2 - whole - mlp_n));
-    if (offloaded > 0) out += fmt::format("; the MLP intermediates of {} offloaded to host memory", offloaded);
+    if (offloaded > 0) {
+      out += fmt::format("; the MLP intermediates of {} offloaded to host memory{}", offloaded,
+                         on_cpu ? " (on the CPU: copies within host memory, no saving)" : "");
+    }
   }
   if (tr.cpu_offloading_num_layers > 0 && whole + mlp_n + 2 >= layers) {
     out += fmt::format(" (--cpu_offloading_num_layers {}: no layer to offload, the last two and the recomputed stay)",
@@ -289,7 +293,9 @@ int run_training(Command command, const Args& raw) {
   if (comm && layout.sp * layout.tp > 1) parallel = std::make_unique<train::ParallelWorld>(*comm, layout.sp, layout.tp);
   model::TrainableModel trainable(*loaded.model, tuner, std::move(lora));
   trainable.set_activation_dtype(placement.activations);
-  std::fprintf(stderr, "activations: %s\n", set_activation_policy(trainable, tr, config.num_hidden_layers).c_str());
+  const std::string activation_policy =
+      set_activation_policy(trainable, tr, config.num_hidden_layers, loaded.model->device().is_cpu());
+  std::fprintf(stderr, "activations: %s\n", activation_policy.c_str());
   const int64_t total = config.parameter_count();
   std::fprintf(stderr, "trainable parameters: %lld of %lld (%.4f%%)\n", static_cast<long long>(trainable.trainable_count()),
                static_cast<long long>(total), 100.0 * static_cast<double>(trainable.trainable_count()) / total);

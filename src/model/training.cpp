@@ -568,8 +568,8 @@ StepStats TrainableModel::run(const MicroBatch& host_batch, float grad_scale, ui
   // Stores held before the op stream waits for the oldest (two blocks' gate and up: their copies finish while later
   // blocks compute) and how many blocks ahead the backward fetches; SWIFT_OFFLOAD_IN_FLIGHT / SWIFT_OFFLOAD_AHEAD
   // override them for measurements.
-  static const size_t kStoresInFlight = static_cast<size_t>(env_int("SWIFT_OFFLOAD_IN_FLIGHT", 4));
-  static const int64_t kFetchAhead = env_int("SWIFT_OFFLOAD_AHEAD", 2);
+  static const auto kStoresInFlight = static_cast<size_t>(std::max<int64_t>(0, env_int("SWIFT_OFFLOAD_IN_FLIGHT", 4)));
+  static const int64_t kFetchAhead = std::max<int64_t>(0, env_int("SWIFT_OFFLOAD_AHEAD", 2));
   std::vector<Activations> acts(static_cast<size_t>(L));  // kept blocks' activations
   Activations scratch;                                    // a recomputed block's, one at a time
   std::vector<Tensor> inputs(static_cast<size_t>(L));     // block inputs (the checkpoints)

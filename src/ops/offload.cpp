@@ -36,7 +36,12 @@ struct ActivationOffloader::HostBuffer {
   HostBuffer(size_t n, bool cuda) : bytes(n), pinned(cuda) {
 #ifdef SWIFT_WITH_CUDA
     if (cuda) {
-      check(cudaHostAlloc(&data, n, cudaHostAllocDefault), "cudaHostAlloc (page-locked host buffer)");
+      const cudaError_t status = cudaHostAlloc(&data, n, cudaHostAllocDefault);
+      if (status != cudaSuccess) {
+        cudaGetLastError();
+        fail("activation offload: cannot page-lock {} MiB of host memory for an offloaded activation ({}); lower "
+             "--cpu_offloading_num_layers or use --recompute_modules mlp instead", n >> 20, cudaGetErrorString(status));
+      }
       memory_record_alloc(0, MemoryCategory::Other, n);
       return;
     }
