@@ -23,6 +23,8 @@
 #include "ops/cuda/cuda_ops.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <vector>
 
@@ -225,9 +227,15 @@ void lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Ten
   const int device = dev(x);
   const int64_t n = x.size(0), k = x.size(1), m = w.size(0), r = a.size(0);
   const DType act = x.dtype();
-  // Without accumulate the B product is written first (y = scale xa b^T, y not read) and the frozen product adds
-  // onto it in cuBLASLt's epilogue (beta = 1): one write of y instead of a read-modify-write after the product.
-  const bool b_first = !accumulate && n > 0 && r > 0 && one_pass(y, r) && one_pass(x, r);
+  // SWIFT_LORA_B_FIRST=1: without accumulate the B product is written first (y = scale xa b^T, y not read) and the
+  // frozen product adds onto it in cuBLASLt's epilogue (beta = 1): one write of y instead of a read-modify-write after
+  // the product, one rounding less. Off by default until an A/B on one machine shows it pays (its GPU tests pass;
+  // docs/PERFORMANCE.md run 9: the calls that ran it could not separate it from the machines' spread).
+  static const bool b_first_enabled = [] {
+    const char* e = std::getenv("SWIFT_LORA_B_FIRST");
+    return e != nullptr && std::strcmp(e, "1") == 0;
+  }();
+  const bool b_first = b_first_enabled && !accumulate && n > 0 && r > 0 && one_pass(y, r) && one_pass(x, r);
   if (!b_first) {
     DeviceRegion region("lora_linear.frozen_gemm", device);
     linear_impl(op, x, w, bias, y.raw(), accumulate);
