@@ -18,6 +18,8 @@
 //  - CPU: the same protocol with plain host buffers and synchronous copies (what the tests exercise); the copies live
 //    outside the Activations category (MemoryCategory::Other), as pinned memory does on CUDA.
 //  - One slot holds one tensor at a time: store() a slot, then prefetch() and take() it before storing it again.
+//  - SWIFT_OFFLOAD_TRACE=1 (CUDA): every copy between two timing events; clear() (the trainer calls it at each step's
+//    start) prints the previous step's copies: count, span, bytes, busy time and rate per direction.
 //  - The destructor waits for the copies in flight. Not thread-safe (one trainer thread).
 #pragma once
 
