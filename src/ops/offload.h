@@ -12,9 +12,10 @@
 //    makes the op stream wait for the copy back before the tensor is used. The op stream stalls only when a copy is
 //    not finished by then (time, never correctness): the bits that come back are the bits that left.
 //  - Measured on the H200 machines (docs/PERFORMANCE.md run 9): the copies run at the link's 55 GB/s each way, but
-//    the step slows by about 0.75x the device-to-host copy time (the copies to the device overlap): offloading 18 of
-//    the 7B's 28 MLPs cost 157 ms per step where recomputing them costs ~80. A thread issuing the copies changed
-//    nothing (measured). Kept for machines whose link overlaps both ways, and as the exact alternative to recompute.
+//    the step slows by about 0.75x the device-to-host copy time (the copies to the device overlap): with the 7B's
+//    norms and act recomputed, offloading 18 layers' MLPs took 0.678 s per step where recomputing them took 0.602
+//    (same call). A thread issuing the copies changed nothing (measured). Kept for machines whose link overlaps both
+//    ways, and as the exact alternative to recompute.
 //  - CPU: the same protocol with plain host buffers and synchronous copies (what the tests exercise); the copies live
 //    outside the Activations category (MemoryCategory::Other), as pinned memory does on CUDA.
 //  - One slot holds one tensor at a time: store() a slot, then prefetch() and take() it before storing it again.

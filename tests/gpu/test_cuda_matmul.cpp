@@ -27,6 +27,7 @@
 #include "gpu/gpu_timing.h"
 #include "ops/backends.h"
 #include "ops/cuda/cuda_backend.h"
+#include "ops/cuda/cuda_ops.h"
 #include "ops/op_test_util.h"
 #include "ops/ops.h"
 #include "ops/reference.h"
@@ -207,6 +208,13 @@ TEST(OpsCudaMatmul, LoraLinearForwardAndBackward) {
         ops::ref::lora_linear(x.ref, w.ref, bias.ref, a.ref, b.ref, scale, drop, y_ref, xa_ref, accumulate);
         expect_close(y.fetch(), y_ref, tol_for(act), "y");
         expect_close(xa.fetch(), xa_ref, 1e-5, "xa");  // fp32 dropout(x) a^T from exact inputs
+        if (!accumulate) {  // SWIFT_LORA_B_FIRST's order (B product written first, the frozen product onto it)
+          ops::cuda::set_lora_b_first(true);
+          DeviceOut y_first({cs.n, cs.m}, act), xa_first({cs.n, cs.r}, DType::F32);
+          ops::lora_linear(x.dev, w.dev, bias.dev, a.dev, b.dev, scale, drop, y_first.tensor, xa_first.tensor, false);
+          ops::cuda::set_lora_b_first(false);
+          expect_close(y_first.fetch(), y_ref, tol_for(act), "y (B product first)");
+        }
         // Backward, from the reference's xa.
         Input dy = make_input({cs.n, cs.m}, act, ++seed);
         const bool accumulate_dx = variant % 2 == 1;
@@ -245,6 +253,20 @@ TEST(OpsCudaMatmul, LoraLinearForwardAndBackward) {
   }
 }
 
+// A LoRA linear's operands for the mapped-dropout and keep-bits tests: x (N, K) in `act`, the frozen W (M, K) BF16,
+// A (r, K) and B (M, r) F32 in [-0.5, 0.5); seeds taken in that order from `seed`.
+struct LoraOperands {
+  Input x, w, a, b;
+};
+LoraOperands lora_operands(int64_t n, int64_t k, int64_t m, int64_t r, DType act, uint32_t& seed) {
+  LoraOperands o;
+  o.x = make_input({n, k}, act, ++seed);
+  o.w = make_weight({m, k}, DType::BF16, ++seed);
+  o.a = make_weight({r, k}, DType::F32, ++seed, -0.5f, 0.5f);
+  o.b = make_weight({m, r}, DType::F32, ++seed, -0.5f, 0.5f);
+  return o;
+}
+
 // A dropout map (ops/philox.h: a parallel rank's block of the full tensor) on the one-pass kernels and on the GEMM
 // path, against the reference with the same map: whole-width row blocks (sequence parallel: stream runs start at
 // row_offset * K, a multiple of 4 or not) and column blocks (tensor parallel's row-parallel inputs, offsets not a
@@ -264,10 +286,7 @@ TEST(OpsCudaMatmul, LoraLinearWithDropoutMapMatchesReference) {
       g_tag = std::string("lora mapped ") + name(act);
       SCOPED_TRACE(fmt::format("N={} K={} M={} r={} act={} map=({}, {}, {})", cs.n, cs.k, cs.m, cs.r, name(act),
                                cs.map.row_offset, cs.map.full_cols, cs.map.col_offset));
-      Input x = make_input({cs.n, cs.k}, act, ++seed);
-      Input w = make_weight({cs.m, cs.k}, DType::BF16, ++seed);
-      Input a = make_weight({cs.r, cs.k}, DType::F32, ++seed, -0.5f, 0.5f);
-      Input b = make_weight({cs.m, cs.r}, DType::F32, ++seed, -0.5f, 0.5f);
+      auto [x, w, a, b] = lora_operands(cs.n, cs.k, cs.m, cs.r, act, seed);
       Input bias;
       DeviceOut y({cs.n, cs.m}, act), xa({cs.n, cs.r}, DType::F32);
       Tensor y_ref = Tensor::empty({cs.n, cs.m}, DType::F32), xa_ref = Tensor::empty({cs.n, cs.r}, DType::F32);
@@ -328,10 +347,7 @@ TEST(OpsCudaMatmul, LoraKeepBitsCacheIsTheMask) {
       const float scale = 2.0f / static_cast<float>(cs.r);
       SCOPED_TRACE(fmt::format("N={} K={} M={} r={} act={} map=({}, {}, {})", cs.n, cs.k, cs.m, cs.r, name(act),
                                cs.map.row_offset, cs.map.full_cols, cs.map.col_offset));
-      Input x = make_input({cs.n, cs.k}, act, ++seed);
-      Input w = make_weight({cs.m, cs.k}, DType::BF16, ++seed);
-      Input a = make_weight({cs.r, cs.k}, DType::F32, ++seed, -0.5f, 0.5f);
-      Input b = make_weight({cs.m, cs.r}, DType::F32, ++seed, -0.5f, 0.5f);
+      auto [x, w, a, b] = lora_operands(cs.n, cs.k, cs.m, cs.r, act, seed);
       Tensor none;
       DeviceOut y1({cs.n, cs.m}, act), xa1({cs.n, cs.r}, DType::F32), y2({cs.n, cs.m}, act),
           xa2({cs.n, cs.r}, DType::F32);

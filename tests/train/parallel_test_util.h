@@ -11,7 +11,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -380,6 +382,80 @@ inline void expect_parallel_run_equals_one(RunSpec one, int world, int sp, int t
   par.zero_stage = zero;
   par.run_dir = train::create_run_dir(fresh_dir(tag + "_par").string());
   expect_same_run(run_world(world, par), single, what);
+}
+
+// The largest relative L2 difference (||a - b|| / ||a||) between the same-named tensors of two safetensors files,
+// whose names and shapes must match.
+inline double worst_relative_l2(const std::filesystem::path& a_file, const std::filesystem::path& b_file) {
+  const io::SafetensorsFile a = io::SafetensorsFile::open(a_file.string());
+  const io::SafetensorsFile b = io::SafetensorsFile::open(b_file.string());
+  EXPECT_EQ(a.names(), b.names()) << a_file << " vs " << b_file;
+  double worst = 0;
+  for (const std::string& n : a.names()) {
+    const Tensor x = a.tensor(n), y = b.tensor(n);
+    EXPECT_EQ(x.shape(), y.shape()) << a_file.filename() << " " << n;
+    if (x.shape() != y.shape()) continue;
+    double d2 = 0, n2 = 0;
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      const double u = x.item(i), v = y.item(i);
+      d2 += (u - v) * (u - v);
+      n2 += u * u;
+    }
+    worst = std::max(worst, std::sqrt(d2 / std::max(n2, 1e-30)));
+  }
+  return worst;
+}
+
+// A one-process run and a parallel run (of `world` ranks) that both saved checkpoint-2 of 4 steps: the checkpoints hold
+// the same tensors (optimizer.safetensors and `weights_file`, relative L2 <= 5e-5), and each kind of run resumes from
+// the other's checkpoint-2 and continues like the run it resumes into (losses of steps 3 and 4 to 1e-6 relative; the
+// parallel run resumed from one process ends like one process).
+inline void expect_checkpoints_resume_across_layouts(const RunSpec& one, const RunOutput& single, const RunSpec& par,
+                                                     const RunOutput& parallel, int world,
+                                                     const std::string& weights_file, const std::string& tag) {
+  double worst = 0;
+  for (const std::string& file : {std::string("optimizer.safetensors"), weights_file}) {
+    worst = std::max(worst, worst_relative_l2(std::filesystem::path(one.run_dir) / "checkpoint-2" / file,
+                                              std::filesystem::path(par.run_dir) / "checkpoint-2" / file));
+  }
+  EXPECT_LE(worst, 5e-5) << tag << ": checkpoint-2 of the parallel run against one process's";
+  std::printf("[ %s ] parallel checkpoint-2 (weights and moments) vs one process: worst relative L2 %.3g\n", tag.c_str(),
+              worst);
+  RunSpec from_par = one;
+  from_par.resume = (std::filesystem::path(par.run_dir) / "checkpoint-2").string();
+  from_par.run_dir = train::create_run_dir(fresh_dir(tag + "_from_par").string());
+  const RunOutput a = run_rank(from_par, nullptr);
+  RunSpec from_one = par;
+  from_one.resume = (std::filesystem::path(one.run_dir) / "checkpoint-2").string();
+  from_one.run_dir = train::create_run_dir(fresh_dir(tag + "_from_one").string());
+  const RunOutput b = run_world(world, from_one);
+  ASSERT_EQ(a.losses.size(), 2u);
+  ASSERT_EQ(b.losses.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_NEAR(a.losses[i], parallel.losses[i + 2], 1e-6 * parallel.losses[i + 2]) << tag << " step " << i + 3;
+    EXPECT_NEAR(b.losses[i], single.losses[i + 2], 1e-6 * single.losses[i + 2]) << tag << " step " << i + 3;
+  }
+  expect_same_end(b, single, tag + "_resumed");
+}
+
+// One step's gradients on every rank of a parallel group (after group_sum_and_gather) against one process's: the ranks
+// agree exactly, the statistics match, and the worst gradient error (returned) is at most `tolerance`.
+inline double expect_ranks_equal_one(const std::string& name, const std::vector<Gradients>& ranks, const Gradients& one,
+                                   double tolerance = 3e-5) {
+  for (size_t r = 1; r < ranks.size(); ++r) {
+    EXPECT_EQ(ranks[r].values, ranks[0].values) << "rank " << r;
+    EXPECT_EQ(ranks[r].stats.loss_sum, ranks[0].stats.loss_sum) << "rank " << r;
+  }
+  const Gradients& par = ranks[0];
+  EXPECT_EQ(par.stats.tokens, one.stats.tokens);
+  EXPECT_EQ(par.stats.correct, one.stats.correct);
+  EXPECT_NEAR(par.stats.loss_sum, one.stats.loss_sum, 1e-6 * std::abs(one.stats.loss_sum));
+  std::string where;
+  const double err = worst_gradient_error(par, one, &where);
+  EXPECT_LE(err, tolerance) << "worst gradient: " << where;
+  std::printf("[ %s ] loss %.9g vs %.9g, worst gradient error %.3g (%s)\n", name.c_str(), par.stats.loss_sum,
+              one.stats.loss_sum, err, where.c_str());
+  return err;
 }
 
 // ---- the CLI ------------------------------------------------------------------------------------------------------

@@ -123,19 +123,7 @@ TEST_P(TensorParallelStep, EqualsOneProcessAfterTheGroupSumAndGather) {
   dist::run_ranks(world, [&](dist::Communicator& comm) {
     ranks[static_cast<size_t>(comm.rank())] = forward_backward(k, batch, &comm);
   });
-  for (int r = 1; r < world; ++r) {
-    EXPECT_EQ(ranks[static_cast<size_t>(r)].values, ranks[0].values) << "rank " << r;
-    EXPECT_EQ(ranks[static_cast<size_t>(r)].stats.loss_sum, ranks[0].stats.loss_sum) << "rank " << r;
-  }
-  const Gradients& tp = ranks[0];
-  EXPECT_EQ(tp.stats.tokens, one.stats.tokens);
-  EXPECT_EQ(tp.stats.correct, one.stats.correct);
-  EXPECT_NEAR(tp.stats.loss_sum, one.stats.loss_sum, 1e-6 * std::abs(one.stats.loss_sum));
-  std::string where;
-  const double err = test::worst_gradient_error(tp, one, &where);
-  EXPECT_LE(err, 3e-5) << "worst gradient: " << where;
-  std::printf("[ %s ] loss %.9g vs %.9g, worst gradient error %.3g (%s)\n", k.name.c_str(), tp.stats.loss_sum,
-              one.stats.loss_sum, err, where.c_str());
+  test::expect_ranks_equal_one(k.name, ranks, one);
 }
 
 const nlohmann::json kAllBiases = {{"attention_bias", true}, {"mlp_bias", true}};
@@ -440,40 +428,7 @@ TEST(TensorParallelTrainer, CheckpointsAreWholeAndResumeAcrossLayouts) {
     par.run_dir = train::create_run_dir(test::fresh_dir("ckpt_tp_" + name).string());
     const test::RunOutput parallel = test::run_world(2, par);
     const std::string weights = tuner == model::TunerType::Lora ? "adapter_model.safetensors" : "model.safetensors";
-    double worst = 0;  // the saved values (embedding and head gathered from their vocabulary shards)
-    for (const char* file : {"optimizer.safetensors", weights.c_str()}) {
-      const io::SafetensorsFile a = io::SafetensorsFile::open((fs::path(one.run_dir) / "checkpoint-2" / file).string());
-      const io::SafetensorsFile b = io::SafetensorsFile::open((fs::path(par.run_dir) / "checkpoint-2" / file).string());
-      ASSERT_EQ(a.names(), b.names()) << file;
-      for (const std::string& n : a.names()) {
-        const Tensor x = a.tensor(n), y = b.tensor(n);
-        ASSERT_EQ(x.shape(), y.shape()) << file << " " << n;
-        double d2 = 0, n2 = 0;
-        for (int64_t i = 0; i < x.numel(); ++i) {
-          const double u = x.item(i), v = y.item(i);
-          d2 += (u - v) * (u - v);
-          n2 += u * u;
-        }
-        worst = std::max(worst, std::sqrt(d2 / std::max(n2, 1e-30)));
-      }
-    }
-    EXPECT_LE(worst, 5e-5) << name << ": checkpoint-2 of the TP run against one process's";
-    std::printf("[ ckpt_%s ] TP checkpoint-2 vs one process: worst relative L2 difference %.3g\n", name.c_str(), worst);
-    test::RunSpec from_tp = one;  // one process resumes from the TP checkpoint
-    from_tp.resume = (fs::path(par.run_dir) / "checkpoint-2").string();
-    from_tp.run_dir = train::create_run_dir(test::fresh_dir("ckpt_from_tp_" + name).string());
-    const test::RunOutput a = test::run_rank(from_tp, nullptr);
-    test::RunSpec from_one = par;  // the TP run resumes from the one-process checkpoint
-    from_one.resume = (fs::path(one.run_dir) / "checkpoint-2").string();
-    from_one.run_dir = train::create_run_dir(test::fresh_dir("ckpt_from_one_" + name).string());
-    const test::RunOutput b = test::run_world(2, from_one);
-    ASSERT_EQ(a.losses.size(), 2u);
-    ASSERT_EQ(b.losses.size(), 2u);
-    for (size_t i = 0; i < 2; ++i) {
-      EXPECT_NEAR(a.losses[i], parallel.losses[i + 2], 1e-6 * parallel.losses[i + 2]) << name << " step " << i + 3;
-      EXPECT_NEAR(b.losses[i], single.losses[i + 2], 1e-6 * single.losses[i + 2]) << name << " step " << i + 3;
-    }
-    test::expect_same_end(b, single, "resumed_tp_" + name);
+    test::expect_checkpoints_resume_across_layouts(one, single, par, parallel, 2, weights, "ckpt_tp_" + name);
   }
 }
 
@@ -493,35 +448,9 @@ TEST(TensorParallelTrainer, ZeroOneCheckpointsAreWholeAndResumeAcrossLayouts) {
   par.run_dir = train::create_run_dir(test::fresh_dir("zero1_tp").string());
   const test::RunOutput parallel = test::run_world(4, par);
   test::expect_same_run(parallel, single, "zero1_tp2_dp2");
-  const io::SafetensorsFile a =
-      io::SafetensorsFile::open((fs::path(one.run_dir) / "checkpoint-2" / "optimizer.safetensors").string());
-  const io::SafetensorsFile b =
-      io::SafetensorsFile::open((fs::path(par.run_dir) / "checkpoint-2" / "optimizer.safetensors").string());
-  ASSERT_EQ(a.names(), b.names());
-  double worst = 0;
-  for (const std::string& n : a.names()) {
-    const Tensor x = a.tensor(n), y = b.tensor(n);
-    ASSERT_EQ(x.shape(), y.shape()) << n;
-    double d2 = 0, n2 = 0;
-    for (int64_t i = 0; i < x.numel(); ++i) {
-      const double u = x.data<float>()[i], v = y.data<float>()[i];
-      d2 += (u - v) * (u - v);
-      n2 += u * u;
-    }
-    worst = std::max(worst, std::sqrt(d2 / std::max(n2, 1e-30)));
-  }
-  EXPECT_LE(worst, 5e-5) << "AdamW moments of the ZeRO-1 x TP checkpoint";
-  test::RunSpec from_par = one;  // one process resumes from the ZeRO-1 x TP checkpoint
-  from_par.resume = (fs::path(par.run_dir) / "checkpoint-2").string();
-  from_par.run_dir = train::create_run_dir(test::fresh_dir("zero1_from_tp").string());
-  const test::RunOutput x = test::run_rank(from_par, nullptr);
-  ASSERT_EQ(x.losses.size(), 2u);
-  for (size_t i = 0; i < 2; ++i) EXPECT_NEAR(x.losses[i], parallel.losses[i + 2], 1e-6 * parallel.losses[i + 2]);
-  test::RunSpec from_one = par;  // the ZeRO-1 x TP run resumes from the one-process checkpoint
-  from_one.resume = (fs::path(one.run_dir) / "checkpoint-2").string();
-  from_one.run_dir = train::create_run_dir(test::fresh_dir("zero1_from_one").string());
-  test::expect_same_end(test::run_world(4, from_one), single, "zero1_tp_resumed");
-  std::printf("[ zero1_tp2_dp2 ] AdamW moments at checkpoint-2: worst relative L2 difference %.3g\n", worst);
+  // The AdamW moments gathered from both sharding axes; each layout resumes from the other's checkpoint.
+  test::expect_checkpoints_resume_across_layouts(one, single, par, parallel, 4, "adapter_model.safetensors",
+                                                 "zero1_tp");
 }
 
 #ifdef SWIFT_EXE

@@ -95,19 +95,7 @@ TEST_P(TensorParallelDoraStep, EqualsOneProcessAfterTheGroupSumAndGather) {
   dist::run_ranks(world, [&](dist::Communicator& comm) {
     ranks[static_cast<size_t>(comm.rank())] = forward_backward(k, batch, &comm);
   });
-  for (int r = 1; r < world; ++r) {
-    EXPECT_EQ(ranks[static_cast<size_t>(r)].values, ranks[0].values) << "rank " << r;
-    EXPECT_EQ(ranks[static_cast<size_t>(r)].stats.loss_sum, ranks[0].stats.loss_sum) << "rank " << r;
-  }
-  const Gradients& tp = ranks[0];
-  EXPECT_EQ(tp.stats.tokens, one.stats.tokens);
-  EXPECT_EQ(tp.stats.correct, one.stats.correct);
-  EXPECT_NEAR(tp.stats.loss_sum, one.stats.loss_sum, 1e-6 * std::abs(one.stats.loss_sum));
-  std::string where;
-  const double err = test::worst_gradient_error(tp, one, &where);
-  EXPECT_LE(err, 3e-5) << "worst gradient: " << where;
-  std::printf("[ %s ] loss %.9g vs %.9g, worst gradient error %.3g (%s)\n", k.name.c_str(), tp.stats.loss_sum,
-              one.stats.loss_sum, err, where.c_str());
+  test::expect_ranks_equal_one(k.name, ranks, one);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cpu, TensorParallelDoraStep,
@@ -174,43 +162,14 @@ TEST(TensorParallelDoraTrainer, CheckpointsAreWholeAndResumeAcrossLayouts) {
   par.run_dir = train::create_run_dir(test::fresh_dir("dora_ckpt_tp").string());
   const test::RunOutput parallel = test::run_world(2, par);
   test::expect_same_run(parallel, single, "dora_ckpt_tp2");
-  double worst = 0;
-  int magnitudes = 0;
+  int magnitudes = 0;  // the saved adapter holds the DoRA magnitudes (and the moments theirs)
   for (const char* file : {"optimizer.safetensors", "adapter_model.safetensors"}) {
-    const io::SafetensorsFile a = io::SafetensorsFile::open((fs::path(one.run_dir) / "checkpoint-2" / file).string());
-    const io::SafetensorsFile b = io::SafetensorsFile::open((fs::path(par.run_dir) / "checkpoint-2" / file).string());
-    ASSERT_EQ(a.names(), b.names()) << file;
-    for (const std::string& n : a.names()) {
+    for (const std::string& n : io::SafetensorsFile::open((fs::path(par.run_dir) / "checkpoint-2" / file).string()).names()) {
       magnitudes += n.find("lora_magnitude_vector") != std::string::npos ? 1 : 0;
-      const Tensor x = a.tensor(n), y = b.tensor(n);
-      ASSERT_EQ(x.shape(), y.shape()) << file << " " << n;
-      double d2 = 0, n2 = 0;
-      for (int64_t i = 0; i < x.numel(); ++i) {
-        const double u = x.item(i), v = y.item(i);
-        d2 += (u - v) * (u - v);
-        n2 += u * u;
-      }
-      worst = std::max(worst, std::sqrt(d2 / std::max(n2, 1e-30)));
     }
   }
   EXPECT_GT(magnitudes, 0);
-  EXPECT_LE(worst, 5e-5) << "checkpoint-2 of the DoRA TP run against one process's";
-  std::printf("[ dora_ckpt ] TP checkpoint-2 vs one process: worst relative L2 difference %.3g\n", worst);
-  test::RunSpec from_tp = one;
-  from_tp.resume = (fs::path(par.run_dir) / "checkpoint-2").string();
-  from_tp.run_dir = train::create_run_dir(test::fresh_dir("dora_ckpt_from_tp").string());
-  const test::RunOutput a = test::run_rank(from_tp, nullptr);
-  test::RunSpec from_one = par;
-  from_one.resume = (fs::path(one.run_dir) / "checkpoint-2").string();
-  from_one.run_dir = train::create_run_dir(test::fresh_dir("dora_ckpt_from_one").string());
-  const test::RunOutput b = test::run_world(2, from_one);
-  ASSERT_EQ(a.losses.size(), 2u);
-  ASSERT_EQ(b.losses.size(), 2u);
-  for (size_t i = 0; i < 2; ++i) {
-    EXPECT_NEAR(a.losses[i], parallel.losses[i + 2], 1e-6 * parallel.losses[i + 2]) << "step " << i + 3;
-    EXPECT_NEAR(b.losses[i], single.losses[i + 2], 1e-6 * single.losses[i + 2]) << "step " << i + 3;
-  }
-  test::expect_same_end(b, single, "dora_resumed_tp");
+  test::expect_checkpoints_resume_across_layouts(one, single, par, parallel, 2, "adapter_model.safetensors", "dora_ckpt");
 }
 
 #ifdef SWIFT_EXE

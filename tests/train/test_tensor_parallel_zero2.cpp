@@ -61,26 +61,6 @@ TEST(TensorParallelZeroTwo, RunsEqualOneProcess) {
   }
 }
 
-double worst_relative_l2(const fs::path& a_file, const fs::path& b_file) {
-  const io::SafetensorsFile a = io::SafetensorsFile::open(a_file.string());
-  const io::SafetensorsFile b = io::SafetensorsFile::open(b_file.string());
-  EXPECT_EQ(a.names(), b.names());
-  double worst = 0;
-  for (const std::string& n : a.names()) {
-    const Tensor x = a.tensor(n), y = b.tensor(n);
-    EXPECT_EQ(x.shape(), y.shape()) << n;
-    if (x.shape() != y.shape()) continue;
-    double d2 = 0, n2 = 0;
-    for (int64_t i = 0; i < x.numel(); ++i) {
-      const double u = x.item(i), v = y.item(i);
-      d2 += (u - v) * (u - v);
-      n2 += u * u;
-    }
-    worst = std::max(worst, std::sqrt(d2 / std::max(n2, 1e-30)));
-  }
-  return worst;
-}
-
 // DP 2 x TP 2 with ZeRO-2 (LoRA and full fine-tuning): checkpoint-2 holds the one-process tensors and AdamW moments;
 // one process resumes from it and continues like the ZeRO-2 x TP run, which resumes from the one-process checkpoint
 // and ends like one process.
@@ -101,29 +81,7 @@ TEST(TensorParallelZeroTwo, CheckpointsAreWholeAndResumeAcrossLayouts) {
     const test::RunOutput parallel = test::run_world(4, par);
     test::expect_same_run(parallel, single, "zero2_ckpt_" + name);
     const std::string weights = tuner == model::TunerType::Lora ? "adapter_model.safetensors" : "model.safetensors";
-    double worst = 0;
-    for (const std::string& file : {std::string("optimizer.safetensors"), weights}) {
-      worst = std::max(worst, worst_relative_l2(fs::path(one.run_dir) / "checkpoint-2" / file,
-                                                fs::path(par.run_dir) / "checkpoint-2" / file));
-    }
-    EXPECT_LE(worst, 5e-5) << name << ": checkpoint-2 of the ZeRO-2 x TP run against one process's";
-    std::printf("[ zero2_ckpt_%s ] checkpoint-2 (weights and moments) vs one process: worst relative L2 %.3g\n",
-                name.c_str(), worst);
-    test::RunSpec from_par = one;
-    from_par.resume = (fs::path(par.run_dir) / "checkpoint-2").string();
-    from_par.run_dir = train::create_run_dir(test::fresh_dir("z2ckpt_from_tp_" + name).string());
-    const test::RunOutput a = test::run_rank(from_par, nullptr);
-    test::RunSpec from_one = par;
-    from_one.resume = (fs::path(one.run_dir) / "checkpoint-2").string();
-    from_one.run_dir = train::create_run_dir(test::fresh_dir("z2ckpt_from_one_" + name).string());
-    const test::RunOutput b = test::run_world(4, from_one);
-    ASSERT_EQ(a.losses.size(), 2u);
-    ASSERT_EQ(b.losses.size(), 2u);
-    for (size_t i = 0; i < 2; ++i) {
-      EXPECT_NEAR(a.losses[i], parallel.losses[i + 2], 1e-6 * parallel.losses[i + 2]) << name << " step " << i + 3;
-      EXPECT_NEAR(b.losses[i], single.losses[i + 2], 1e-6 * single.losses[i + 2]) << name << " step " << i + 3;
-    }
-    test::expect_same_end(b, single, "zero2_resumed_tp_" + name);
+    test::expect_checkpoints_resume_across_layouts(one, single, par, parallel, 4, weights, "zero2_ckpt_" + name);
   }
 }
 

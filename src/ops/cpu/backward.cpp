@@ -96,29 +96,10 @@ void linear_dbias(const float* dy, float* db, int64_t n, int64_t m) {
 
 }  // namespace
 
-void embedding_backward(const Tensor& dout, const Tensor& ids, Tensor& dtable, int64_t padding_id) {
-  SWIFT_PROFILE("embedding_backward");
-  const int64_t tokens = ids.size(0), c = dout.size(1);
-  const int32_t* id = ids.data<int32_t>();
-  const float* src = dout.data<float>();
-  float* table = dtable.data<float>();
-#pragma omp parallel if (tokens * c >= kParallelMin)
-  {
-    int64_t c0, c1;
-    split_range(c, omp_get_num_threads(), omp_get_thread_num(), kColumnAlign, c0, c1);
-    for (int64_t t = 0; t < tokens && c1 > c0; ++t) {
-      if (id[t] == padding_id) continue;
-      float* row = table + static_cast<int64_t>(id[t]) * c;
-      const float* g = src + t * c;
-#pragma omp simd
-      for (int64_t j = c0; j < c1; ++j) row[j] += g[j];
-    }
-  }
-}
-
-void embedding_shard_backward(const Tensor& dout, const Tensor& ids, int64_t vocab_offset, Tensor& dtable,
-                              int64_t padding_id) {
-  SWIFT_PROFILE("embedding_shard_backward");
+namespace {
+// dtable[id - vocab_offset] += dout[t] for the ids inside the table (not padding_id). Deterministic: each thread owns
+// a column block and walks the tokens in order.
+void scatter_add_rows(const Tensor& dout, const Tensor& ids, int64_t vocab_offset, Tensor& dtable, int64_t padding_id) {
   const int64_t tokens = ids.size(0), c = dout.size(1), vocab = dtable.size(0);
   const int32_t* id = ids.data<int32_t>();
   const float* src = dout.data<float>();
@@ -136,6 +117,18 @@ void embedding_shard_backward(const Tensor& dout, const Tensor& ids, int64_t voc
       for (int64_t j = c0; j < c1; ++j) row[j] += g[j];
     }
   }
+}
+}  // namespace
+
+void embedding_backward(const Tensor& dout, const Tensor& ids, Tensor& dtable, int64_t padding_id) {
+  SWIFT_PROFILE("embedding_backward");
+  scatter_add_rows(dout, ids, 0, dtable, padding_id);  // ids were checked against the vocabulary
+}
+
+void embedding_shard_backward(const Tensor& dout, const Tensor& ids, int64_t vocab_offset, Tensor& dtable,
+                              int64_t padding_id) {
+  SWIFT_PROFILE("embedding_shard_backward");
+  scatter_add_rows(dout, ids, vocab_offset, dtable, padding_id);
 }
 
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw, Tensor& dbias,

@@ -153,21 +153,9 @@ void swiglu(const Tensor& gate, const Tensor& up, Tensor& out) {
   }
 }
 
-void embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
-  SWIFT_PROFILE("embedding");
-  const int64_t tokens = ids.size(0), c = table.size(1);
-  const int32_t* id = ids.data<int32_t>();
-  const char* rows = static_cast<const char*>(table.raw());
-  const size_t row_bytes = dtype_bytes(table.dtype(), c);
-  float* o = out.data<float>();
-#pragma omp parallel for schedule(static) if (tokens * c >= kParallelMin)
-  for (int64_t t = 0; t < tokens; ++t) {
-    to_f32(rows + static_cast<size_t>(id[t]) * row_bytes, table.dtype(), o + t * c, c);
-  }
-}
-
-void embedding_shard(const Tensor& table, const Tensor& ids, int64_t vocab_offset, Tensor& out) {
-  SWIFT_PROFILE("embedding_shard");
+namespace {
+// Rows id - vocab_offset of the table (zeros for ids outside it: another vocabulary shard's), as F32.
+void gather_rows(const Tensor& table, const Tensor& ids, int64_t vocab_offset, Tensor& out) {
   const int64_t tokens = ids.size(0), c = table.size(1), vocab = table.size(0);
   const int32_t* id = ids.data<int32_t>();
   const char* rows = static_cast<const char*>(table.raw());
@@ -182,6 +170,17 @@ void embedding_shard(const Tensor& table, const Tensor& ids, int64_t vocab_offse
       to_f32(rows + static_cast<size_t>(row) * row_bytes, table.dtype(), o + t * c, c);
     }
   }
+}
+}  // namespace
+
+void embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
+  SWIFT_PROFILE("embedding");
+  gather_rows(table, ids, 0, out);  // ids were checked against the vocabulary: every row is the table's
+}
+
+void embedding_shard(const Tensor& table, const Tensor& ids, int64_t vocab_offset, Tensor& out) {
+  SWIFT_PROFILE("embedding_shard");
+  gather_rows(table, ids, vocab_offset, out);
 }
 
 }  // namespace swift::ops::cpu

@@ -70,6 +70,10 @@ void lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Ten
 void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b,
                           const Tensor& xa, float scale, const Dropout& dropout, Tensor& dx, Tensor& da, Tensor& db,
                           bool accumulate_dx);
+// SWIFT_LORA_B_FIRST=1 (read once, off by default): lora_linear without accumulate writes the B product first and the
+// frozen product adds onto it (ops_matmul.cpp). set_lora_b_first overrides it for the process (tests).
+bool lora_b_first();
+void set_lora_b_first(bool on);
 
 // ---- LM head + cross-entropy (ops_cross_entropy.cpp) ----
 CrossEntropyStats cross_entropy(const Tensor& hidden, const Tensor& head, const Tensor& labels, float grad_scale,

@@ -23,6 +23,7 @@
 #include "ops/cuda/cuda_ops.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -221,21 +222,37 @@ uint8_t* keep_bits_of(const Dropout& d) {
 
 }  // namespace
 
+namespace {
+std::atomic<int>& b_first_setting() {  // -1: SWIFT_LORA_B_FIRST not read yet, 0: off, 1: on
+  static std::atomic<int> setting{-1};
+  return setting;
+}
+}  // namespace
+
+bool lora_b_first() {
+  int v = b_first_setting().load();
+  if (v < 0) {
+    const char* e = std::getenv("SWIFT_LORA_B_FIRST");
+    int expected = -1;
+    b_first_setting().compare_exchange_strong(expected, e != nullptr && std::strcmp(e, "1") == 0 ? 1 : 0);
+    v = b_first_setting().load();
+  }
+  return v == 1;
+}
+
+void set_lora_b_first(bool on) { b_first_setting().store(on ? 1 : 0); }
+
 void lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& a, const Tensor& b, float scale,
                  const Dropout& dropout, Tensor& y, Tensor& xa, bool accumulate) {
   const char* op = "lora_linear";
   const int device = dev(x);
   const int64_t n = x.size(0), k = x.size(1), m = w.size(0), r = a.size(0);
   const DType act = x.dtype();
-  // SWIFT_LORA_B_FIRST=1: without accumulate the B product is written first (y = scale xa b^T, y not read) and the
-  // frozen product adds onto it in cuBLASLt's epilogue (beta = 1): one write of y instead of a read-modify-write after
-  // the product, one rounding less. Off by default until an A/B on one machine shows it pays (its GPU tests pass;
-  // docs/PERFORMANCE.md run 9: the calls that ran it could not separate it from the machines' spread).
-  static const bool b_first_enabled = [] {
-    const char* e = std::getenv("SWIFT_LORA_B_FIRST");
-    return e != nullptr && std::strcmp(e, "1") == 0;
-  }();
-  const bool b_first = b_first_enabled && !accumulate && n > 0 && r > 0 && one_pass(y, r) && one_pass(x, r);
+  // lora_b_first(): without accumulate the B product is written first (y = scale xa b^T, y not read) and the frozen
+  // product adds onto it in cuBLASLt's epilogue (beta = 1): one write of y instead of a read-modify-write after the
+  // product, one rounding less. Off by default until an A/B on one machine shows it pays (docs/PERFORMANCE.md run 9:
+  // the calls that ran it could not separate it from the machines' spread).
+  const bool b_first = lora_b_first() && !accumulate && n > 0 && r > 0 && one_pass(y, r) && one_pass(x, r);
   if (!b_first) {
     DeviceRegion region("lora_linear.frozen_gemm", device);
     linear_impl(op, x, w, bias, y.raw(), accumulate);

@@ -118,6 +118,23 @@ void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, co
 
 namespace {
 
+// Logits of token i over the head's rows in double (z[v] = hidden_i . head_v); returns the first argmax, max in *max_z.
+int64_t token_logits(const Tensor& hidden, const Tensor& head, int64_t i, std::vector<double>& z, double* max_z) {
+  const int64_t c = hidden.size(1), vocab = head.size(0);
+  *max_z = -INFINITY;
+  int64_t argmax = 0;
+  for (int64_t v = 0; v < vocab; ++v) {
+    double acc = 0.0;
+    for (int64_t e = 0; e < c; ++e) acc += static_cast<double>(load(hidden, i * c + e)) * load(head, v * c + e);
+    z[static_cast<size_t>(v)] = acc;
+    if (acc > *max_z) {
+      *max_z = acc;
+      argmax = v;
+    }
+  }
+  return argmax;
+}
+
 // Shared core: for each valid token, all logits in double; loss, argmax, and the gradients of
 // sum_t coef_t * (-log p_t[label]) (coef per token from `coef_of`).
 template <typename Coef>
@@ -134,17 +151,8 @@ CrossEntropyStats lm_head_reference(const Tensor& hidden, const Tensor& head, co
       if (logp) store(*logp, i, 0.0);
       continue;
     }
-    double max_z = -INFINITY;
-    int64_t argmax = 0;
-    for (int64_t v = 0; v < vocab; ++v) {
-      double acc = 0.0;
-      for (int64_t e = 0; e < c; ++e) acc += static_cast<double>(load(hidden, i * c + e)) * load(head, v * c + e);
-      z[static_cast<size_t>(v)] = acc;
-      if (acc > max_z) {
-        max_z = acc;
-        argmax = v;
-      }
-    }
+    double max_z = 0.0;
+    const int64_t argmax = token_logits(hidden, head, i, z, &max_z);
     double sum = 0.0;
     for (double zv : z) sum += std::exp(zv - max_z);
     const double lse = max_z + std::log(sum);
@@ -208,7 +216,7 @@ void cross_entropy_shard_stats(const Tensor& hidden, const Tensor& head, const T
   detail::require_cpu("cross_entropy_shard_stats",
                       detail::check_lm_head_shard("cross_entropy_shard_stats", hidden, head, labels, vocab_offset,
                                                   options, {&lse, &label_logit, &max_logit}, argmax, none, none));
-  const int64_t t = hidden.size(0), c = hidden.size(1), vocab = head.size(0);
+  const int64_t t = hidden.size(0), vocab = head.size(0);
   const int32_t* lab = labels.data<int32_t>();
   int32_t* arg = argmax.data<int32_t>();
   for (int64_t i = 0; i < t; ++i) {
@@ -216,15 +224,7 @@ void cross_entropy_shard_stats(const Tensor& hidden, const Tensor& head, const T
     int64_t best = 0;
     std::vector<double> z(static_cast<size_t>(vocab));
     if (lab[i] != options.ignore_index) {
-      for (int64_t v = 0; v < vocab; ++v) {
-        double acc = 0.0;
-        for (int64_t e = 0; e < c; ++e) acc += static_cast<double>(load(hidden, i * c + e)) * load(head, v * c + e);
-        z[static_cast<size_t>(v)] = acc;
-        if (acc > max_z) {
-          max_z = acc;
-          best = v;
-        }
-      }
+      best = token_logits(hidden, head, i, z, &max_z);
       for (double zv : z) sum += std::exp(zv - max_z);
       const int64_t own = lab[i] - vocab_offset;
       if (own >= 0 && own < vocab) label_z = z[static_cast<size_t>(own)];
