@@ -141,6 +141,48 @@ __device__ __forceinline__ void store_f32(float* p, int64_t i, float v) { p[i] =
 __device__ __forceinline__ void store_f32(__nv_bfloat16* p, int64_t i, float v) { p[i] = __float2bfloat16_rn(v); }
 __device__ __forceinline__ void store_f32(__half* p, int64_t i, float v) { p[i] = __float2half_rn(v); }
 
+// 8 consecutive elements p[i .. i + 7] as fp32 (exact widening) / rounded once from fp32; i % 8 == 0 and p 16-byte
+// aligned: one 16-byte access for 16-bit types, two for F32.
+__device__ __forceinline__ void load8_f32(const float* p, int64_t i, float (&v)[8]) {
+  const float4 a = *reinterpret_cast<const float4*>(p + i), b = *reinterpret_cast<const float4*>(p + i + 4);
+  v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+}
+__device__ __forceinline__ void load8_f32(const __nv_bfloat16* p, int64_t i, float (&v)[8]) {
+  const uint4 u = *reinterpret_cast<const uint4*>(p + i);
+  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {  // bf16 -> fp32 is the high half of the word
+    v[2 * k] = __uint_as_float(w[k] << 16);
+    v[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
+  }
+}
+__device__ __forceinline__ void load8_f32(const __half* p, int64_t i, float (&v)[8]) {
+  const uint4 u = *reinterpret_cast<const uint4*>(p + i);
+  const __half2* h = reinterpret_cast<const __half2*>(&u);
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const float2 f = __half22float2(h[k]);
+    v[2 * k] = f.x;
+    v[2 * k + 1] = f.y;
+  }
+}
+__device__ __forceinline__ void store8_f32(float* p, int64_t i, const float (&v)[8]) {
+  *reinterpret_cast<float4*>(p + i) = make_float4(v[0], v[1], v[2], v[3]);
+  *reinterpret_cast<float4*>(p + i + 4) = make_float4(v[4], v[5], v[6], v[7]);
+}
+__device__ __forceinline__ void store8_f32(__nv_bfloat16* p, int64_t i, const float (&v)[8]) {
+  __nv_bfloat162 h[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) h[k] = __floats2bfloat162_rn(v[2 * k], v[2 * k + 1]);
+  *reinterpret_cast<uint4*>(p + i) = *reinterpret_cast<const uint4*>(h);
+}
+__device__ __forceinline__ void store8_f32(__half* p, int64_t i, const float (&v)[8]) {
+  __half2 h[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) h[k] = __floats2half2_rn(v[2 * k], v[2 * k + 1]);
+  *reinterpret_cast<uint4*>(p + i) = *reinterpret_cast<const uint4*>(h);
+}
+
 #endif
 
 }  // namespace swift::ops::cuda

@@ -2,7 +2,9 @@
 //
 // Invariants:
 //  - One row per group of kRowThreads threads: a warp per row when C <= 1024 (8 rows per 256-thread block: the
-//    per-head q/k norm, C = D), else a 256-thread block per row (hidden states). A row's sums are fp64 (as the CPU
+//    per-head q/k norm, C = D), else a 256-thread block per row (hidden states); rows of C % 8 == 0 up to 8192 with
+//    16-byte aligned activations keep their elements in registers between the sum and the output (one read, 16-byte
+//    accesses: rmsnorm_vec_kernel / rmsnorm_dx_vec_kernel). A row's sums are fp64 (as the CPU
 //    kernel) reduced in a fixed tree (warp shuffles, then warp partials in order): the result does not depend on
 //    timing. Every element is read for the row sum before any element of the row is written, and later read and
 //    written by the same thread: y may be x, and dx may be dy (without accumulate_dx).
@@ -13,6 +15,9 @@
 //    Pass 1 runs before dx is written (dx may be dy).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+
+#include <cstdint>
+#include <initializer_list>
 
 #include "ops/cuda/kernels_elementwise.cuh"
 
@@ -132,6 +137,94 @@ __global__ void rmsnorm_dx_kernel(const T* dy, const T* x, const W* weight, cons
   }
 }
 
+// Rows of C > 1024 with C % 8 == 0, 16-byte aligned activations and C <= 8 * kBlock * V: one block per row, each
+// thread holding its (at most V) groups of 8 consecutive elements in registers, so x (and dy) are read once, in
+// 16-byte accesses. Same formulas and rounding as the kernels above; the row sums add per thread, then in the fixed
+// tree of row_sum (deterministic; the order differs from the strided kernels').
+constexpr int kMaxVecs = 4;  // up to C = 8192
+
+bool vec_row_ok(int64_t c, std::initializer_list<const void*> ptrs) {
+  if (c <= 1024 || c % 8 != 0 || c > int64_t{8} * kBlock * kMaxVecs) return false;
+  for (const void* p : ptrs) {
+    if (p != nullptr && reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+  }
+  return true;
+}
+int vecs_for(int64_t c) { return c <= int64_t{8} * kBlock ? 1 : c <= int64_t{16} * kBlock ? 2 : 4; }
+
+template <typename T, typename W, int V>
+__global__ void __launch_bounds__(kBlock) rmsnorm_vec_kernel(const T* x, const W* weight, T* y, float* rstd, int64_t c,
+                                                            float eps) {
+  const int64_t row = blockIdx.x;
+  const T* xr = x + row * c;
+  float v[V][8];
+  double sum = 0.0;
+#pragma unroll
+  for (int i = 0; i < V; ++i) {
+    const int64_t j = (int64_t{i} * kBlock + threadIdx.x) * 8;
+    if (j < c) {
+      load8_f32(xr, j, v[i]);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) sum += static_cast<double>(v[i][e]) * v[i][e];
+    }
+  }
+  sum = row_sum<kBlock>(sum);
+  const float variance = static_cast<float>(sum / static_cast<double>(c));
+  const float inv = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(variance, eps)));
+  T* yr = y + row * c;
+#pragma unroll
+  for (int i = 0; i < V; ++i) {
+    const int64_t j = (int64_t{i} * kBlock + threadIdx.x) * 8;
+    if (j < c) {
+      float o[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) o[e] = __fmul_rn(load_f32(weight, j + e), __fmul_rn(v[i][e], inv));
+      store8_f32(yr, j, o);
+    }
+  }
+  if (rstd != nullptr && threadIdx.x == 0) rstd[row] = inv;
+}
+
+template <typename T, typename W, int V>
+__global__ void __launch_bounds__(kBlock) rmsnorm_dx_vec_kernel(const T* dy, const T* x, const W* weight,
+                                                               const float* rstd, T* dx, int64_t c, bool accumulate) {
+  const int64_t row = blockIdx.x;
+  const T* xr = x + row * c;
+  const T* gr = dy + row * c;
+  float g[V][8], v[V][8];
+  double sum = 0.0;
+#pragma unroll
+  for (int i = 0; i < V; ++i) {
+    const int64_t j = (int64_t{i} * kBlock + threadIdx.x) * 8;
+    if (j < c) {
+      load8_f32(gr, j, g[i]);
+      load8_f32(xr, j, v[i]);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) sum += static_cast<double>(__fmul_rn(g[i][e], load_f32(weight, j + e))) * v[i][e];
+    }
+  }
+  sum = row_sum<kBlock>(sum);
+  const float inv = rstd[row];
+  const double inv_d = inv;
+  const float coef = static_cast<float>(__dmul_rn(__dmul_rn(__dmul_rn(__dmul_rn(-inv_d, inv_d), inv_d), sum),
+                                                  1.0 / static_cast<double>(c)));
+  T* out = dx + row * c;
+#pragma unroll
+  for (int i = 0; i < V; ++i) {
+    const int64_t j = (int64_t{i} * kBlock + threadIdx.x) * 8;
+    if (j < c) {
+      float o[8], old[8];
+      if (accumulate) load8_f32(out, j, old);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        float r = __fadd_rn(__fmul_rn(__fmul_rn(g[i][e], load_f32(weight, j + e)), inv), __fmul_rn(v[i][e], coef));
+        o[e] = accumulate ? __fadd_rn(old[e], r) : r;
+      }
+      store8_f32(out, j, o);
+    }
+  }
+}
+
 // partials[chunk * c + j] = sum over the chunk's rows (in order) of dy[r, j] * (x[r, j] * rstd[r]), fp64.
 template <typename T>
 __global__ void rmsnorm_dweight_partial_kernel(const T* dy, const T* x, const float* rstd, double* partials, int64_t n,
@@ -189,6 +282,15 @@ cudaError_t rmsnorm_typed(const void* x, const void* weight, void* y, float* rst
   const T* px = static_cast<const T*>(x);
   const W* pw = static_cast<const W*>(weight);
   T* py = static_cast<T*>(y);
+  if (vec_row_ok(c, {x, y}) && grid_ok(n)) {
+    const auto blocks = static_cast<unsigned>(n);
+    switch (vecs_for(c)) {
+      case 1: rmsnorm_vec_kernel<T, W, 1><<<blocks, kBlock, 0, stream>>>(px, pw, py, rstd, c, eps); break;
+      case 2: rmsnorm_vec_kernel<T, W, 2><<<blocks, kBlock, 0, stream>>>(px, pw, py, rstd, c, eps); break;
+      default: rmsnorm_vec_kernel<T, W, kMaxVecs><<<blocks, kBlock, 0, stream>>>(px, pw, py, rstd, c, eps); break;
+    }
+    return cudaGetLastError();
+  }
   if (c <= 1024) {
     const int64_t blocks = (n + kBlock / 32 - 1) / (kBlock / 32);
     if (!grid_ok(blocks)) return cudaErrorInvalidValue;
@@ -218,6 +320,21 @@ cudaError_t rmsnorm_dx_typed(const void* dy, const void* x, const void* weight, 
   const T* px = static_cast<const T*>(x);
   const W* pw = static_cast<const W*>(weight);
   T* pdx = static_cast<T*>(dx);
+  if (vec_row_ok(c, {dy, x, dx}) && grid_ok(n)) {
+    const auto blocks = static_cast<unsigned>(n);
+    switch (vecs_for(c)) {
+      case 1:
+        rmsnorm_dx_vec_kernel<T, W, 1><<<blocks, kBlock, 0, stream>>>(pdy, px, pw, rstd, pdx, c, accumulate);
+        break;
+      case 2:
+        rmsnorm_dx_vec_kernel<T, W, 2><<<blocks, kBlock, 0, stream>>>(pdy, px, pw, rstd, pdx, c, accumulate);
+        break;
+      default:
+        rmsnorm_dx_vec_kernel<T, W, kMaxVecs><<<blocks, kBlock, 0, stream>>>(pdy, px, pw, rstd, pdx, c, accumulate);
+        break;
+    }
+    return cudaGetLastError();
+  }
   if (c <= 1024) {
     const int64_t blocks = (n + kBlock / 32 - 1) / (kBlock / 32);
     if (!grid_ok(blocks)) return cudaErrorInvalidValue;
