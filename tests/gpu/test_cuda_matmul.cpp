@@ -26,6 +26,7 @@
 #include "gpu/gpu_test_util.h"
 #include "gpu/gpu_timing.h"
 #include "ops/backends.h"
+#include "ops/cuda/blas.h"
 #include "ops/cuda/cuda_backend.h"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/op_test_util.h"
@@ -110,6 +111,36 @@ TEST(OpsCudaMatmul, GemmAllTransposes) {
       }
     }
   }
+}
+
+// SWIFT_GEMM_AUTOTUNE: the timing runs write a scratch D and read the real one as C, so a product that accumulates
+// (beta != 0) still adds exactly once; shapes no earlier test made (new plans, each tuned on first use).
+TEST(OpsCudaMatmul, GemmAutotuneKeepsTheResult) {
+  ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
+  ops::cuda::set_gemm_autotune(true);
+  struct Case { int64_t n, k, m; };
+  const Case cases[] = {{257, 129, 383}, {1031, 520, 264}, {64, 2056, 1000}};
+  uint32_t seed = 4200;
+  for (const Case& cs : cases) {
+    for (float beta : {0.0f, 1.0f}) {
+      SCOPED_TRACE(fmt::format("N={} K={} M={} beta={}", cs.n, cs.k, cs.m, beta));
+      Input a = make_input({cs.n, cs.k}, DType::BF16, ++seed);
+      Input b = make_input({cs.m, cs.k}, DType::BF16, ++seed);
+      DeviceOut c({cs.n, cs.m}, DType::F32);
+      Tensor c_ref = Tensor::empty({cs.n, cs.m}, DType::F32);
+      if (beta != 0.0f) {
+        Tensor c0 = random_tensor({cs.n, cs.m}, DType::F32, ++seed);
+        c.set(c0);
+        c_ref.copy_from(c0);
+      }
+      for (int call = 0; call < 2; ++call) {  // the first call tunes, the second uses the choice
+        ops::gemm(false, true, 1.0f, a.dev, b.dev, beta, c.tensor);
+        ops::ref::gemm(false, true, 1.0f, a.ref, b.ref, beta, c_ref);
+        expect_close(c.fetch(), c_ref, 1e-5, "c");
+      }
+    }
+  }
+  ops::cuda::set_gemm_autotune(false);
 }
 
 TEST(OpsCudaMatmul, LinearBackwardMatchesReference) {

@@ -15,6 +15,11 @@
 //  - Where the heuristic has no algorithm (it may refuse odd alignments), cublasGemmEx runs the same product
 //    (fp32 compute, default math: no TF32).
 //  - Calls are serialised per device by a mutex (descriptors carry the bias pointer, set per call).
+//  - SWIFT_GEMM_AUTOTUNE=1 (read once; off by default): a plan's first call times up to kTuneAlgos of the heuristic's
+//    algorithms on its real operands (D written to a scratch buffer, C = the real D read, so the call's result is
+//    untouched), then keeps the fastest. The choice follows the timings, so two processes may pick different
+//    algorithms (different summation orders): off by default for reproducible runs. Skipped while the stream is
+//    being captured into a CUDA graph (no allocation or synchronisation allowed there).
 #include "ops/cuda/blas.h"
 
 #include <cublas_v2.h>
@@ -22,9 +27,13 @@
 #include <cuda_runtime.h>
 
 #include <array>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <vector>
 
 #include "core/error.h"
 #include "core/memory.h"
@@ -62,11 +71,20 @@ struct Key {
   bool operator<(const Key& o) const { return tie() < o.tie(); }
 };
 
+constexpr int kTuneAlgos = 8;
+
+std::atomic<int>& autotune_setting() {  // -1: not read yet, 0: off, 1: on
+  static std::atomic<int> setting{-1};
+  return setting;
+}
+bool autotune_enabled() { return gemm_autotune_enabled(); }
+
 struct Plan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;
   cublasLtMatmulAlgo_t algo{};
   bool ok = false;  // false: the heuristic found nothing (with a bias epilogue: fall back to the plain product)
+  std::vector<cublasLtMatmulAlgo_t> candidates;  // SWIFT_GEMM_AUTOTUNE: the heuristic's choices, until timed
 };
 
 struct DeviceBlas {
@@ -138,19 +156,86 @@ Plan make_plan(const char* op, DeviceBlas& blas, const Key& key) {
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof(al_b));
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_d, sizeof(al_d));
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof(al_d));
-  cublasLtMatmulHeuristicResult_t result{};
+  std::array<cublasLtMatmulHeuristicResult_t, kTuneAlgos> results{};
   int returned = 0;
+  const int wanted = autotune_enabled() ? kTuneAlgos : 1;
   const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(blas.handle, plan.desc, plan.la, plan.lb, plan.ld,
-                                                               plan.ld, pref, 1, &result, &returned);
+                                                               plan.ld, pref, wanted, results.data(), &returned);
   cublasLtMatmulPreferenceDestroy(pref);
-  if (status == CUBLAS_STATUS_SUCCESS && returned > 0 && result.state == CUBLAS_STATUS_SUCCESS) {
-    plan.algo = result.algo;
+  if (status == CUBLAS_STATUS_SUCCESS && returned > 0 && results[0].state == CUBLAS_STATUS_SUCCESS) {
+    plan.algo = results[0].algo;
     plan.ok = true;
+    for (int i = 1; i < returned && wanted > 1; ++i) {
+      if (results[static_cast<size_t>(i)].state == CUBLAS_STATUS_SUCCESS) {
+        if (plan.candidates.empty()) plan.candidates.push_back(results[0].algo);
+        plan.candidates.push_back(results[static_cast<size_t>(i)].algo);
+      }
+    }
   }
   return plan;
 }
 
+// SWIFT_GEMM_AUTOTUNE: times plan->candidates on these operands (D to a scratch buffer, C = args.d) and keeps the
+// fastest in plan->algo; the candidates are dropped either way. Not while the stream is being captured.
+void autotune(const char* op, DeviceBlas& blas, Plan& plan, const MatmulArgs& args, cudaStream_t s) {
+  std::vector<cublasLtMatmulAlgo_t> candidates;
+  candidates.swap(plan.candidates);
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(s, &capturing) != cudaSuccess || capturing != cudaStreamCaptureStatusNone) {
+    cudaGetLastError();
+    return;
+  }
+  const size_t bytes = static_cast<size_t>(args.ldd) * static_cast<size_t>(args.n) * elem_bytes(args.d_dtype);
+  void* scratch = nullptr;
+  if (cudaMallocAsync(&scratch, bytes, s) != cudaSuccess) {  // no room to time: keep the heuristic's first choice
+    cudaGetLastError();
+    return;
+  }
+  cudaEvent_t start = nullptr, stop = nullptr;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  const float alpha = args.alpha, beta = args.beta;
+  float best_ms = 0.0f;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    auto run = [&] {
+      return cublasLtMatmul(blas.handle, plan.desc, &alpha, args.b, plan.la, args.a, plan.lb, &beta, args.d, plan.ld,
+                            scratch, plan.ld, &candidates[i], blas.workspace, kWorkspaceBytes, s);
+    };
+    if (run() != CUBLAS_STATUS_SUCCESS) continue;  // an algorithm that refuses these operands is never chosen
+    cudaEventRecord(start, s);
+    bool ok = true;
+    for (int rep = 0; rep < 3 && ok; ++rep) ok = run() == CUBLAS_STATUS_SUCCESS;
+    cudaEventRecord(stop, s);
+    float ms = 0.0f;
+    if (!ok || cudaEventSynchronize(stop) != cudaSuccess || cudaEventElapsedTime(&ms, start, stop) != cudaSuccess) {
+      cudaGetLastError();
+      continue;
+    }
+    if (best_ms == 0.0f || ms < best_ms) {
+      best_ms = ms;
+      plan.algo = candidates[i];
+    }
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  const cudaError_t freed = cudaFreeAsync(scratch, s);
+  if (freed != cudaSuccess) fail("op {}: cudaFreeAsync of the GEMM autotune scratch failed: {}", op, cudaGetErrorString(freed));
+}
+
 }  // namespace
+
+bool gemm_autotune_enabled() {
+  int v = autotune_setting().load();
+  if (v < 0) {
+    const char* e = std::getenv("SWIFT_GEMM_AUTOTUNE");
+    int expected = -1;
+    autotune_setting().compare_exchange_strong(expected, e != nullptr && std::strcmp(e, "1") == 0 ? 1 : 0);
+    v = autotune_setting().load();
+  }
+  return v == 1;
+}
+
+void set_gemm_autotune(bool on) { autotune_setting().store(on ? 1 : 0); }
 
 void matmul(const char* op, int device, const MatmulArgs& args) {
   if (args.n <= 0 || args.m <= 0) return;
@@ -172,7 +257,7 @@ void matmul(const char* op, int device, const MatmulArgs& args) {
   const bool bias_epilogue = args.bias != nullptr && (reinterpret_cast<uint64_t>(args.bias) % 16 == 0) &&
                              (args.bias_dtype == args.d_dtype || args.bias_dtype == 0);
   std::lock_guard<std::mutex> lock(blas.mutex);
-  const Plan* plan = nullptr;
+  Plan* plan = nullptr;
   bool bias_done = false;
   if (bias_epilogue) {
     Key bias_key = key;
@@ -192,6 +277,7 @@ void matmul(const char* op, int device, const MatmulArgs& args) {
     if (it == blas.plans.end()) it = blas.plans.emplace(key, make_plan(op, blas, key)).first;
     plan = &it->second;
   }
+  if (!plan->candidates.empty()) autotune(op, blas, *plan, args, s);
   const float alpha = args.alpha, beta = args.beta;
   if (!plan->ok) {  // no cuBLASLt algorithm (odd alignment): cublasGemmEx, same column-major mapping, fp32 compute
     check_lt(op, cublasSetStream(blas.fallback, s), "cublasSetStream");

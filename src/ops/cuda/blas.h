@@ -35,5 +35,10 @@ struct MatmulArgs {
 
 // Runs the product on device `device` (its current stream). Throws naming `op` on failure.
 void matmul(const char* op, int device, const MatmulArgs& args);
+// SWIFT_GEMM_AUTOTUNE=1 (read once, off by default): each new plan's first call times the heuristic's top algorithms
+// on its operands and keeps the fastest (blas.cpp). set_gemm_autotune overrides it for the process (tests); plans made
+// before keep their algorithm.
+bool gemm_autotune_enabled();
+void set_gemm_autotune(bool on);
 
 }  // namespace swift::ops::cuda
