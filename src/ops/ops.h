@@ -171,8 +171,8 @@ void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, co
 // add: the gradient passes through unchanged (da = db = dout); no op needed.
 
 // ---- dropout (counter-based, reproducible) -------------------------------------------------------------------
-// Element i of a tensor is kept when philox4x32-10(key = seed, counter = i / 4) word i % 4 >= p * 2^32
-// (ops/philox.h): the mask is a pure function of (seed, flat index, p), so a recompute, the backward and a
+// Element i of a tensor is kept when its 16-bit draw, half i % 2 of word (i / 2) % 4 of philox4x32-10(key = seed,
+// counter = i / 8), is >= round(p * 2^16) (ops/philox.h: P(drop) = p to within 2^-17): the mask is a pure function of (seed, flat index, p), so a recompute, the backward and a
 // CUDA kernel regenerate it exactly, and CPU results are reproducible. Kept elements are scaled by
 // 1 / (1 - p) (float), as torch.nn.Dropout. The caller picks one seed per (step, micro-batch, layer, module)
 // so that masks never repeat (PEFT gives each adapted module its own dropout).

@@ -2,12 +2,14 @@
 // random numbers: as easy as 1, 2, 3", SC 2011; the generator of cuRAND and of torch's CUDA dropout).
 //
 // Invariants:
-//  - A random word is a pure function of (seed, index): no state, so any thread, the backward, a recompute
-//    and a CUDA kernel regenerate the same mask in any order. Word i of stream `seed` is word i % 4 of the
-//    block philox(key = seed, counter = i / 4).
+//  - A draw is a pure function of (seed, index): no state, so any thread, the backward, a recompute and a CUDA
+//    kernel regenerate the same mask in any order. Block b of stream `seed` is philox(key = seed, counter = b).
 //  - Header-only, no library calls: usable from host code and (with SWIFT_HOST_DEVICE) from CUDA kernels.
-//  - Dropout keeps element i when word >= threshold(p) = round(p * 2^32) (p in [0, 1)): P(drop) = p to within
-//    2^-32; p = 0 keeps everything.
+//  - Dropout draws 16-bit uniforms, two per word, eight per block: draw i of stream `seed` is the low (i even) or
+//    high (i odd) half of word i / 2, i.e. of block i / 8. Element i is kept when its draw >= threshold(p) =
+//    round(p * 2^16) (p in [0, 1)): P(drop) = p to within 2^-17 (p = 0.05: 0.0500031), and one Philox block masks 8
+//    elements (half the rounds of a 32-bit draw per element: the LoRA forward's mask is Philox-bound on the GPU);
+//    p = 0 keeps everything.
 //  - A DropoutMap places a rank's local (rows, cols) block in the full tensor whose mask it draws (sequence parallel:
 //    a row offset; tensor parallel's row-parallel inputs: a column block), so every rank draws exactly the mask of
 //    its place in the one-process tensor. The default map is the identity: local flat index = stream index.
@@ -53,21 +55,35 @@ SWIFT_HOST_DEVICE inline PhiloxBlock philox_block(uint64_t seed, uint64_t block)
   return philox4x32_10({{static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32), 0u, 0u}}, seed);
 }
 
-// Word `index` of stream `seed`.
-SWIFT_HOST_DEVICE inline uint32_t philox_word(uint64_t seed, uint64_t index) {
-  return philox_block(seed, index >> 2).w[index & 3];
+// Draw `index` of stream `seed`: a 16-bit uniform, half (index & 1) of word index / 2.
+SWIFT_HOST_DEVICE inline uint32_t dropout_draw(uint64_t seed, uint64_t index) {
+  const uint32_t w = philox_block(seed, index >> 3).w[(index >> 1) & 3];
+  return (index & 1) != 0 ? w >> 16 : w & 0xFFFFu;
 }
 
-// The keep threshold of drop probability p in [0, 1): round(p * 2^32), at most 2^32 - 1.
+// The keep threshold of drop probability p in [0, 1): round(p * 2^16) (2^16 when p rounds to 1: nothing kept).
 SWIFT_HOST_DEVICE inline uint32_t dropout_threshold(float p) {
   if (!(p > 0.0f)) return 0;
-  const double t = static_cast<double>(p) * 4294967296.0 + 0.5;
-  return t >= 4294967295.0 ? 0xFFFFFFFFu : static_cast<uint32_t>(t);
+  const double t = static_cast<double>(p) * 65536.0 + 0.5;
+  return t >= 65536.0 ? 65536u : static_cast<uint32_t>(t);
 }
 
 // Whether element `index` of stream `seed` survives dropout with threshold `threshold`.
 SWIFT_HOST_DEVICE inline bool dropout_keep(uint64_t seed, uint64_t index, uint32_t threshold) {
-  return philox_word(seed, index) >= threshold;
+  return dropout_draw(seed, index) >= threshold;
+}
+
+// The keep bits of the 8 draws of Philox block `block` (bit i: draw 8 block + i kept), from the block's words.
+SWIFT_HOST_DEVICE inline uint32_t dropout_keep_bits8(const PhiloxBlock& b, uint32_t threshold) {
+  uint32_t bits = 0;
+#if defined(__CUDACC__)
+#pragma unroll
+#endif
+  for (int w = 0; w < 4; ++w) {
+    bits |= ((b.w[w] & 0xFFFFu) >= threshold ? 1u : 0u) << (2 * w);
+    bits |= ((b.w[w] >> 16) >= threshold ? 1u : 0u) << (2 * w + 1);
+  }
+  return bits;
 }
 
 // Where a local (rows, cols) block lies in the full (.., full_cols) tensor whose dropout mask it draws: local element
@@ -89,19 +105,20 @@ SWIFT_HOST_DEVICE inline bool dropout_map_identity(const DropoutMap& m, int64_t 
   return m.row_offset == 0 && m.col_offset == 0 && (m.full_cols == 0 || m.full_cols == cols);
 }
 
-// Words of stream `seed` at arbitrary indices, caching the last block: runs of consecutive indices cost one Philox
-// block per 4 words (for mapped blocks, whose rows start anywhere in the stream).
+// Dropout draws of stream `seed` at arbitrary indices, caching the last block: runs of consecutive indices cost one
+// Philox block per 8 draws (for mapped blocks, whose rows start anywhere in the stream).
 struct PhiloxCursor {
   uint64_t seed;
   uint64_t block = ~uint64_t{0};
   PhiloxBlock words{};
   SWIFT_HOST_DEVICE explicit PhiloxCursor(uint64_t s) : seed(s) {}
-  SWIFT_HOST_DEVICE uint32_t word(uint64_t index) {
-    if ((index >> 2) != block) {
-      block = index >> 2;
+  SWIFT_HOST_DEVICE uint32_t draw(uint64_t index) {
+    if ((index >> 3) != block) {
+      block = index >> 3;
       words = philox_block(seed, block);
     }
-    return words.w[index & 3];
+    const uint32_t w = words.w[(index >> 1) & 3];
+    return (index & 1) != 0 ? w >> 16 : w & 0xFFFFu;
   }
 };
 

@@ -24,9 +24,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
+#include "core/memory.h"
 #include "gpu/attention_test_util.h"
 #include "ops/backends.h"
 #include "ops/cuda/attention_cudnn.h"
@@ -176,6 +178,46 @@ TEST(OpsCudaAttentionCudnn, BackwardOverHeadGroupsMatchesReference) {
   for (const Case& c : cases()) run_case(c, DType::BF16, seed += 10);
   unsetenv("SWIFT_CUDNN_ATTENTION_BWD_WORKSPACE_MB");
   std::printf("%s", ops::cuda::cudnn_attention_plan_info().c_str());
+}
+
+// Without SWIFT_CUDNN_ATTENTION_BWD_WORKSPACE_MB the backward's workspace stays under the process's memory peak: one
+// 8k sequence of 4 query heads (a 512 MiB dP estimate) splits in two kv-head groups right after the peaks are reset
+// (room: the 256 MiB floor) and runs in one launch once a freed 1 GiB buffer has raised the peak; both give the same
+// bits.
+TEST(OpsCudaAttentionCudnn, BackwardSplitsOnlyWhereItWouldRaiseThePeak) {
+  if (!have_hopper()) GTEST_SKIP() << "the cuDNN attention path needs an sm_90+ device";
+  unsetenv("SWIFT_CUDNN_ATTENTION_BWD_WORKSPACE_MB");
+  const int64_t tokens = 8192, hq = 4, hkv = 2, d = 64;
+  const float scale = 0.125f;
+  const Tensor cu = cu_seqlens_of({static_cast<int32_t>(tokens)}).to(Device::cuda());
+  const Tensor q = random_tensor({tokens, hq, d}, DType::BF16, 11).to(Device::cuda());
+  const Tensor k = random_tensor({tokens, hkv, d}, DType::BF16, 12).to(Device::cuda());
+  const Tensor v = random_tensor({tokens, hkv, d}, DType::BF16, 13).to(Device::cuda());
+  const Tensor dout = random_tensor({tokens, hq, d}, DType::BF16, 14).to(Device::cuda());
+  Tensor out = Tensor::empty({tokens, hq, d}, DType::BF16, Device::cuda());
+  Tensor lse = Tensor::empty({hq, tokens}, DType::F32, Device::cuda());
+  ops::attention(q, k, v, cu, scale, 0, out, lse);
+  auto backward = [&](int64_t expected_launches) {
+    Tensor dq = Tensor::empty({tokens, hq, d}, DType::BF16, Device::cuda());
+    Tensor dk = Tensor::empty({tokens, hkv, d}, DType::BF16, Device::cuda());
+    Tensor dv = Tensor::empty({tokens, hkv, d}, DType::BF16, Device::cuda());
+    const ops::cuda::AttentionPathCounts before = ops::cuda::attention_path_counts();
+    ops::attention_backward(dout, q, k, v, out, lse, cu, scale, 0, dq, dk, dv);
+    const ops::cuda::AttentionPathCounts after = ops::cuda::attention_path_counts();
+    EXPECT_EQ(after.cudnn_backward, before.cudnn_backward + 1) << ops::cuda::cudnn_attention_last_fallback();
+    EXPECT_EQ(after.cudnn_backward_launches - before.cudnn_backward_launches, expected_launches);
+    return std::vector<Tensor>{dq.to(Device::cpu()), dk.to(Device::cpu()), dv.to(Device::cpu())};
+  };
+  memory_reset_peaks(1);
+  const std::vector<Tensor> split = backward(2);
+  {
+    Tensor big = Tensor::empty({int64_t{1} << 29}, DType::BF16, Device::cuda());  // 1 GiB, freed at once
+  }
+  const std::vector<Tensor> whole = backward(1);
+  for (size_t i = 0; i < split.size(); ++i) {
+    EXPECT_EQ(std::memcmp(split[i].raw(), whole[i].raw(), static_cast<size_t>(split[i].numel()) * 2), 0)
+        << "gradient " << i << ": head groups changed the bits";
+  }
 }
 
 // SWIFT_ATTENTION=flash2 selects our kernels for BF16 (which cuDNN would take), and F32 always goes to ours.

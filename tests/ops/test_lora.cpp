@@ -42,8 +42,23 @@ TEST(OpsPhilox, KnownAnswersOfRandom123) {
   EXPECT_EQ(c.w[1], 0x94fdccebu);
   EXPECT_EQ(c.w[2], 0x5001e420u);
   EXPECT_EQ(c.w[3], 0x24126ea1u);
+  // Dropout's 16-bit draws: block b's word w holds draws 8b + 2w (low half) and 8b + 2w + 1 (high half).
+  EXPECT_EQ(ops::dropout_draw(0, 0), 0xe8d5u);
+  EXPECT_EQ(ops::dropout_draw(0, 1), 0x6627u);
+  EXPECT_EQ(ops::dropout_draw(0, 6), 0xdbd8u);
+  EXPECT_EQ(ops::dropout_draw(0, 7), 0x9b00u);
+  const ops::PhiloxBlock second = ops::philox4x32_10({{1, 0, 0, 0}}, 0);
+  EXPECT_EQ(ops::dropout_draw(0, 8 + 5), second.w[2] >> 16);
+  ops::PhiloxCursor cursor(0);
+  EXPECT_EQ(cursor.draw(13), second.w[2] >> 16);
+  EXPECT_EQ(cursor.draw(6), 0xdbd8u);
+  // Draws e8d5 6627 c58d e169 ac4c bc57 dbd8 9b00 against 0x9b01: draws 1 and 7 dropped.
+  EXPECT_EQ(ops::dropout_keep_bits8(a, 0x9b01u), 0x7Du);
   EXPECT_EQ(ops::dropout_threshold(0.0f), 0u);
-  EXPECT_EQ(ops::dropout_threshold(0.5f), 0x80000000u);
+  EXPECT_EQ(ops::dropout_threshold(0.5f), 0x8000u);
+  EXPECT_EQ(ops::dropout_threshold(0.05f), 3277u);
+  EXPECT_EQ(ops::dropout_threshold(0.99999f), 65535u);
+  EXPECT_EQ(ops::dropout_threshold(0.999999f), 65536u);  // rounds to 1: nothing is kept
 }
 
 TEST(OpsDropout, DropsAboutPAndIsReproducible) {

@@ -1,10 +1,11 @@
 // ops/cpu/lora.cpp — fast CPU dropout and LoRA linear (forward and backward).
 //
 // Invariants:
-//  - The dropout multiplier of flat element i is (philox word i of `seed` >= threshold(p)) ? 1 / (1 - p) : 0
-//    (ops/philox.h); it is regenerated wherever needed (forward, backward dx, backward da), never stored, and
-//    applied as x * multiplier (so NaN stays NaN, as torch's x * mask). With AVX-512, 16 Philox blocks are
-//    generated at once (same words bit for bit; tests/ops/test_lora.cpp checks masks against the reference).
+//  - The dropout multiplier of flat element i is (dropout draw i of `seed` >= threshold(p)) ? 1 / (1 - p) : 0
+//    (ops/philox.h: 16-bit draws, 8 per Philox block); it is regenerated wherever needed (forward, backward dx,
+//    backward da), never stored, and applied as x * multiplier (so NaN stays NaN, as torch's x * mask). With
+//    AVX-512, 16 Philox blocks are generated at once (same draws bit for bit; tests/ops/test_lora.cpp checks masks
+//    against the reference).
 //  - With a DropoutMap (ops/philox.h) local element (i, j) draws stream index dropout_index(map, i, j, cols): a
 //    full-width map is one contiguous run of the stream (one call, as the identity), a column block one run per row.
 //  - p == 0 uses no RNG and no scratch: the LoRA products run on x directly.
@@ -34,12 +35,22 @@ constexpr int64_t kChunkFloats = 1 << 15;  // x elements per dropout work item (
 // GCC 12's headers build the unmasked intrinsics from _mm512_undefined_* and then warn about their own code.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-// Multipliers of the 64 words of Philox blocks [block, block + 16): the 16 blocks run in the 16 lanes of AVX-512
-// registers (the same rounds as philox4x32_10, bit for bit), then the words are put back in stream order.
+// Multipliers of the 128 draws of Philox blocks [block, block + 16): the 16 blocks run in the 16 lanes of AVX-512
+// registers (the same rounds as philox4x32_10, bit for bit), then the words are put back in stream order and each
+// word's low and high halves become two consecutive multipliers.
 inline __m512i mulhi_epu32(__m512i a, __m512i b) {
   const __m512i even = _mm512_srli_epi64(_mm512_mul_epu32(a, b), 32);
   const __m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), _mm512_srli_epi64(b, 32));
   return _mm512_mask_blend_epi32(0xAAAA, even, odd);
+}
+
+// Bit j of the low 16 bits of x moves to bit 2j.
+inline uint32_t spread_to_even_bits(uint32_t x) {
+  x &= 0xFFFFu;
+  x = (x | (x << 8)) & 0x00FF00FFu;
+  x = (x | (x << 4)) & 0x0F0F0F0Fu;
+  x = (x | (x << 2)) & 0x33333333u;
+  return (x | (x << 1)) & 0x55555555u;
 }
 
 void philox_multipliers_x16(uint64_t seed, uint64_t block, uint32_t threshold, float keep_scale, float* out) {
@@ -74,9 +85,14 @@ void philox_multipliers_x16(uint64_t seed, uint64_t block, uint32_t threshold, f
   const __m512i words[4] = {_mm512_shuffle_i32x4(t0, t1, 0x88), _mm512_shuffle_i32x4(t0, t1, 0xDD),
                             _mm512_shuffle_i32x4(t2, t3, 0x88), _mm512_shuffle_i32x4(t2, t3, 0xDD)};
   const __m512i thr = _mm512_set1_epi32(static_cast<int>(threshold));
+  const __m512i low16 = _mm512_set1_epi32(0xFFFF);
   const __m512 keep = _mm512_set1_ps(keep_scale);
-  for (int v = 0; v < 4; ++v) {
-    _mm512_storeu_ps(out + 16 * v, _mm512_maskz_mov_ps(_mm512_cmpge_epu32_mask(words[v], thr), keep));
+  for (int v = 0; v < 4; ++v) {  // words 16v .. 16v + 15: draws 32v .. 32v + 31
+    const uint32_t low = _mm512_cmpge_epu32_mask(_mm512_and_si512(words[v], low16), thr);
+    const uint32_t high = _mm512_cmpge_epu32_mask(_mm512_srli_epi32(words[v], 16), thr);
+    const uint32_t keep_bits = spread_to_even_bits(low) | (spread_to_even_bits(high) << 1);
+    _mm512_storeu_ps(out + 32 * v, _mm512_maskz_mov_ps(static_cast<__mmask16>(keep_bits), keep));
+    _mm512_storeu_ps(out + 32 * v + 16, _mm512_maskz_mov_ps(static_cast<__mmask16>(keep_bits >> 16), keep));
   }
 }
 #pragma GCC diagnostic pop
@@ -88,24 +104,19 @@ void dropout_multipliers(uint64_t seed, uint32_t threshold, float keep_scale, ui
   if (count <= 0) return;
   const uint64_t end = begin + static_cast<uint64_t>(count);
   uint64_t i = begin;
-  // Leading partial block, whole blocks (4 words each), trailing partial block.
-  while (i < end && (i & 3) != 0) {
-    out[i - begin] = philox_word(seed, i) >= threshold ? keep_scale : 0.0f;
-    ++i;
-  }
-  const uint64_t whole_end = end & ~uint64_t{3};
+  PhiloxCursor cursor(seed);
+  // Leading partial block, whole blocks (8 draws each), trailing partial block.
+  for (; i < end && (i & 7) != 0; ++i) out[i - begin] = cursor.draw(i) >= threshold ? keep_scale : 0.0f;
+  const uint64_t whole_end = end & ~uint64_t{7};
 #if defined(__AVX512F__)
-  for (; i + 64 <= whole_end; i += 64) philox_multipliers_x16(seed, i >> 2, threshold, keep_scale, out + (i - begin));
+  for (; i + 128 <= whole_end; i += 128) philox_multipliers_x16(seed, i >> 3, threshold, keep_scale, out + (i - begin));
 #endif
-  for (; i < whole_end; i += 4) {
-    const PhiloxBlock block = philox_block(seed, i >> 2);
+  for (; i < whole_end; i += 8) {
+    const uint32_t bits = dropout_keep_bits8(philox_block(seed, i >> 3), threshold);
     float* o = out + (i - begin);
-    o[0] = block.w[0] >= threshold ? keep_scale : 0.0f;
-    o[1] = block.w[1] >= threshold ? keep_scale : 0.0f;
-    o[2] = block.w[2] >= threshold ? keep_scale : 0.0f;
-    o[3] = block.w[3] >= threshold ? keep_scale : 0.0f;
+    for (int e = 0; e < 8; ++e) o[e] = ((bits >> e) & 1u) != 0 ? keep_scale : 0.0f;
   }
-  for (; i < end; ++i) out[i - begin] = philox_word(seed, i) >= threshold ? keep_scale : 0.0f;
+  for (; i < end; ++i) out[i - begin] = cursor.draw(i) >= threshold ? keep_scale : 0.0f;
 }
 
 struct DropoutParams {

@@ -10,9 +10,9 @@
 //             heads the dK / dV products run per query head and a reduction sums each kv group.
 // Shapes as cuDNN sees them: Q/O/dQ/dO (B, Hq, S, D) and K/V/dK/dV (B, Hkv, S, D) with the strides of our packed
 // (T, H, D) rows and ragged element offsets per sequence; Stats (B, Hq, S, 1) F32 padded. The deterministic backward
-// runs over groups of whole kv heads when its dP workspace would exceed SWIFT_CUDNN_ATTENTION_BWD_WORKSPACE_MB
-// (backward_groups, default 8 GiB): each group is the same graph over a block of every row's heads (strides of all
-// heads), so long sequences stay on cuDNN instead of falling back to our kernels.
+// runs over groups of whole kv heads when its dP workspace would raise the process's memory peak (or exceed
+// SWIFT_CUDNN_ATTENTION_BWD_WORKSPACE_MB when set; backward_groups): each group is the same graph over a block of every
+// row's heads (strides of all heads), so long sequences stay on cuDNN instead of falling back to our kernels.
 //
 // Invariants:
 //  - Plans are built once per key (direction, dtype, B padded to a power of two with empty sequences, S rounded
@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/memory.h"
 #include "ops/cuda/cuda_ops.h"
 
 #ifdef SWIFT_WITH_CUDNN
@@ -50,7 +51,7 @@ namespace swift::ops::cuda {
 
 namespace {
 
-std::array<std::atomic<int64_t>, 4> g_counts{};  // cudnn fwd, cudnn bwd, flash2 fwd, flash2 bwd
+std::array<std::atomic<int64_t>, 5> g_counts{};  // cudnn fwd, cudnn bwd, flash2 fwd, flash2 bwd, cudnn bwd launches
 std::mutex g_text_mutex;
 std::string g_last_fallback;  // why cuDNN last declined a call
 std::string g_plan_info;      // the last plans built (engine, workspace, notes)
@@ -71,7 +72,7 @@ bool flash2_forced(const char* op) {
 }  // namespace
 
 AttentionPathCounts attention_path_counts() {
-  return {g_counts[0].load(), g_counts[1].load(), g_counts[2].load(), g_counts[3].load()};
+  return {g_counts[0].load(), g_counts[1].load(), g_counts[2].load(), g_counts[3].load(), g_counts[4].load()};
 }
 void count_flash2_attention(bool backward) { ++g_counts[backward ? 3 : 2]; }
 std::string cudnn_attention_last_fallback() {
@@ -706,23 +707,37 @@ void execute(const char* op, DeviceCudnn& dc, const Plan& plan, const std::vecto
 }
 
 // The deterministic backward's workspace grows with B * Hq * S^2 (its dP tiles): it runs over groups of whole kv
-// heads (each with its query heads), the fewest groups whose estimate (2 bytes per score) fits
-// SWIFT_CUDNN_ATTENTION_BWD_WORKSPACE_MB (default 8192, the cap above which a plan falls back to our kernels; at most
+// heads (each with its query heads), the fewest groups whose estimate (2 bytes per score) fits the budget (at most
 // Hkv groups, one kv head each). Every group is its own (B, Hq / G, S, D) problem over the same rows: the same results
-// as one launch, with 1/G of the workspace. Measured (docs/PERFORMANCE.md run 9, 7B heads, one 8k sequence): 4 groups
-// take 4.19 ms per layer against 3.35 for one launch and save 2.2 GiB, dearer than recomputing an MLP (~7 ms per GiB),
-// so the default splits only what would otherwise leave cuDNN (sequences past ~12k tokens at 28 heads).
-int32_t backward_groups(const char* op, const Key& key) {
-  if (!key.deterministic) return 1;  // the atomic variant keeps an fp32 dQ accumulator, no dP workspace
-  int64_t budget = int64_t{8192} << 20;
+// as one launch, with 1/G of the workspace. The budget:
+//  - SWIFT_CUDNN_ATTENTION_BWD_WORKSPACE_MB when set: that many MiB, whatever the memory state (0: the most groups);
+//  - else the room under this process's CUDA high-water mark (core/memory.h: peak - in use, what the step has
+//    already reached and nothing more), at least kMinBackwardWorkspace and at most 8 GiB (the cap above which a plan
+//    falls back to our kernels). The top layers' backward runs right after the forward's peak and splits; lower
+//    layers, once the activations above them are freed, run in one launch. Measured (docs/PERFORMANCE.md run 9, 7B
+//    heads, one 8k sequence): 4 groups take 4.19 ms per layer against 3.35 for one launch and save 2.2 GiB at the
+//    peak, which a fixed budget would pay in every layer.
+// The counters add up every CUDA device of the process: one process drives one device in every launcher here (with
+// more, the room is the sum of theirs and splits happen less). Same configuration, same counters: same groups.
+constexpr int64_t kMinBackwardWorkspace = int64_t{256} << 20;
+constexpr int64_t kMaxBackwardWorkspace = int64_t{8192} << 20;
+
+int64_t backward_workspace_budget(const char* op) {
   if (const char* e = std::getenv("SWIFT_CUDNN_ATTENTION_BWD_WORKSPACE_MB"); e != nullptr && *e != 0) {
     char* end = nullptr;
     const long long mb = std::strtoll(e, &end, 10);
     if (end == e || *end != 0 || mb < 0 || mb > (1LL << 30)) {
       fail("op {}: SWIFT_CUDNN_ATTENTION_BWD_WORKSPACE_MB='{}' is not a number of MiB in [0, 2^30]", op, e);
     }
-    budget = static_cast<int64_t>(mb) << 20;
+    return static_cast<int64_t>(mb) << 20;
   }
+  const MemoryStats m = memory_stats(static_cast<int>(DeviceType::CUDA));
+  return std::clamp(m.total_peak - m.total_current, kMinBackwardWorkspace, kMaxBackwardWorkspace);
+}
+
+int32_t backward_groups(const char* op, const Key& key) {
+  if (!key.deterministic) return 1;  // the atomic variant keeps an fp32 dQ accumulator, no dP workspace
+  const int64_t budget = backward_workspace_budget(op);
   for (int32_t g = 1; g <= key.hkv; ++g) {
     if (key.hkv % g != 0) continue;
     const int64_t estimate = 2 * int64_t{key.b} * (key.hq / g) * int64_t{key.s} * key.s;
@@ -803,6 +818,7 @@ bool try_cudnn_attention_backward(const AttentionShape& s, const Tensor& dout, c
       execute(op, *dc, *plan, pack, q);
     }
     ++g_counts[1];
+    g_counts[4] += key.groups;
     return true;
   }
   std::vector<std::pair<int64_t, void*>> pack = {
@@ -824,6 +840,7 @@ bool try_cudnn_attention_backward(const AttentionShape& s, const Tensor& dout, c
   }
   execute(op, *dc, *plan, pack, q);
   ++g_counts[1];
+  ++g_counts[4];
   return true;
 }
 

@@ -42,6 +42,7 @@ bool try_cudnn_attention_backward(const AttentionShape& s, const Tensor& dout, c
 // Which implementation ran (counted per process, for tests and benchmarks) and why cuDNN last declined a call.
 struct AttentionPathCounts {
   int64_t cudnn_forward = 0, cudnn_backward = 0, flash2_forward = 0, flash2_backward = 0;
+  int64_t cudnn_backward_launches = 0;  // cuDNN executions of the backward: one per head group of each call
 };
 AttentionPathCounts attention_path_counts();
 void count_flash2_attention(bool backward);

@@ -7,10 +7,10 @@
 //    thread: outputs may be their inputs (ops.h's in-place rules).
 //  - Arithmetic is fp32 with explicit __f*_rn intrinsics where the CPU kernels (and torch) round each operation,
 //    so nvcc's multiply-add contraction cannot change results. exp is expf (not the fast-math __expf).
-//  - Dropout: group g is exactly philox block g (counter = i / 4, word = i % 4) of ops/philox.h, so the mask equals
-//    the CPU's bit for bit; kept values are x * keep_scale, dropped x * 0 (NaN stays NaN, as the CPU kernel). With a
-//    non-identity DropoutMap (x seen as (n / cols, cols)) each element's word is drawn at dropout_index(map, ...)
-//    through a PhiloxCursor instead.
+//  - Dropout: group g's 4 elements take the 4 draws of half g % 2 of philox block g / 2 (ops/philox.h: draw i is
+//    half i % 2 of word i / 2), so the mask equals the CPU's bit for bit; kept values are x * keep_scale, dropped
+//    x * 0 (NaN stays NaN, as the CPU kernel). With a non-identity DropoutMap (x seen as (n / cols, cols)) each
+//    element's draw is taken at dropout_index(map, ...) through a PhiloxCursor instead.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -162,21 +162,27 @@ struct SwigluBackwardFn {
   }
 };
 
-// Group g = philox block g: element 4g + e uses word e (identity map; `mapped`: the word at the element's
-// dropout_index of (row, col) in the (n / cols, cols) view).
+// Group g (elements 4g .. 4g + 3) = half g % 2 of philox block g / 2: element 4g + e uses draw 4g + e, the low / high
+// half of word 2 (g % 2) + e / 2 (identity map; `mapped`: the draw at the element's dropout_index of (row, col) in the
+// (n / cols, cols) view).
 template <typename T>
 __global__ void dropout_kernel(const T* x, T* out, int64_t n, uint64_t seed, uint32_t threshold, float keep_scale,
                                bool vectorized, int64_t cols, DropoutMap map, bool mapped) {
   const int64_t groups = (n + 3) / 4;
   for (int64_t g = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; g < groups; g += int64_t{gridDim.x} * blockDim.x) {
-    PhiloxBlock block;
+    uint32_t draws[4];
     if (!mapped) {
-      block = philox_block(seed, static_cast<uint64_t>(g));
+      const PhiloxBlock block = philox_block(seed, static_cast<uint64_t>(g >> 1));
+      const uint32_t w0 = (g & 1) != 0 ? block.w[2] : block.w[0], w1 = (g & 1) != 0 ? block.w[3] : block.w[1];
+      draws[0] = w0 & 0xFFFFu;
+      draws[1] = w0 >> 16;
+      draws[2] = w1 & 0xFFFFu;
+      draws[3] = w1 >> 16;
     } else {
       PhiloxCursor cursor(seed);
       for (int e = 0; e < 4; ++e) {
         const int64_t i = g * 4 + e < n ? g * 4 + e : n - 1;
-        block.w[e] = cursor.word(dropout_index(map, i / cols, i % cols, cols));
+        draws[e] = cursor.draw(dropout_index(map, i / cols, i % cols, cols));
       }
     }
     const int64_t base = g * 4;
@@ -184,11 +190,11 @@ __global__ void dropout_kernel(const T* x, T* out, int64_t n, uint64_t seed, uin
       float v[4];
       load4(x, base, v);
 #pragma unroll
-      for (int e = 0; e < 4; ++e) v[e] = __fmul_rn(v[e], block.w[e] >= threshold ? keep_scale : 0.0f);
+      for (int e = 0; e < 4; ++e) v[e] = __fmul_rn(v[e], draws[e] >= threshold ? keep_scale : 0.0f);
       store4(out, base, v);
     } else {
       for (int e = 0; e < 4 && base + e < n; ++e) {
-        store_f32(out, base + e, __fmul_rn(load_f32(x, base + e), block.w[e] >= threshold ? keep_scale : 0.0f));
+        store_f32(out, base + e, __fmul_rn(load_f32(x, base + e), draws[e] >= threshold ? keep_scale : 0.0f));
       }
     }
   }

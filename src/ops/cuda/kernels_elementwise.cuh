@@ -62,10 +62,10 @@ cudaError_t launch_swiglu(const void* gate, const void* up, void* out, int dtype
 // dup = dout * silu(gate); dgate = ((dout * up) * sig) * (1 + gate * (1 - sig)), every op rounded as torch.
 cudaError_t launch_swiglu_backward(const void* dout, const void* gate, const void* up, void* dgate, void* dup,
                                    int dtype, int64_t n, cudaStream_t stream);
-// out[i] = x[i] * (philox_word(seed, i) >= threshold ? keep_scale : 0). threshold 0 and keep_scale 1: a copy.
+// out[i] = x[i] * (dropout_draw(seed, i) >= threshold ? keep_scale : 0). threshold 0 and keep_scale 1: a copy.
 cudaError_t launch_dropout(const void* x, void* out, int dtype, int64_t n, uint64_t seed, uint32_t threshold,
                            float keep_scale, cudaStream_t stream);
-// The same with x seen as (n / cols, cols) (cols divides n) and element (i, j)'s word at dropout_index(map, i, j,
+// The same with x seen as (n / cols, cols) (cols divides n) and element (i, j)'s draw at dropout_index(map, i, j,
 // cols) (ops/philox.h DropoutMap: its place in the full tensor; the identity map is the call above).
 cudaError_t launch_dropout(const void* x, void* out, int dtype, int64_t n, int64_t cols, uint64_t seed,
                            uint32_t threshold, float keep_scale, const DropoutMap& map, cudaStream_t stream);

@@ -22,7 +22,7 @@ cudaError_t launch_scale_add_bias(void* d, int d_dtype, int64_t n, int64_t m, in
 // out[j] += sum over the n rows of x[i, j], in a fixed order (deterministic).   x: (n, m); out: (m) F32.
 cudaError_t launch_column_sums_add(const void* x, int x_dtype, int64_t n, int64_t m, float* out, cudaStream_t stream);
 
-// Dropout multipliers of ops.h: element (i, j) of the (N, k) operand keeps when philox_word(seed,
+// Dropout multipliers of ops.h: element (i, j) of the (N, k) operand keeps when dropout_draw(seed,
 // dropout_index(map, i, j, k)) >= threshold (map {}: the flat index e = i * k + j); kept elements are scaled by
 // keep_scale (threshold 0, keep_scale 1: identity, no RNG).
 // out[e - row0 * k] = x[e] * multiplier(e) for flat e in [row0 * k, (row0 + rows) * k).   x: (N, k); out: (rows, k) F32.

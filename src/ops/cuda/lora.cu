@@ -6,18 +6,19 @@
 // Invariants:
 //  - Fast-path conditions (the caller checks them, else uses the GEMM path): r in {8, 16}, k % 8 == 0, x / y
 //    16-byte aligned, F32, BF16 or F16 activations (dtype codes 0 / 1 / 2; the kernels are templates on the element
-//    type). A lane handles 8 consecutive columns (one 16-byte BF16 / F16 load, two F32 loads), i.e. exactly two
-//    philox blocks: the dropout multiplier of element (row, col) is philox_word(seed, g) >= threshold ? keep_scale : 0
-//    with g = dropout_index(map, row, col, k) (ops/philox.h; identity map: g = row * k + col), the same masks as the
-//    CPU. When g is a multiple of 4 (always with the identity map, since k % 8 == 0) the 8 words are two whole
-//    blocks; a mapped block starting elsewhere in the stream draws its words one by one (PhiloxCursor).
+//    type). A lane handles 8 consecutive columns (one 16-byte BF16 / F16 load, two F32 loads), i.e. exactly one
+//    philox block: the dropout multiplier of element (row, col) is dropout_draw(seed, g) >= threshold ? keep_scale : 0
+//    with g = dropout_index(map, row, col, k) (ops/philox.h: 16-bit draws, 8 per block; identity map:
+//    g = row * k + col), the same masks as the CPU. When g is a multiple of 8 (always with the identity map, since
+//    k % 8 == 0) the 8 draws are one whole block (4 columns at a multiple of 4: half a block); a mapped block starting
+//    elsewhere in the stream draws its elements one by one (PhiloxCursor).
 //  - Math in fp32 with fp32 factors (PEFT runs the adapter in fp32); 16-bit outputs are rounded once.
 //  - Deterministic: every output has one writer and a summation order fixed by (n, k, r) alone (never by the GPU
 //    model or timing): xa sums its column splits in order, da its row slices in order.
 //  - Keep-bits cache (ops.h Dropout::keep_bits): with a dropout, xa can store the mask it draws as bits ((n, k / 8)
 //    bytes, bit j of byte (row, c) = element (row, 8c + j) kept); the dx term and da then read the bits instead of
-//    drawing the mask again (Philox4x32-10 costs ~16 instructions per element: each draw of the 7B step's masks took
-//    ~5-10 ms). The multipliers, and so every result, are the same either way.
+//    drawing the mask again (Philox4x32-10 costs ~8 instructions per element with 16-bit draws: each draw of the 7B
+//    step's masks took ~10 ms with 32-bit draws). The multipliers, and so every result, are the same either way.
 //  - Shapes of the work: blocks of 8 warps over 512 columns and a range of at most kMaxBlockRows rows (a multiple of
 //    32, sized for about kTargetBlocks blocks) for xa and y, with the factor's columns staged once per block in
 //    shared memory and reused by J rows at a time (LoraKernelConfig), each group's loads issued before its math; the
@@ -187,20 +188,16 @@ __device__ __forceinline__ void load_group_raw(const void* p, int64_t n, int64_t
 template <int N>
 __device__ __forceinline__ uint32_t dropout_keep_bits(uint64_t seed, const DropoutMap& map, int64_t row, int64_t col,
                                                       int64_t k, uint32_t threshold) {
+  static_assert(N == 4 || N == 8, "4 or 8 columns");
   const uint64_t g = dropout_index(map, row, col, k);
-  uint32_t bits = 0;
-  if ((g & 3) == 0) {  // whole blocks (every identity-mapped call)
-#pragma unroll
-    for (int q = 0; q < N / 4; ++q) {
-      const PhiloxBlock blk = philox_block(seed, (g >> 2) + q);
-#pragma unroll
-      for (int w = 0; w < 4; ++w) bits |= (blk.w[w] >= threshold ? 1u : 0u) << (4 * q + w);
-    }
-    return bits;
+  if ((g & (N - 1)) == 0) {  // a whole block (N = 8) or half of one (N = 4): every identity-mapped call
+    const uint32_t bits = dropout_keep_bits8(philox_block(seed, g >> 3), threshold);
+    return N == 8 ? bits : (bits >> (g & 4)) & 0xFu;
   }
   PhiloxCursor cursor(seed);
+  uint32_t bits = 0;
 #pragma unroll
-  for (int i = 0; i < N; ++i) bits |= (cursor.word(g + i) >= threshold ? 1u : 0u) << i;
+  for (int i = 0; i < N; ++i) bits |= (cursor.draw(g + i) >= threshold ? 1u : 0u) << i;
   return bits;
 }
 

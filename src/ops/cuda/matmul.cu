@@ -6,10 +6,10 @@
 //  - Loads convert to fp32, all math in fp32 (expf/logf, no fast-math intrinsics), stores round once
 //    (__float2bfloat16_rn / __float2half_rn).
 //  - Every kernel is deterministic: each output element has one writer and a fixed summation order.
-//  - The dropout multiplier of element (row, col) of an (N, k) operand is philox_word(seed, g) >= threshold ?
+//  - The dropout multiplier of element (row, col) of an (N, k) operand is dropout_draw(seed, g) >= threshold ?
 //    keep_scale : 0 with g = dropout_index(map, row, col, k) (ops/philox.h), applied as x * multiplier (NaN stays
-//    NaN), as the CPU kernels do. The identity map (g = flat index) keeps the one-block-per-thread path; a mapped
-//    operand draws each element's word through a PhiloxCursor.
+//    NaN), as the CPU kernels do. The identity map (g = flat index) keeps the half-block-per-thread path; a mapped
+//    operand draws each element through a PhiloxCursor.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -79,7 +79,8 @@ __global__ void column_sums_add_kernel(const void* x, int x_dtype, int64_t n, in
 
 // ---- LoRA dropout ----
 // The 4 multipliers of flat elements 4q .. 4q + 3 of an (N, k) operand (threshold 0: all keep_scale = 1). The
-// identity map uses block q as is; a mapped one (`mapped`) draws each element's word at its stream index.
+// identity map takes half q % 2 of block q / 2 (draws 4q .. 4q + 3); a mapped one (`mapped`) draws each element at
+// its stream index.
 __device__ __forceinline__ void quad_multipliers(int64_t q, int64_t k, uint64_t seed, uint32_t threshold,
                                                  float keep_scale, const DropoutMap& map, bool mapped, float mult[4]) {
   if (threshold == 0) {
@@ -88,20 +89,22 @@ __device__ __forceinline__ void quad_multipliers(int64_t q, int64_t k, uint64_t 
     return;
   }
   if (!mapped) {
-    const PhiloxBlock blk = philox_block(seed, static_cast<uint64_t>(q));
+    const PhiloxBlock blk = philox_block(seed, static_cast<uint64_t>(q >> 1));
+    const uint32_t w0 = (q & 1) != 0 ? blk.w[2] : blk.w[0], w1 = (q & 1) != 0 ? blk.w[3] : blk.w[1];
+    const uint32_t draws[4] = {w0 & 0xFFFFu, w0 >> 16, w1 & 0xFFFFu, w1 >> 16};
 #pragma unroll
-    for (int w = 0; w < 4; ++w) mult[w] = blk.w[w] >= threshold ? keep_scale : 0.0f;
+    for (int w = 0; w < 4; ++w) mult[w] = draws[w] >= threshold ? keep_scale : 0.0f;
     return;
   }
   PhiloxCursor cursor(seed);
 #pragma unroll
   for (int w = 0; w < 4; ++w) {
     const int64_t e = q * 4 + w;
-    mult[w] = cursor.word(dropout_index(map, e / k, e % k, k)) >= threshold ? keep_scale : 0.0f;
+    mult[w] = cursor.draw(dropout_index(map, e / k, e % k, k)) >= threshold ? keep_scale : 0.0f;
   }
 }
 
-// Each thread handles one philox block (4 consecutive flat indices) intersected with [begin, end).
+// Each thread handles 4 consecutive flat indices (half a philox block) intersected with [begin, end).
 __global__ void dropout_rows_to_f32_kernel(const void* x, int x_dtype, int64_t begin, int64_t end, int64_t k,
                                            uint64_t seed, uint32_t threshold, float keep_scale, DropoutMap map,
                                            bool mapped, float* out) {

@@ -241,7 +241,7 @@ void rope_backward(Tensor& dx, const Tensor& positions, const RopeFrequencies& f
 }
 
 void dropout(const Tensor& x, const Dropout& dropout, Tensor& out) {
-  // As ops/cpu/lora.cpp: threshold round(p 2^32), kept values scaled by float(1 / (1 - p)).
+  // As ops/cpu/lora.cpp: threshold round(p 2^16) on 16-bit draws, kept values scaled by float(1 / (1 - p)).
   const uint32_t threshold = dropout_threshold(dropout.p);
   const float keep_scale = dropout.p > 0.0f ? 1.0f / (1.0f - dropout.p) : 1.0f;
   // x is seen as (numel / cols, cols), cols its last dimension, for the map (ops.h).
