@@ -4,18 +4,16 @@
 # breakdown into $OUT/breakdown-05b.txt), then each peer row. Prints one line per row.
 #   bash scripts/device/targets-check.sh
 # Env: N8K (mlp layers recomputed at 8k, default 13), N8B (Llama-8B, default "23 20 18"), N7B (7B 2048 x 4 within
-# 30 GiB, default 17). Carry .device-deps. Logs go to $OUT.
+# 30 GiB, default 17), BREAKDOWN=0 skips the profile. Carry .device-deps. Logs go to $OUT.
 source "$(dirname "$0")/env.sh"
 out=${OUT:-/tmp}
 cmake --build build-gpu -j"$(nproc)" --target bench_train_step > "$out/targets-build.log" 2>&1 \
   || { tail -40 "$out/targets-build.log"; exit 1; }
-show='import json,sys
-r=json.loads(sys.stdin.read())
-print(f"{r[\"tokens_per_s\"]:.0f} tokens/s {r[\"peak_allocated_gib\"]:.2f} GiB loss {r[\"last_loss\"]:.4f}")'
-ours() { build-gpu/bench/bench_train_step "$@" --steps 5 --warmup 2 2>>"$out/targets.log" | python3 -c "$show"; }
+show() { python3 -c 'import json, sys; r = json.loads(sys.stdin.read()); print("%.0f tokens/s %.2f GiB loss %.4f" % (r["tokens_per_s"], r["peak_allocated_gib"], r["last_loss"]))'; }
+ours() { build-gpu/bench/bench_train_step "$@" --steps 5 --warmup 2 2>>"$out/targets.log" | tee -a "$out/targets.jsonl" | show; }
 peer() {
   PYTHONUNBUFFERED=1 python3 scripts/bench/peer_train_step.py "$@" --steps 5 --warmup 2 2>>"$out/targets.log" \
-    | python3 -c "$show"
+    | tee -a "$out/targets.jsonl" | show
 }
 q7="--config bench/configs/qwen2.5-7b.json --tuner lora"
 l8="--config bench/configs/llama-3.1-8b.json --tuner lora"
@@ -26,7 +24,7 @@ for n in ${N8B:=23 20 18}; do echo "8b 2048x4 l,a,mlp $n: $(ours $l8 --seq 2048 
 echo "7b 2048x4 l,a,mlp ${N7B:=17}: $(ours $q7 --seq 2048 --batch 4 $la --recompute_num_layers $N7B)"
 echo "0.5b full: $(ours $q05)"
 echo "0.5b full SWIFT_GEMM_AUTOTUNE=1: $(SWIFT_GEMM_AUTOTUNE=1 ours $q05)"
-SWIFT_PROFILE=events build-gpu/bench/bench_train_step $q05 --steps 3 --warmup 2 > "$out/breakdown-05b.json" \
+[ "${BREAKDOWN:-1}" = 0 ] || SWIFT_PROFILE=events build-gpu/bench/bench_train_step $q05 --steps 3 --warmup 2 > "$out/breakdown-05b.json" \
   2> "$out/breakdown-05b.txt" || true
 grep '^breakdown per step' "$out/breakdown-05b.txt" || true
 echo "peer 0.5b full: $(peer $q05)"
