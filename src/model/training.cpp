@@ -5,6 +5,9 @@
 //   q3, k3 = rope(qk_norm(q), qk_norm(k))    attn = attention(q3, k3, v)
 //   x_mid = x_in + o_proj(attn)              h2 = rmsnorm(x_mid)
 //   gate, up = linear(h2)                    act = silu(gate) * up        x_out = x_mid + down_proj(act)
+// When gate and up are both plain LoRA linears their B products are folded into the swiglu (ops::swiglu_lora, the
+// same bits): the saved gate / up are the frozen products and the swiglu forward / backward add scale * xa b^T as they
+// read them, so gate and up are never written back (SWIFT_LORA_FOLD_SWIGLU=0: the B products in lora_linear).
 // The backward walks the same steps in reverse; the residual stream's gradient `d` is carried in place.
 // Sequence parallel (P ranks): T is this rank's share of the padded batch; q, k, v are exchanged right after their
 // projections (scatter_heads: all Ta = P*T tokens, H/P heads), so qk-norm, rope and attention run on whole sequences
@@ -281,7 +284,7 @@ void TrainableModel::apply_rope(Tensor& x, const MicroBatch& b, bool backward) c
 // One linear of layer i in the forward: frozen, LoRA (with the CUDA keep-bits cache of its dropout mask) or DoRA;
 // LoRA's xa (and DoRA's h) go to `a`, saved for the backward.
 void TrainableModel::linear_forward(int64_t i, LinearKind kind, const Tensor& x, Tensor& y, bool accumulate,
-                                    Activations& a, uint64_t seed, bool training) const {
+                                    Activations& a, uint64_t seed, bool training, bool b_product) const {
   const Linear& L = layers_[static_cast<size_t>(i)].linears[static_cast<size_t>(kind)];
   const int64_t T = x.size(0);
   if (L.lora == nullptr) return ops::linear(x, L.w, L.bias, y, accumulate);
@@ -303,7 +306,46 @@ void TrainableModel::linear_forward(int64_t i, LinearKind kind, const Tensor& x,
     }
     d.keep_bits = bits;
   }
-  ops::lora_linear(x, L.w, L.bias, L.lora->a, L.lora->b, lora_.scale, d, y, xa, accumulate);
+  ops::lora_linear(x, L.w, L.bias, L.lora->a, L.lora->b, lora_.scale, d, y, xa, accumulate, b_product);
+}
+
+bool TrainableModel::mlp_b_folded(int64_t i) const {
+  // SWIFT_LORA_FOLD_SWIGLU=0 keeps the B products in lora_linear (the same bits; for A/B measurements).
+  static const bool kFold = env_int("SWIFT_LORA_FOLD_SWIGLU", 1) != 0;
+  if (!kFold) return false;
+  const Layer& l = layers_[static_cast<size_t>(i)];
+  for (LinearKind kind : {LinearKind::Gate, LinearKind::Up}) {
+    const LoraLinear* lora = l.linears[static_cast<size_t>(kind)].lora;
+    if (lora == nullptr || lora->dora()) return false;
+  }
+  return true;
+}
+
+namespace {
+ops::LoraBProduct b_product_of(const Tensor& xa, const LoraLinear& lora) { return {xa, lora.b}; }
+}  // namespace
+
+void TrainableModel::mlp_swiglu(int64_t i, Activations& a) const {
+  if (!mlp_b_folded(i)) return ops::swiglu(a.gate, a.up, a.act);
+  const Layer& l = layers_[static_cast<size_t>(i)];
+  ops::swiglu_lora(a.gate, a.up,
+                   b_product_of(a.xa[static_cast<size_t>(LinearKind::Gate)],
+                                *l.linears[static_cast<size_t>(LinearKind::Gate)].lora),
+                   b_product_of(a.xa[static_cast<size_t>(LinearKind::Up)],
+                                *l.linears[static_cast<size_t>(LinearKind::Up)].lora),
+                   lora_.scale, a.act);
+}
+
+void TrainableModel::mlp_swiglu_backward(int64_t i, Activations& a, const Tensor& d_act, Tensor& d_gate,
+                                         Tensor& d_up) const {
+  if (!mlp_b_folded(i)) return ops::swiglu_backward(d_act, a.gate, a.up, d_gate, d_up);
+  const Layer& l = layers_[static_cast<size_t>(i)];
+  ops::swiglu_lora_backward(d_act, a.gate, a.up,
+                            b_product_of(a.xa[static_cast<size_t>(LinearKind::Gate)],
+                                         *l.linears[static_cast<size_t>(LinearKind::Gate)].lora),
+                            b_product_of(a.xa[static_cast<size_t>(LinearKind::Up)],
+                                         *l.linears[static_cast<size_t>(LinearKind::Up)].lora),
+                            lora_.scale, d_gate, d_up);
 }
 
 // The MLP's intermediate activations of layer i from its input a.h2: gate, up (this rank's F / N units under tensor
@@ -314,9 +356,10 @@ void TrainableModel::mlp_forward(int64_t i, Activations& a, uint64_t seed, bool 
   a.gate = act({T, F_r});
   a.up = act({T, F_r});
   a.act = act({T, F_r});
-  linear_forward(i, LinearKind::Gate, a.h2, a.gate, false, a, seed, training);
-  linear_forward(i, LinearKind::Up, a.h2, a.up, false, a, seed, training);
-  ops::swiglu(a.gate, a.up, a.act);
+  const bool folded = mlp_b_folded(i);  // the B products go into the swiglu: gate / up keep the frozen products
+  linear_forward(i, LinearKind::Gate, a.h2, a.gate, false, a, seed, training, !folded);
+  linear_forward(i, LinearKind::Up, a.h2, a.up, false, a, seed, training, !folded);
+  mlp_swiglu(i, a);
 }
 
 void TrainableModel::layer_forward(int64_t i, const MicroBatch& b, const Tensor& x_in, Activations& a, Tensor& x_out,
@@ -451,14 +494,14 @@ void TrainableModel::layer_backward(int64_t i, const MicroBatch& b, Activations&
     mlp_forward(i, a, seed, true);
   } else if (!a.act.defined()) {
     a.act = act({T, F_r});
-    ops::swiglu(a.gate, a.up, a.act);
+    mlp_swiglu(i, a);
   }
   Tensor d_h = act({T, C});
   {
     Tensor d_act = act({T, F_r}), d_up = act({T, F_r});
     lin_back(LinearKind::Down, d, a.act, d_act, false);
     a.act = Tensor();
-    ops::swiglu_backward(d_act, a.gate, a.up, d_act, d_up);  // d_act now holds d_gate
+    mlp_swiglu_backward(i, a, d_act, d_act, d_up);  // d_act now holds d_gate
     a.gate = a.up = Tensor();
     lin_back(LinearKind::Gate, d_act, a.h2, d_h, false);
     lin_back(LinearKind::Up, d_up, a.h2, d_h, true);

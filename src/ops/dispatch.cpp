@@ -200,11 +200,31 @@ void dropout(const Tensor& x, const Dropout& dropout, Tensor& out) {
 }
 
 void lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& a, const Tensor& b, float scale,
-                 const Dropout& dropout, Tensor& y, Tensor& xa, bool accumulate) {
+                 const Dropout& dropout, Tensor& y, Tensor& xa, bool accumulate, bool b_product) {
   require_writable("lora_linear", {&y, &xa});
   dispatch("lora_linear", detail::check_lora_linear(x, w, bias, a, b, scale, dropout, y, xa),
-           [&] { cpu::lora_linear(x, w, bias, a, b, scale, dropout, y, xa, accumulate); },
-           [&] { cuda::lora_linear(x, w, bias, a, b, scale, dropout, y, xa, accumulate); });
+           [&] { cpu::lora_linear(x, w, bias, a, b, scale, dropout, y, xa, accumulate, b_product); },
+           [&] { cuda::lora_linear(x, w, bias, a, b, scale, dropout, y, xa, accumulate, b_product); });
+}
+
+void swiglu_lora(const Tensor& gate_base, const Tensor& up_base, const LoraBProduct& gate_b, const LoraBProduct& up_b,
+                 float scale, Tensor& out) {
+  require_writable("swiglu_lora", {&out});
+  dispatch("swiglu_lora",
+           detail::check_swiglu_lora("swiglu_lora", gate_base, up_base, gate_b.xa, gate_b.b, up_b.xa, up_b.b, out),
+           [&] { cpu::swiglu_lora(gate_base, up_base, gate_b, up_b, scale, out); },
+           [&] { cuda::swiglu_lora(gate_base, up_base, gate_b, up_b, scale, out); });
+}
+
+void swiglu_lora_backward(const Tensor& dout, const Tensor& gate_base, const Tensor& up_base,
+                          const LoraBProduct& gate_b, const LoraBProduct& up_b, float scale, Tensor& dgate, Tensor& dup) {
+  require_writable("swiglu_lora_backward", {&dgate, &dup});
+  const Device device = detail::check_swiglu_lora("swiglu_lora_backward", gate_base, up_base, gate_b.xa, gate_b.b,
+                                                  up_b.xa, up_b.b, dup);
+  detail::check_swiglu_backward(dout, gate_base, up_base, dgate, dup);
+  dispatch("swiglu_lora_backward", device,
+           [&] { cpu::swiglu_lora_backward(dout, gate_base, up_base, gate_b, up_b, scale, dgate, dup); },
+           [&] { cuda::swiglu_lora_backward(dout, gate_base, up_base, gate_b, up_b, scale, dgate, dup); });
 }
 
 void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b,

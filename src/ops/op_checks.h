@@ -45,6 +45,8 @@ void require_cpu(const char* op, Device device);
 // Each returns the device all tensors live on.
 Device check_cast(const Tensor& src, const Tensor& dst);
 Device check_add(const Tensor& a, const Tensor& b, const Tensor& out);
+Device check_swiglu_lora(const char* op, const Tensor& gate, const Tensor& up, const Tensor& xa_gate,
+                         const Tensor& b_gate, const Tensor& xa_up, const Tensor& b_up, const Tensor& out);
 Device check_swiglu(const Tensor& gate, const Tensor& up, const Tensor& out);
 Device check_swap_outer_axes(const Tensor& x, const Tensor& y);
 // vocab_offset >= 0: embedding_shard (ids >= 0, those outside the table's rows are another rank's); -1: embedding.

@@ -362,6 +362,52 @@ void expect_bit_equal(const Tensor& got, const Tensor& want, const char* what) {
   EXPECT_EQ(std::memcmp(got.raw(), want.raw(), got.nbytes()), 0) << what << ": not the same bits";
 }
 
+// swiglu_lora (gate's and up's B products folded into the swiglu): the same bits as lora_linear with its B product
+// then swiglu / swiglu_backward, on the fused kernel (r 8, widths % 8 == 0, odd rows, partial column tiles, several
+// row blocks) and on the copy fallback (r 4 and 16, a width % 8 != 0); F32 / BF16 / F16; the backward in place
+// (dgate = dout) as the model runs it.
+TEST(OpsCudaMatmul, SwigluLoraEqualsBProductThenSwiglu) {
+  ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
+  struct Case { int64_t n, k, f, r; };
+  const Case cases[] = {{70, 96, 1032, 8}, {33, 40, 200, 8}, {300, 64, 520, 8}, {19, 24, 50, 4}, {21, 32, 72, 16},
+                        {37, 48, 60, 8}};
+  uint32_t seed = 9700;
+  for (const Case& cs : cases) {
+    for (DType act : {DType::F32, DType::BF16, DType::F16}) {
+      SCOPED_TRACE(fmt::format("N={} K={} F={} r={} act={}", cs.n, cs.k, cs.f, cs.r, name(act)));
+      const ops::Dropout drop_gate{0.1f, 0xABCDull + seed}, drop_up{0.1f, 0xBCDEull + seed};
+      const float scale = 4.0f / static_cast<float>(cs.r);
+      auto [x, wg, ag, bg] = lora_operands(cs.n, cs.k, cs.f, cs.r, act, seed);
+      auto [x_unused, wu, au, bu] = lora_operands(cs.n, cs.k, cs.f, cs.r, act, seed);
+      auto dev = [](const Shape& shape, DType dtype) { return Tensor::empty(shape, dtype, Device::cuda()); };
+      auto host = [](const Tensor& t) { return t.to(Device::cpu()); };
+      const Tensor none;
+      Tensor gate = dev({cs.n, cs.f}, act), up = dev({cs.n, cs.f}, act);
+      Tensor xag = dev({cs.n, cs.r}, DType::F32), xau = dev({cs.n, cs.r}, DType::F32);
+      ops::lora_linear(x.dev, wg.dev, none, ag.dev, bg.dev, scale, drop_gate, gate, xag);
+      ops::lora_linear(x.dev, wu.dev, none, au.dev, bu.dev, scale, drop_up, up, xau);
+      Tensor out_want = dev({cs.n, cs.f}, act);
+      ops::swiglu(gate, up, out_want);
+      Tensor gate_base = dev({cs.n, cs.f}, act), up_base = dev({cs.n, cs.f}, act);
+      Tensor xag2 = dev({cs.n, cs.r}, DType::F32), xau2 = dev({cs.n, cs.r}, DType::F32);
+      ops::lora_linear(x.dev, wg.dev, none, ag.dev, bg.dev, scale, drop_gate, gate_base, xag2, false, false);
+      ops::lora_linear(x.dev, wu.dev, none, au.dev, bu.dev, scale, drop_up, up_base, xau2, false, false);
+      expect_bit_equal(host(xag2), host(xag), "xa of gate");
+      const ops::LoraBProduct gate_b{xag2, bg.dev}, up_b{xau2, bu.dev};
+      Tensor out = dev({cs.n, cs.f}, act);
+      ops::swiglu_lora(gate_base, up_base, gate_b, up_b, scale, out);
+      expect_bit_equal(host(out), host(out_want), "out");
+      const Input dout = make_input({cs.n, cs.f}, act, ++seed);
+      Tensor dgate_want = dev({cs.n, cs.f}, act), dup_want = dev({cs.n, cs.f}, act);
+      ops::swiglu_backward(dout.dev, gate, up, dgate_want, dup_want);
+      Tensor dgate = dout.dev.clone(), dup = dev({cs.n, cs.f}, act);
+      ops::swiglu_lora_backward(dgate, gate_base, up_base, gate_b, up_b, scale, dgate, dup);  // in place
+      expect_bit_equal(host(dgate), host(dgate_want), "dgate");
+      expect_bit_equal(host(dup), host(dup_want), "dup");
+    }
+  }
+}
+
 TEST(OpsCudaMatmul, LoraKeepBitsCacheIsTheMask) {
   ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
   struct Case { int64_t n, k, m, r; ops::DropoutMap map; };

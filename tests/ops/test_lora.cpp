@@ -199,7 +199,11 @@ TEST(OpsLoraFd, FiniteDifferencesWithAFixedMask) {
     for (bool use_ref : {false, true}) {
       SCOPED_TRACE(use_ref ? "reference" : "fast");
       Tensor y = Tensor::empty({n, m}, DType::F32), xa = Tensor::empty({n, r}, DType::F32);
-      (use_ref ? ops::ref::lora_linear : ops::lora_linear)(x, w, Tensor(), a, b, scale, drop, y, xa, false);
+      if (use_ref) {
+        ops::ref::lora_linear(x, w, Tensor(), a, b, scale, drop, y, xa, false);
+      } else {
+        ops::lora_linear(x, w, Tensor(), a, b, scale, drop, y, xa, false);
+      }
       EXPECT_TRUE(close_in(margin, y, to_tensor({n, m}, lora_d(vx, vw, va, vb, scale, drop, n, k, m, r)), 1e-5, 1e-5));
       Tensor dx = Tensor::empty({n, k}, DType::F32), da = Tensor::zeros({r, k}, DType::F32), db = Tensor::zeros({m, r}, DType::F32);
       (use_ref ? ops::ref::lora_linear_backward : ops::lora_linear_backward)(dy, x, w, a, b, xa, scale, drop, dx, da, db, false);
@@ -208,6 +212,47 @@ TEST(OpsLoraFd, FiniteDifferencesWithAFixedMask) {
       EXPECT_TRUE(matches_fd(margin, db, fd_b, kFdRel, kFdRtol));
     }
   }
+}
+
+// swiglu_lora on the CPU: lora_linear without its B product then swiglu_lora / swiglu_lora_backward give the bits of
+// lora_linear then swiglu / swiglu_backward (odd shapes, ranks 1 to 16, with dropout), the backward in place too.
+TEST(OpsLora, SwigluLoraEqualsBProductThenSwiglu) {
+  const LoraShape shapes[] = {{1, 1, 1, 1}, {5, 7, 13, 3}, {33, 64, 200, 8}, {70, 200, 72, 16}};
+  uint32_t seed = 6100;
+  for (const LoraShape& s : shapes) {
+    SCOPED_TRACE(::testing::Message() << "n=" << s.n << " k=" << s.k << " f=" << s.m << " r=" << s.r);
+    const ops::Dropout drop_gate{0.2f, 11 + seed}, drop_up{0.2f, 12 + seed};
+    const float scale = 1.5f;
+    Tensor x = random_tensor({s.n, s.k}, DType::F32, ++seed);
+    Tensor wg = random_tensor({s.m, s.k}, DType::F32, ++seed), wu = random_tensor({s.m, s.k}, DType::F32, ++seed);
+    Tensor ag = random_tensor({s.r, s.k}, DType::F32, ++seed), au = random_tensor({s.r, s.k}, DType::F32, ++seed);
+    Tensor bg = random_tensor({s.m, s.r}, DType::F32, ++seed), bu = random_tensor({s.m, s.r}, DType::F32, ++seed);
+    auto empty = [](int64_t a, int64_t b) { return Tensor::empty({a, b}, DType::F32); };
+    Tensor gate = empty(s.n, s.m), up = empty(s.n, s.m), xag = empty(s.n, s.r), xau = empty(s.n, s.r);
+    ops::lora_linear(x, wg, Tensor(), ag, bg, scale, drop_gate, gate, xag);
+    ops::lora_linear(x, wu, Tensor(), au, bu, scale, drop_up, up, xau);
+    Tensor out_want = empty(s.n, s.m);
+    ops::swiglu(gate, up, out_want);
+    Tensor gate_base = empty(s.n, s.m), up_base = empty(s.n, s.m), xag2 = empty(s.n, s.r), xau2 = empty(s.n, s.r);
+    ops::lora_linear(x, wg, Tensor(), ag, bg, scale, drop_gate, gate_base, xag2, false, false);
+    ops::lora_linear(x, wu, Tensor(), au, bu, scale, drop_up, up_base, xau2, false, false);
+    EXPECT_TRUE(bit_equal(xag2, xag));
+    const ops::LoraBProduct gate_b{xag2, bg}, up_b{xau2, bu};
+    Tensor out = empty(s.n, s.m);
+    ops::swiglu_lora(gate_base, up_base, gate_b, up_b, scale, out);
+    EXPECT_TRUE(bit_equal(out, out_want));
+    Tensor dout = random_tensor({s.n, s.m}, DType::F32, ++seed);
+    Tensor dgate_want = empty(s.n, s.m), dup_want = empty(s.n, s.m);
+    ops::swiglu_backward(dout, gate, up, dgate_want, dup_want);
+    Tensor dgate = dout.clone(), dup = empty(s.n, s.m);
+    ops::swiglu_lora_backward(dgate, gate_base, up_base, gate_b, up_b, scale, dgate, dup);
+    EXPECT_TRUE(bit_equal(dgate, dgate_want));
+    EXPECT_TRUE(bit_equal(dup, dup_want));
+  }
+  // Factors of the wrong shape are refused by name.
+  Tensor g = Tensor::empty({4, 8}, DType::F32), o = Tensor::empty({4, 8}, DType::F32);
+  const ops::LoraBProduct bad{Tensor::empty({4, 2}, DType::F32), Tensor::empty({7, 2}, DType::F32)};
+  EXPECT_TRUE(throws_error([&] { ops::swiglu_lora(g, g, bad, bad, 1.0f, o); }, {"swiglu_lora", "b_gate"}));
 }
 
 TEST(OpsLoraFd, ZeroBGivesTheBaseLinearAndRecomputeGivesTheSameMask) {

@@ -175,7 +175,7 @@ void dropout(const Tensor& x, const Dropout& dropout, Tensor& out) {
 }
 
 void lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& a, const Tensor& b, float scale,
-                 const Dropout& dropout, Tensor& y, Tensor& xa, bool accumulate) {
+                 const Dropout& dropout, Tensor& y, Tensor& xa, bool accumulate, bool b_product) {
   SWIFT_PROFILE("lora_linear");
   const int64_t n = x.size(0), k = x.size(1), r = a.size(0);
   linear(x, w, bias, y, accumulate);
@@ -210,7 +210,26 @@ void lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Ten
     }
   }
   // y += scale * xa b^T
-  gemm(false, true, scale, xa, b, 1.0f, y);
+  if (b_product) gemm(false, true, scale, xa, b, 1.0f, y);
+}
+
+// gate / up with their B products, as lora_linear adds them (the same gemm), in copies; then the plain swiglu ops.
+void swiglu_lora(const Tensor& gate_base, const Tensor& up_base, const LoraBProduct& gate_b, const LoraBProduct& up_b,
+                 float scale, Tensor& out) {
+  SWIFT_PROFILE("swiglu_lora");
+  Tensor gate = gate_base.clone(), up = up_base.clone();
+  gemm(false, true, scale, gate_b.xa, gate_b.b, 1.0f, gate);
+  gemm(false, true, scale, up_b.xa, up_b.b, 1.0f, up);
+  swiglu(gate, up, out);
+}
+
+void swiglu_lora_backward(const Tensor& dout, const Tensor& gate_base, const Tensor& up_base,
+                          const LoraBProduct& gate_b, const LoraBProduct& up_b, float scale, Tensor& dgate, Tensor& dup) {
+  SWIFT_PROFILE("swiglu_lora_backward");
+  Tensor gate = gate_base.clone(), up = up_base.clone();
+  gemm(false, true, scale, gate_b.xa, gate_b.b, 1.0f, gate);
+  gemm(false, true, scale, up_b.xa, up_b.b, 1.0f, up);
+  swiglu_backward(dout, gate, up, dgate, dup);
 }
 
 void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b,

@@ -17,6 +17,7 @@
 #include <type_traits>
 
 #include "ops/cuda/kernels_elementwise.cuh"
+#include "ops/cuda/swiglu_math.cuh"
 #include "ops/philox.h"
 
 namespace swift::ops::cuda {
@@ -141,25 +142,14 @@ struct AddFn {
   __device__ void operator()(const float (&x)[2], float (&y)[1]) const { y[0] = __fadd_rn(x[0], x[1]); }
 };
 
-// silu(g) * u = g / (1 + exp(-g)) * u, as the CPU kernel (torch's silu then mul).
+// silu(g) * u (swiglu_math.cuh).
 struct SwigluFn {
-  __device__ void operator()(const float (&x)[2], float (&y)[1]) const {
-    const float g = x[0];
-    y[0] = __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), x[1]);
-  }
+  __device__ void operator()(const float (&x)[2], float (&y)[1]) const { y[0] = swiglu_value(x[0], x[1]); }
 };
 
-// in: dout, gate, up; out: dgate, dup. torch's silu_backward order (ops/cpu/backward.cpp).
+// in: dout, gate, up; out: dgate, dup (swiglu_math.cuh).
 struct SwigluBackwardFn {
-  __device__ void operator()(const float (&x)[3], float (&y)[2]) const {
-    const float d = x[0], g = x[1], u = x[2];
-    const float denom = __fadd_rn(1.0f, expf(-g));
-    const float sig = __fdiv_rn(1.0f, denom);
-    const float silu = __fdiv_rn(g, denom);
-    const float a = __fmul_rn(d, u);
-    y[1] = __fmul_rn(d, silu);
-    y[0] = __fmul_rn(__fmul_rn(a, sig), __fadd_rn(1.0f, __fmul_rn(g, __fsub_rn(1.0f, sig))));
-  }
+  __device__ void operator()(const float (&x)[3], float (&y)[2]) const { swiglu_grads(x[0], x[1], x[2], y[0], y[1]); }
 };
 
 // Group g (elements 4g .. 4g + 3) = half g % 2 of philox block g / 2: element 4g + e uses draw 4g + e, the low / high

@@ -32,6 +32,7 @@
 #include <type_traits>
 
 #include "ops/cuda/kernels_lora.cuh"
+#include "ops/cuda/swiglu_math.cuh"
 #include "ops/philox.h"
 
 namespace swift::ops::cuda {
@@ -321,6 +322,47 @@ __global__ void sum_splits_kernel(const float* part, int64_t splits, int64_t cou
   }
 }
 
+// t[j][i] = sum over rr of gv[j][rr] * sf[rr][cc + i] (rr in order, from 0): the rank term of J rows at the lane's
+// 8 columns. The rank update and the swiglu-folded B products share it (and add_scaled8), hence the same bits.
+template <int R, int J>
+__device__ __forceinline__ void rank_terms(const float (&sf)[R][kTileCols], const float (&gv)[J][R], int cc,
+                                           float (&t)[J][kVec]) {
+#pragma unroll
+  for (int j = 0; j < J; ++j)
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) t[j][i] = 0.0f;
+#pragma unroll
+  for (int rr = 0; rr < R; ++rr) {
+    const float4 lo = *reinterpret_cast<const float4*>(&sf[rr][cc]);
+    const float4 hi = *reinterpret_cast<const float4*>(&sf[rr][cc + 4]);
+#pragma unroll
+    for (int j = 0; j < J; ++j) {
+      const float gr = gv[j][rr];
+      t[j][0] += gr * lo.x; t[j][1] += gr * lo.y; t[j][2] += gr * lo.z; t[j][3] += gr * lo.w;
+      t[j][4] += gr * hi.x; t[j][5] += gr * hi.y; t[j][6] += gr * hi.z; t[j][7] += gr * hi.w;
+    }
+  }
+}
+
+// v[i] = v[i] + scale * t[i]: the update of one element by its rank term.
+__device__ __forceinline__ void add_scaled8(float (&v)[kVec], float scale, const float (&t)[kVec]) {
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) v[i] = v[i] + scale * t[i];
+}
+
+// gv[j] = the group's J rows of g staged in shared memory (rows local0 .. local0 + J - 1 of sg).
+template <int R, int J>
+__device__ __forceinline__ void staged_rows(const float (*sg)[R], int local0, float (&gv)[J][R]) {
+#pragma unroll
+  for (int j = 0; j < J; ++j) {
+#pragma unroll
+    for (int q = 0; q < R / 4; ++q) {
+      const float4 t = *reinterpret_cast<const float4*>(&sg[local0 + j][4 * q]);
+      gv[j][4 * q] = t.x; gv[j][4 * q + 1] = t.y; gv[j][4 * q + 2] = t.z; gv[j][4 * q + 3] = t.w;
+    }
+  }
+}
+
 // One group of the rank update: rows row0 .. row0 + J - 1 of y from their raw loads, stored back.
 // g's rows of the group are sg[local0 .. local0 + J - 1] (staged by the block; zeros past n).
 template <int R, typename T, int J>
@@ -340,33 +382,12 @@ __device__ __forceinline__ void rank_update_group(const uint4 (&raw)[J][kSteps][
       }
   }
   float gv[J][R];
-#pragma unroll
-  for (int j = 0; j < J; ++j) {
-#pragma unroll
-    for (int q = 0; q < R / 4; ++q) {
-      const float4 t = *reinterpret_cast<const float4*>(&sg[local0 + j][4 * q]);
-      gv[j][4 * q] = t.x; gv[j][4 * q + 1] = t.y; gv[j][4 * q + 2] = t.z; gv[j][4 * q + 3] = t.w;
-    }
-  }
+  staged_rows<R, J>(sg, local0, gv);
 #pragma unroll
   for (int s = 0; s < kSteps; ++s) {
     const int cc = s * kWarpCols + lane * kVec;
     float t[J][kVec];
-#pragma unroll
-    for (int j = 0; j < J; ++j)
-#pragma unroll
-      for (int i = 0; i < kVec; ++i) t[j][i] = 0.0f;
-#pragma unroll
-    for (int rr = 0; rr < R; ++rr) {
-      const float4 lo = *reinterpret_cast<const float4*>(&sf[rr][cc]);
-      const float4 hi = *reinterpret_cast<const float4*>(&sf[rr][cc + 4]);
-#pragma unroll
-      for (int j = 0; j < J; ++j) {
-        const float gr = gv[j][rr];
-        t[j][0] += gr * lo.x; t[j][1] += gr * lo.y; t[j][2] += gr * lo.z; t[j][3] += gr * lo.w;
-        t[j][4] += gr * hi.x; t[j][5] += gr * hi.y; t[j][6] += gr * hi.z; t[j][7] += gr * hi.w;
-      }
-    }
+    rank_terms<R, J>(sf, gv, cc, t);
 #pragma unroll
     for (int j = 0; j < J; ++j) {
       const int64_t row = row0 + j;
@@ -379,8 +400,7 @@ __device__ __forceinline__ void rank_update_group(const uint4 (&raw)[J][kSteps][
       }
       float v[kVec];
       raw_to_float8<T>(raw[j][s], v);
-#pragma unroll
-      for (int i = 0; i < kVec; ++i) v[i] = v[i] + scale * t[j][i];
+      add_scaled8(v, scale, t[j]);
       store8<T>(y, e, v);
     }
   }
@@ -422,6 +442,91 @@ __global__ void __launch_bounds__(kThreads, kHalfWidth<T> ? 2 : 1)
     }
     rank_update_group<R, T, J>(raw, sf, sg, local_warp0 + static_cast<int>(g0), y, n, k, warp_row0 + g0, c0, lane,
                                scale, seed, threshold, keep_scale, map, keep_bits);
+  }
+}
+
+// Rows per block of the swiglu-folded B products (two factors' tiles and two sets of staged rows in 48 KB).
+constexpr int kSwigluMaxBlockRows = 128;
+
+// v[i] rounded to T and widened back: the value a 16-bit store then load gives (F32: unchanged).
+template <typename T>
+__device__ __forceinline__ void round_to8(float (&v)[kVec]) {
+  if constexpr (kHalfWidth<T>) {
+    uint4 w[1];
+    store8<T>(&w[0], 0, v);
+    raw_to_float8<T>(w, v);
+  }
+}
+
+// The MLP's swiglu with gate's and up's LoRA B products folded in (r = 8, b stored (k, R) as LoRA's b):
+//   G = T(gate + scale * (xg bg^T)), U = T(up + scale * (xu bu^T))  (the rank update's arithmetic and rounding)
+//   forward: out0 = swiglu(G, U);  backward: out0, out1 = dgate, dup of swiglu at (G, U) with upstream dout.
+// The rank update's shapes (8 warps x 512 columns, J rows per group with all of a group's loads first); out0 may be
+// dout (each element is read and written by one thread, its loads first).
+template <int R, typename T, int J, bool kBackward>
+__global__ void __launch_bounds__(kThreads, kHalfWidth<T> ? 2 : 1)
+    lora_swiglu_kernel(const void* gate, const void* up, const void* dout, const float* xg, const float* bg,
+                       const float* xu, const float* bu, int64_t n, int64_t k, int64_t rows_per_block, float scale,
+                       void* out0, void* out1) {
+  __shared__ __align__(16) float sfg[R][kTileCols];
+  __shared__ __align__(16) float sfu[R][kTileCols];
+  __shared__ __align__(16) float sgg[kSwigluMaxBlockRows][R];
+  __shared__ __align__(16) float sgu[kSwigluMaxBlockRows][R];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kTileCols;
+  const int64_t block_row0 = static_cast<int64_t>(blockIdx.y) * rows_per_block;
+  for (int i = threadIdx.x; i < rows_per_block * R; i += kThreads) {
+    const int64_t row = block_row0 + i / R;
+    (&sgg[0][0])[i] = row < n ? xg[row * R + i % R] : 0.0f;
+    (&sgu[0][0])[i] = row < n ? xu[row * R + i % R] : 0.0f;
+  }
+  stage_factor_tile<R, true>(sfg, bg, k, c0);
+  stage_factor_tile<R, true>(sfu, bu, k, c0);  // both end with a barrier
+  const int64_t rows_per_warp = rows_per_block / kWarps;
+  const int local_warp0 = static_cast<int>(warp * rows_per_warp);
+  const int64_t warp_row0 = block_row0 + local_warp0;
+  for (int64_t g0 = 0; g0 < rows_per_warp; g0 += J) {
+    const int64_t row0 = warp_row0 + g0;
+    uint4 rg[J][kSteps][kRawWords<T>], ru[J][kSteps][kRawWords<T>], rd[J][kSteps][kRawWords<T>];
+    load_group_raw<J, T, false>(gate, n, k, row0, c0, lane, rg);
+    load_group_raw<J, T, false>(up, n, k, row0, c0, lane, ru);
+    if constexpr (kBackward) load_group_raw<J, T, false>(dout, n, k, row0, c0, lane, rd);
+    float gvg[J][R], gvu[J][R];
+    staged_rows<R, J>(sgg, local_warp0 + static_cast<int>(g0), gvg);
+    staged_rows<R, J>(sgu, local_warp0 + static_cast<int>(g0), gvu);
+#pragma unroll
+    for (int s = 0; s < kSteps; ++s) {
+      const int cc = s * kWarpCols + lane * kVec;
+      float tg[J][kVec], tu[J][kVec];
+      rank_terms<R, J>(sfg, gvg, cc, tg);
+      rank_terms<R, J>(sfu, gvu, cc, tu);
+#pragma unroll
+      for (int j = 0; j < J; ++j) {
+        const int64_t row = row0 + j;
+        if (row >= n || c0 + cc >= k) continue;
+        const int64_t e = row * k + c0 + cc;
+        float g[kVec], u[kVec];
+        raw_to_float8<T>(rg[j][s], g);
+        raw_to_float8<T>(ru[j][s], u);
+        add_scaled8(g, scale, tg[j]);
+        add_scaled8(u, scale, tu[j]);
+        round_to8<T>(g);
+        round_to8<T>(u);
+        if constexpr (kBackward) {
+          float d[kVec], dg[kVec], du[kVec];
+          raw_to_float8<T>(rd[j][s], d);
+#pragma unroll
+          for (int i = 0; i < kVec; ++i) swiglu_grads(d[i], g[i], u[i], dg[i], du[i]);
+          store8<T>(out0, e, dg);
+          store8<T>(out1, e, du);
+        } else {
+          float o[kVec];
+#pragma unroll
+          for (int i = 0; i < kVec; ++i) o[i] = swiglu_value(g[i], u[i]);
+          store8<T>(out0, e, o);
+        }
+      }
+    }
   }
 }
 
@@ -725,6 +830,26 @@ cudaError_t launch_lora_da(const void* x, int x_dtype, const float* g, int64_t n
   const cudaError_t status = cudaGetLastError();
   if (status != cudaSuccess) return status;
   lora_da_reduce_kernel<<<blocks_for(r * k, 256), 256, 0, stream>>>(part, slices, r * k, scale, da);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_lora_swiglu(const void* gate, const void* up, const void* dout, int dtype, const float* xg,
+                               const float* bg, const float* xu, const float* bu, int64_t n, int64_t k, int r,
+                               float scale, void* out0, void* out1, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  if (r != 8 || !lora_fast_shape(k, r) || !activation_code(dtype) || !grid_fits(n, k)) return cudaErrorInvalidValue;
+  const int64_t rows = rows_per_block(n, k) < kSwigluMaxBlockRows ? rows_per_block(n, k) : kSwigluMaxBlockRows;
+  const dim3 grid = tile_grid(n, k, rows);
+  with_element_type(dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    if (dout != nullptr) {
+      lora_swiglu_kernel<8, T, 2, true>
+          <<<grid, kThreads, 0, stream>>>(gate, up, dout, xg, bg, xu, bu, n, k, rows, scale, out0, out1);
+    } else {
+      lora_swiglu_kernel<8, T, 2, false>
+          <<<grid, kThreads, 0, stream>>>(gate, up, nullptr, xg, bg, xu, bu, n, k, rows, scale, out0, nullptr);
+    }
+  });
   return cudaGetLastError();
 }
 

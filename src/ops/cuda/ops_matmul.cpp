@@ -15,6 +15,9 @@
 //        fp32), and the B product uses b and xa rounded to the activation dtype with fp32 accumulation. On both
 //        paths g = dy b and db = scale dy^T xa are cuBLASLt products against dy with b / xa rounded likewise (a
 //        one-pass dy kernel measured slower than cuBLASLt's two products).
+//  - lora_linear with b_product false stops after xa; swiglu_lora adds gate's and up's B products as it reads them
+//    (r 8 and one-pass shapes: lora.cu's fused kernel, the rank update's arithmetic and rounding; else copies of
+//    gate / up with the products added as lora_linear adds them), so its bits are those of lora_linear + swiglu.
 //  - SWIFT_PROFILE also times the parts of a LoRA linear (frozen GEMM, xa, B product, db, g, dx term, da) as nested
 //    DeviceRegions (profile_events.h) named "lora_linear.<part>" / "lora_linear_backward.<part>".
 //  - Outputs of 16-bit dtype are rounded once per product (accumulate: the old value is read in fp32, added, the
@@ -242,8 +245,45 @@ bool lora_b_first() {
 
 void set_lora_b_first(bool on) { b_first_setting().store(on ? 1 : 0); }
 
+namespace {
+
+// y (n, m) += scale * xa b^T (overwrite: y = that, y not read): the one-pass rank update with fp32 factors, else a
+// cuBLASLt product with xa and b rounded to y's dtype (fp32 accumulation).
+void add_b_product(const char* op, const Tensor& xa, const Tensor& b, float scale, Tensor& y, bool overwrite) {
+  const int device = dev(y);
+  const int64_t n = y.size(0), m = y.size(1), r = xa.size(1);
+  const DType act = y.dtype();
+  if (n == 0 || m == 0) return;
+  if (one_pass(y, r)) {  // one read and write of y (overwrite: one write), fp32 factors
+    check_launch(op, launch_lora_rank_update(y.raw(), code(act), xa.data<float>(), b.data<float>(), true, n, m,
+                                             static_cast<int>(r), scale, 0, 0u, 1.0f, DropoutMap{}, nullptr,
+                                             stream(device), {}, overwrite));
+    return;
+  }
+  const Tensor xa_c = as_dtype(op, xa, act);
+  const Tensor b_c = as_dtype(op, b, act);
+  MatmulArgs args;
+  args.trans_b = true;
+  args.n = n;
+  args.m = m;
+  args.k = r;
+  args.a = xa_c.raw();
+  args.lda = r;
+  args.b = b_c.raw();
+  args.ldb = r;
+  args.ab_dtype = code(act);
+  args.d = y.raw();
+  args.ldd = m;
+  args.d_dtype = code(act);
+  args.alpha = scale;
+  args.beta = overwrite ? 0.0f : 1.0f;
+  matmul(op, device, args);
+}
+
+}  // namespace
+
 void lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& a, const Tensor& b, float scale,
-                 const Dropout& dropout, Tensor& y, Tensor& xa, bool accumulate) {
+                 const Dropout& dropout, Tensor& y, Tensor& xa, bool accumulate, bool b_product) {
   const char* op = "lora_linear";
   const int device = dev(x);
   const int64_t n = x.size(0), k = x.size(1), m = w.size(0), r = a.size(0);
@@ -252,7 +292,8 @@ void lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Ten
   // product adds onto it in cuBLASLt's epilogue (beta = 1): one write of y instead of a read-modify-write after the
   // product, one rounding less. Off by default until an A/B on one machine shows it pays (docs/PERFORMANCE.md run 9:
   // the calls that ran it could not separate it from the machines' spread).
-  const bool b_first = lora_b_first() && !accumulate && n > 0 && r > 0 && one_pass(y, r) && one_pass(x, r);
+  const bool b_first =
+      lora_b_first() && b_product && !accumulate && n > 0 && r > 0 && one_pass(y, r) && one_pass(x, r);
   if (!b_first) {
     DeviceRegion region("lora_linear.frozen_gemm", device);
     linear_impl(op, x, w, bias, y.raw(), accumulate);
@@ -295,37 +336,63 @@ void lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Ten
     }
   }
   xa_region.reset();
-  std::optional<DeviceRegion> b_region(std::in_place, "lora_linear.b_product", device);
-  if (one_pass(y, r)) {  // y += scale * xa b^T in one read and write of y (b_first: one write), fp32 factors
-    check_launch(op, launch_lora_rank_update(y.raw(), code(act), xa.data<float>(), b.data<float>(), true, n, m,
-                                             static_cast<int>(r), scale, 0, 0u, 1.0f, DropoutMap{}, nullptr,
-                                             stream(device), {}, /*overwrite=*/b_first));
-    b_region.reset();
-    if (b_first) {
-      DeviceRegion region("lora_linear.frozen_gemm", device);
-      linear_impl(op, x, w, bias, y.raw(), /*accumulate=*/true);
-    }
-    return;
+  if (!b_product) return;
+  {
+    DeviceRegion region("lora_linear.b_product", device);
+    add_b_product(op, xa, b, scale, y, /*overwrite=*/b_first);
   }
-  // y += scale * xa b^T (F32 factors; rounded to bf16 for bf16 activations).
-  const Tensor xa_c = as_dtype(op, xa, act);
-  const Tensor b_c = as_dtype(op, b, act);
-  MatmulArgs args;
-  args.trans_b = true;
-  args.n = n;
-  args.m = m;
-  args.k = r;
-  args.a = xa_c.raw();
-  args.lda = r;
-  args.b = b_c.raw();
-  args.ldb = r;
-  args.ab_dtype = code(act);
-  args.d = y.raw();
-  args.ldd = m;
-  args.d_dtype = code(act);
-  args.alpha = scale;
-  args.beta = 1.0f;
-  matmul(op, device, args);
+  if (b_first) {
+    DeviceRegion region("lora_linear.frozen_gemm", device);
+    linear_impl(op, x, w, bias, y.raw(), /*accumulate=*/true);
+  }
+}
+
+namespace {
+
+// gate / up of swiglu_lora with their B products: the fused kernel (r 8, one-pass shapes), else copies with the
+// products added as lora_linear adds them (the same bits either way).
+bool swiglu_lora_fused(const Tensor& gate_base, const Tensor& up_base, const LoraBProduct& gate_b,
+                       const LoraBProduct& up_b, const Tensor& out) {
+  const int64_t r = gate_b.xa.size(1);
+  return r == 8 && one_pass(gate_base, r) && one_pass(up_base, r) && one_pass(out, r);
+}
+
+std::pair<Tensor, Tensor> with_b_products(const char* op, const Tensor& gate_base, const Tensor& up_base,
+                                          const LoraBProduct& gate_b, const LoraBProduct& up_b, float scale) {
+  Tensor gate = gate_base.clone(), up = up_base.clone();
+  add_b_product(op, gate_b.xa, gate_b.b, scale, gate, false);
+  add_b_product(op, up_b.xa, up_b.b, scale, up, false);
+  return {gate, up};
+}
+
+}  // namespace
+
+void swiglu_lora(const Tensor& gate_base, const Tensor& up_base, const LoraBProduct& gate_b, const LoraBProduct& up_b,
+                 float scale, Tensor& out) {
+  const char* op = "swiglu_lora";
+  const int device = dev(gate_base);
+  if (!swiglu_lora_fused(gate_base, up_base, gate_b, up_b, out)) {
+    auto [gate, up] = with_b_products(op, gate_base, up_base, gate_b, up_b, scale);
+    return swiglu(gate, up, out);
+  }
+  check_launch(op, launch_lora_swiglu(gate_base.raw(), up_base.raw(), nullptr, code(gate_base.dtype()),
+                                      gate_b.xa.data<float>(), gate_b.b.data<float>(), up_b.xa.data<float>(),
+                                      up_b.b.data<float>(), gate_base.size(0), gate_base.size(1), 8, scale, out.raw(),
+                                      nullptr, stream(device)));
+}
+
+void swiglu_lora_backward(const Tensor& dout, const Tensor& gate_base, const Tensor& up_base,
+                          const LoraBProduct& gate_b, const LoraBProduct& up_b, float scale, Tensor& dgate, Tensor& dup) {
+  const char* op = "swiglu_lora_backward";
+  const int device = dev(gate_base);
+  if (!swiglu_lora_fused(gate_base, up_base, gate_b, up_b, dgate) || !one_pass(dout, 8) || !one_pass(dup, 8)) {
+    auto [gate, up] = with_b_products(op, gate_base, up_base, gate_b, up_b, scale);
+    return swiglu_backward(dout, gate, up, dgate, dup);
+  }
+  check_launch(op, launch_lora_swiglu(gate_base.raw(), up_base.raw(), dout.raw(), code(gate_base.dtype()),
+                                      gate_b.xa.data<float>(), gate_b.b.data<float>(), up_b.xa.data<float>(),
+                                      up_b.b.data<float>(), gate_base.size(0), gate_base.size(1), 8, scale,
+                                      dgate.raw(), dup.raw(), stream(device)));
 }
 
 void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b,

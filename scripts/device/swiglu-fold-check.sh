@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# On the GPU machine, one call: build, the gpu tests of the swiglu-folded LoRA B products (op bits, LoRA, training
+# against transformers, recompute, offload), then interleaved A/Bs on one machine, twice: the MLP's B products folded
+# into the swiglu (default) against SWIFT_LORA_FOLD_SWIGLU=0 (in lora_linear), ours only; the losses must agree.
+# Carry .device-deps. Logs go to $OUT.
+source "$(dirname "$0")/env.sh"
+out=${OUT:-/tmp}
+cmake --build build-gpu -j"$(nproc)" --target test_gpu bench_train_step > "$out/fold-build.log" 2>&1 \
+  || { tail -40 "$out/fold-build.log"; exit 1; }
+build-gpu/tests/test_gpu --gtest_color=no \
+  --gtest_filter='OpsCudaMatmul.*Swiglu*:OpsCudaMatmul.Lora*:OpsCudaElementwise.*Swiglu*:*CudaTraining*:CudaOffload*' \
+  > "$out/gpu-suite.log" 2>&1 || true
+grep -E '^\[  (PASSED|FAILED|SKIPPED)  \]|^\[  FAILED  \]' "$out/gpu-suite.log" | head -20
+show() { python3 -c 'import json, sys; r = json.loads(sys.stdin.read()); print("%.0f tokens/s %.2f GiB loss %.4f" % (r["tokens_per_s"], r["peak_allocated_gib"], r["last_loss"]))'; }
+ours() { build-gpu/bench/bench_train_step "$@" --steps 5 --warmup 2 2>>"$out/fold-bench.log" | show; }
+q7="--config bench/configs/qwen2.5-7b.json --tuner lora"
+la="--recompute_modules layernorm act mlp"
+for rep in 1 2; do
+  for fold in 1 0; do
+    export SWIFT_LORA_FOLD_SWIGLU=$fold
+    echo "fold=$fold 7b 2048x4 ($rep): $(ours $q7 --seq 2048 --batch 4)"
+    echo "fold=$fold 7b 2048x4 l,a,mlp 17 ($rep): $(ours $q7 --seq 2048 --batch 4 $la --recompute_num_layers 17)"
+    echo "fold=$fold 7b 8k l,a,mlp 13 ($rep): $(ours $q7 --seq 8192 --batch 1 $la --recompute_num_layers 13)"
+  done
+done
