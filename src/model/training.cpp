@@ -5,9 +5,8 @@
 //   q3, k3 = rope(qk_norm(q), qk_norm(k))    attn = attention(q3, k3, v)
 //   x_mid = x_in + o_proj(attn)              h2 = rmsnorm(x_mid)
 //   gate, up = linear(h2)                    act = silu(gate) * up        x_out = x_mid + down_proj(act)
-// When gate and up are both plain LoRA linears their B products are folded into the swiglu (ops::swiglu_lora, the
-// same bits): the saved gate / up are the frozen products and the swiglu forward / backward add scale * xa b^T as they
-// read them, so gate and up are never written back (SWIFT_LORA_FOLD_SWIGLU=0: the B products in lora_linear).
+// When gate and up are both plain LoRA linears their B products are added in the swiglu's pass (ops::swiglu_lora, the
+// same bits as lora_linear's; SWIFT_LORA_FOLD_SWIGLU=0 leaves them in lora_linear, for A/B measurements).
 // The backward walks the same steps in reverse; the residual stream's gradient `d` is carried in place.
 // Sequence parallel (P ranks): T is this rank's share of the padded batch; q, k, v are exchanged right after their
 // projections (scatter_heads: all Ta = P*T tokens, H/P heads), so qk-norm, rope and attention run on whole sequences
@@ -321,33 +320,6 @@ bool TrainableModel::mlp_b_folded(int64_t i) const {
   return true;
 }
 
-namespace {
-ops::LoraBProduct b_product_of(const Tensor& xa, const LoraLinear& lora) { return {xa, lora.b}; }
-}  // namespace
-
-void TrainableModel::mlp_swiglu(int64_t i, Activations& a) const {
-  if (!mlp_b_folded(i)) return ops::swiglu(a.gate, a.up, a.act);
-  const Layer& l = layers_[static_cast<size_t>(i)];
-  ops::swiglu_lora(a.gate, a.up,
-                   b_product_of(a.xa[static_cast<size_t>(LinearKind::Gate)],
-                                *l.linears[static_cast<size_t>(LinearKind::Gate)].lora),
-                   b_product_of(a.xa[static_cast<size_t>(LinearKind::Up)],
-                                *l.linears[static_cast<size_t>(LinearKind::Up)].lora),
-                   lora_.scale, a.act);
-}
-
-void TrainableModel::mlp_swiglu_backward(int64_t i, Activations& a, const Tensor& d_act, Tensor& d_gate,
-                                         Tensor& d_up) const {
-  if (!mlp_b_folded(i)) return ops::swiglu_backward(d_act, a.gate, a.up, d_gate, d_up);
-  const Layer& l = layers_[static_cast<size_t>(i)];
-  ops::swiglu_lora_backward(d_act, a.gate, a.up,
-                            b_product_of(a.xa[static_cast<size_t>(LinearKind::Gate)],
-                                         *l.linears[static_cast<size_t>(LinearKind::Gate)].lora),
-                            b_product_of(a.xa[static_cast<size_t>(LinearKind::Up)],
-                                         *l.linears[static_cast<size_t>(LinearKind::Up)].lora),
-                            lora_.scale, d_gate, d_up);
-}
-
 // The MLP's intermediate activations of layer i from its input a.h2: gate, up (this rank's F / N units under tensor
 // parallelism: column-parallel, no collective) and act = silu(gate) * up. The forward runs it, and the backward
 // again when the selective recompute dropped them (same kernels, same dropout masks: the same bits).
@@ -356,10 +328,15 @@ void TrainableModel::mlp_forward(int64_t i, Activations& a, uint64_t seed, bool 
   a.gate = act({T, F_r});
   a.up = act({T, F_r});
   a.act = act({T, F_r});
-  const bool folded = mlp_b_folded(i);  // the B products go into the swiglu: gate / up keep the frozen products
+  const bool folded = mlp_b_folded(i);  // the B products are added by the swiglu's pass
   linear_forward(i, LinearKind::Gate, a.h2, a.gate, false, a, seed, training, !folded);
   linear_forward(i, LinearKind::Up, a.h2, a.up, false, a, seed, training, !folded);
-  mlp_swiglu(i, a);
+  if (!folded) return ops::swiglu(a.gate, a.up, a.act);
+  const Layer& l = layers_[static_cast<size_t>(i)];
+  auto b_product = [&](LinearKind kind) {
+    return ops::LoraBProduct{a.xa[static_cast<size_t>(kind)], l.linears[static_cast<size_t>(kind)].lora->b};
+  };
+  ops::swiglu_lora(a.gate, a.up, b_product(LinearKind::Gate), b_product(LinearKind::Up), lora_.scale, a.act);
 }
 
 void TrainableModel::layer_forward(int64_t i, const MicroBatch& b, const Tensor& x_in, Activations& a, Tensor& x_out,
@@ -494,14 +471,14 @@ void TrainableModel::layer_backward(int64_t i, const MicroBatch& b, Activations&
     mlp_forward(i, a, seed, true);
   } else if (!a.act.defined()) {
     a.act = act({T, F_r});
-    mlp_swiglu(i, a);
+    ops::swiglu(a.gate, a.up, a.act);
   }
   Tensor d_h = act({T, C});
   {
     Tensor d_act = act({T, F_r}), d_up = act({T, F_r});
     lin_back(LinearKind::Down, d, a.act, d_act, false);
     a.act = Tensor();
-    mlp_swiglu_backward(i, a, d_act, d_act, d_up);  // d_act now holds d_gate
+    ops::swiglu_backward(d_act, a.gate, a.up, d_act, d_up);  // d_act now holds d_gate
     a.gate = a.up = Tensor();
     lin_back(LinearKind::Gate, d_act, a.h2, d_h, false);
     lin_back(LinearKind::Up, d_up, a.h2, d_h, true);

@@ -200,12 +200,9 @@ class TrainableModel {
   void linear_forward(int64_t layer, LinearKind kind, const Tensor& x, Tensor& y, bool accumulate, Activations& a,
                       uint64_t dropout_seed, bool training, bool b_product = true) const;
   void mlp_forward(int64_t layer, Activations& a, uint64_t dropout_seed, bool training) const;
-  // Whether layer i's gate and up are both plain LoRA linears: their B products are then folded into the swiglu
-  // (ops::swiglu_lora), and a.gate / a.up hold the frozen products only.
+  // Whether layer i's gate and up are both plain LoRA linears: their B products are then added in the swiglu's pass
+  // (ops::swiglu_lora) instead of lora_linear's.
   bool mlp_b_folded(int64_t layer) const;
-  // swiglu / swiglu_backward of layer i's MLP over a.gate / a.up, with the folded B products when mlp_b_folded.
-  void mlp_swiglu(int64_t layer, Activations& a) const;
-  void mlp_swiglu_backward(int64_t layer, Activations& a, const Tensor& d_act, Tensor& d_gate, Tensor& d_up) const;
   void apply_rope(Tensor& x, const MicroBatch& b, bool backward) const;
   // The LoRA dropout of one linear: its seed is a function of (step seed, layer, kind) only, and its map places this
   // rank's (tokens, input columns) block in the one-process input (sequence parallel: the rank's first token;

@@ -207,24 +207,12 @@ void lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Ten
            [&] { cuda::lora_linear(x, w, bias, a, b, scale, dropout, y, xa, accumulate, b_product); });
 }
 
-void swiglu_lora(const Tensor& gate_base, const Tensor& up_base, const LoraBProduct& gate_b, const LoraBProduct& up_b,
-                 float scale, Tensor& out) {
-  require_writable("swiglu_lora", {&out});
-  dispatch("swiglu_lora",
-           detail::check_swiglu_lora("swiglu_lora", gate_base, up_base, gate_b.xa, gate_b.b, up_b.xa, up_b.b, out),
-           [&] { cpu::swiglu_lora(gate_base, up_base, gate_b, up_b, scale, out); },
-           [&] { cuda::swiglu_lora(gate_base, up_base, gate_b, up_b, scale, out); });
-}
-
-void swiglu_lora_backward(const Tensor& dout, const Tensor& gate_base, const Tensor& up_base,
-                          const LoraBProduct& gate_b, const LoraBProduct& up_b, float scale, Tensor& dgate, Tensor& dup) {
-  require_writable("swiglu_lora_backward", {&dgate, &dup});
-  const Device device = detail::check_swiglu_lora("swiglu_lora_backward", gate_base, up_base, gate_b.xa, gate_b.b,
-                                                  up_b.xa, up_b.b, dup);
-  detail::check_swiglu_backward(dout, gate_base, up_base, dgate, dup);
-  dispatch("swiglu_lora_backward", device,
-           [&] { cpu::swiglu_lora_backward(dout, gate_base, up_base, gate_b, up_b, scale, dgate, dup); },
-           [&] { cuda::swiglu_lora_backward(dout, gate_base, up_base, gate_b, up_b, scale, dgate, dup); });
+void swiglu_lora(Tensor& gate, Tensor& up, const LoraBProduct& gate_b, const LoraBProduct& up_b, float scale,
+                 Tensor& out) {
+  require_writable("swiglu_lora", {&gate, &up, &out});
+  dispatch("swiglu_lora", detail::check_swiglu_lora("swiglu_lora", gate, up, gate_b.xa, gate_b.b, up_b.xa, up_b.b, out),
+           [&] { cpu::swiglu_lora(gate, up, gate_b, up_b, scale, out); },
+           [&] { cuda::swiglu_lora(gate, up, gate_b, up_b, scale, out); });
 }
 
 void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b,

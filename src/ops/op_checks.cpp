@@ -112,8 +112,8 @@ Device check_swiglu(const Tensor& gate, const Tensor& up, const Tensor& out) {
 
 Device check_swiglu_lora(const char* op, const Tensor& gate, const Tensor& up, const Tensor& xa_gate,
                          const Tensor& b_gate, const Tensor& xa_up, const Tensor& b_up, const Tensor& out) {
-  const Device device = check_elementwise3(op, "gate_base", gate, "up_base", up, out);
-  require_rank(op, "gate_base", gate, 2, "(N, F)");
+  const Device device = check_elementwise3(op, "gate", gate, "up", up, out);
+  require_rank(op, "gate", gate, 2, "(N, F)");
   const int64_t n = gate.size(0), f = gate.size(1);
   const std::pair<const char*, const Tensor*> factors[] = {
       {"xa_gate", &xa_gate}, {"b_gate", &b_gate}, {"xa_up", &xa_up}, {"b_up", &b_up}};
@@ -125,7 +125,7 @@ Device check_swiglu_lora(const char* op, const Tensor& gate, const Tensor& up, c
   const int64_t r = xa_gate.size(1);
   if (xa_gate.size(0) != n || xa_up.size(0) != n || xa_up.size(1) != r || b_gate.size(0) != f || b_up.size(0) != f ||
       b_gate.size(1) != r || b_up.size(1) != r) {
-    fail("{}: xa_gate {} / xa_up {} must be (N, r) and b_gate {} / b_up {} (F, r) for gate_base {}", op, desc(xa_gate),
+    fail("{}: xa_gate {} / xa_up {} must be (N, r) and b_gate {} / b_up {} (F, r) for gate {}", op, desc(xa_gate),
          desc(xa_up), desc(b_gate), desc(b_up), desc(gate));
   }
   common_device(op, {&gate, &xa_gate, &b_gate, &xa_up, &b_up});

@@ -202,23 +202,20 @@ void dropout(const Tensor& x, const Dropout& dropout, Tensor& out);
 //   recomputing regenerates it.
 // DoRA (magnitude vector, row norms of w + scale * b a) is dora_linear below.
 // b_product false: y gets the frozen part only (x w^T + bias) and xa is written; the B product is left to the op that
-// reads y (swiglu_lora below, for the MLP's gate and up).
+// reads y next (swiglu_lora below, for the MLP's gate and up).
 void lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& a, const Tensor& b, float scale,
                  const Dropout& dropout, Tensor& y, Tensor& xa, bool accumulate = false, bool b_product = true);
-// swiglu of two LoRA linears' outputs whose B products were left out (lora_linear with b_product false):
-//   gate = gate_base + scale * xa_gate b_gate^T, up = up_base + scale * xa_up b_up^T, each rounded to the activation
-//   dtype exactly as lora_linear's B product rounds y; out = swiglu(gate, up). The same bits as lora_linear (with its
-//   B product) then swiglu, without writing gate and up back: the MLP keeps gate_base / up_base and xa for the
-//   backward. gate_base, up_base, out: (N, F); xa_*: (N, r) F32; b_*: (F, r) F32.
+// The B products of two LoRA linears whose outputs feed a swiglu (the MLP's gate and up; lora_linear with b_product
+// false), added in the swiglu's pass: gate += scale * xa_gate b_gate^T and up += scale * xa_up b_up^T in place, each
+// rounded to the activation dtype exactly as lora_linear's B product rounds y, and out = swiglu(gate, up). The same
+// bits as lora_linear (with its B product) then swiglu, with gate and up read once instead of three times.
+//   gate, up, out: (N, F); xa_*: (N, r) F32; b_*: (F, r) F32.
 struct LoraBProduct {
   Tensor xa;
   Tensor b;
 };
-void swiglu_lora(const Tensor& gate_base, const Tensor& up_base, const LoraBProduct& gate_b, const LoraBProduct& up_b,
-                 float scale, Tensor& out);
-// Its backward: swiglu_backward at the gate and up swiglu_lora forms. dgate may be dout (in place).
-void swiglu_lora_backward(const Tensor& dout, const Tensor& gate_base, const Tensor& up_base,
-                          const LoraBProduct& gate_b, const LoraBProduct& up_b, float scale, Tensor& dgate, Tensor& dup);
+void swiglu_lora(Tensor& gate, Tensor& up, const LoraBProduct& gate_b, const LoraBProduct& up_b, float scale,
+                 Tensor& out);
 // Backward of lora_linear (same x, w, a, b, scale and dropout; xa from the forward).
 //   dy: (N, M) F32.
 //   dx: (N, K) F32 = dy w + scale * keep(dy b a) / (1 - p) (+= with accumulate_dx), or undefined.

@@ -362,10 +362,9 @@ void expect_bit_equal(const Tensor& got, const Tensor& want, const char* what) {
   EXPECT_EQ(std::memcmp(got.raw(), want.raw(), got.nbytes()), 0) << what << ": not the same bits";
 }
 
-// swiglu_lora (gate's and up's B products folded into the swiglu): the same bits as lora_linear with its B product
-// then swiglu / swiglu_backward, on the fused kernel (r 8, widths % 8 == 0, odd rows, partial column tiles, several
-// row blocks) and on the copy fallback (r 4 and 16, a width % 8 != 0); F32 / BF16 / F16; the backward in place
-// (dgate = dout) as the model runs it.
+// swiglu_lora (gate's and up's B products added in the swiglu's pass): gate, up and out have the bits of lora_linear
+// with its B product then swiglu, on the fused kernel (r 8, widths % 8 == 0, odd rows, partial column tiles, several
+// row blocks) and on the fallback (r 4 and 16, a width % 8 != 0); F32 / BF16 / F16.
 TEST(OpsCudaMatmul, SwigluLoraEqualsBProductThenSwiglu) {
   ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
   struct Case { int64_t n, k, f, r; };
@@ -396,14 +395,9 @@ TEST(OpsCudaMatmul, SwigluLoraEqualsBProductThenSwiglu) {
       const ops::LoraBProduct gate_b{xag2, bg.dev}, up_b{xau2, bu.dev};
       Tensor out = dev({cs.n, cs.f}, act);
       ops::swiglu_lora(gate_base, up_base, gate_b, up_b, scale, out);
+      expect_bit_equal(host(gate_base), host(gate), "gate");
+      expect_bit_equal(host(up_base), host(up), "up");
       expect_bit_equal(host(out), host(out_want), "out");
-      const Input dout = make_input({cs.n, cs.f}, act, ++seed);
-      Tensor dgate_want = dev({cs.n, cs.f}, act), dup_want = dev({cs.n, cs.f}, act);
-      ops::swiglu_backward(dout.dev, gate, up, dgate_want, dup_want);
-      Tensor dgate = dout.dev.clone(), dup = dev({cs.n, cs.f}, act);
-      ops::swiglu_lora_backward(dgate, gate_base, up_base, gate_b, up_b, scale, dgate, dup);  // in place
-      expect_bit_equal(host(dgate), host(dgate_want), "dgate");
-      expect_bit_equal(host(dup), host(dup_want), "dup");
     }
   }
 }

@@ -48,10 +48,8 @@ void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, co
 void dropout(const Tensor& x, const Dropout& dropout, Tensor& out);
 void lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& a, const Tensor& b, float scale,
                  const Dropout& dropout, Tensor& y, Tensor& xa, bool accumulate, bool b_product);
-void swiglu_lora(const Tensor& gate_base, const Tensor& up_base, const LoraBProduct& gate_b, const LoraBProduct& up_b,
-                 float scale, Tensor& out);
-void swiglu_lora_backward(const Tensor& dout, const Tensor& gate_base, const Tensor& up_base,
-                          const LoraBProduct& gate_b, const LoraBProduct& up_b, float scale, Tensor& dgate, Tensor& dup);
+void swiglu_lora(Tensor& gate, Tensor& up, const LoraBProduct& gate_b, const LoraBProduct& up_b, float scale,
+                 Tensor& out);
 void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b,
                           const Tensor& xa, float scale, const Dropout& dropout, Tensor& dx, Tensor& da, Tensor& db,
                           bool accumulate_dx);

@@ -213,23 +213,13 @@ void lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Ten
   if (b_product) gemm(false, true, scale, xa, b, 1.0f, y);
 }
 
-// gate / up with their B products, as lora_linear adds them (the same gemm), in copies; then the plain swiglu ops.
-void swiglu_lora(const Tensor& gate_base, const Tensor& up_base, const LoraBProduct& gate_b, const LoraBProduct& up_b,
-                 float scale, Tensor& out) {
+// gate / up get their B products as lora_linear adds them (the same gemm), then the plain swiglu.
+void swiglu_lora(Tensor& gate, Tensor& up, const LoraBProduct& gate_b, const LoraBProduct& up_b, float scale,
+                 Tensor& out) {
   SWIFT_PROFILE("swiglu_lora");
-  Tensor gate = gate_base.clone(), up = up_base.clone();
   gemm(false, true, scale, gate_b.xa, gate_b.b, 1.0f, gate);
   gemm(false, true, scale, up_b.xa, up_b.b, 1.0f, up);
   swiglu(gate, up, out);
-}
-
-void swiglu_lora_backward(const Tensor& dout, const Tensor& gate_base, const Tensor& up_base,
-                          const LoraBProduct& gate_b, const LoraBProduct& up_b, float scale, Tensor& dgate, Tensor& dup) {
-  SWIFT_PROFILE("swiglu_lora_backward");
-  Tensor gate = gate_base.clone(), up = up_base.clone();
-  gemm(false, true, scale, gate_b.xa, gate_b.b, 1.0f, gate);
-  gemm(false, true, scale, up_b.xa, up_b.b, 1.0f, up);
-  swiglu_backward(dout, gate, up, dgate, dup);
 }
 
 void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b,

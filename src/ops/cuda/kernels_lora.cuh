@@ -54,12 +54,11 @@ cudaError_t launch_lora_da(const void* x, int x_dtype, const float* g, int64_t n
                            const uint8_t* keep_bits, float* part, float* da, cudaStream_t stream,
                            const LoraKernelConfig& config = {});
 
-// The MLP's swiglu with gate's and up's B products folded in (r = 8 only; gate, up, dout, outputs (n, k) of dtype code
-// 0 / 1 / 2; xg, xu: (n, 8) F32; bg, bu: (k, 8) F32, LoRA's b): G = gate + scale * xg bg^T and U likewise, each rounded
-// to the dtype exactly as launch_lora_rank_update rounds y, then dout == nullptr: out0 = swiglu(G, U); else out0, out1
-// = dgate, dup of swiglu at (G, U) (out0 may be dout).
-cudaError_t launch_lora_swiglu(const void* gate, const void* up, const void* dout, int dtype, const float* xg,
-                               const float* bg, const float* xu, const float* bu, int64_t n, int64_t k, int r,
-                               float scale, void* out0, void* out1, cudaStream_t stream);
+// The MLP's gate and up get their B products and feed the swiglu in one pass (r = 8 only; gate, up, out (n, k) of
+// dtype code 0 / 1 / 2; xg, xu: (n, 8) F32; bg, bu: (k, 8) F32, LoRA's b): gate += scale * xg bg^T and up likewise,
+// in place and rounded exactly as launch_lora_rank_update rounds y, then out = swiglu(gate, up) as launch_swiglu.
+cudaError_t launch_lora_swiglu(void* gate, void* up, int dtype, const float* xg, const float* bg, const float* xu,
+                               const float* bu, int64_t n, int64_t k, int r, float scale, void* out,
+                               cudaStream_t stream);
 
 }  // namespace swift::ops::cuda

@@ -458,16 +458,14 @@ __device__ __forceinline__ void round_to8(float (&v)[kVec]) {
   }
 }
 
-// The MLP's swiglu with gate's and up's LoRA B products folded in (r = 8, b stored (k, R) as LoRA's b):
-//   G = T(gate + scale * (xg bg^T)), U = T(up + scale * (xu bu^T))  (the rank update's arithmetic and rounding)
-//   forward: out0 = swiglu(G, U);  backward: out0, out1 = dgate, dup of swiglu at (G, U) with upstream dout.
-// The rank update's shapes (8 warps x 512 columns, J rows per group with all of a group's loads first); out0 may be
-// dout (each element is read and written by one thread, its loads first).
-template <int R, typename T, int J, bool kBackward>
+// The MLP's gate and up get their LoRA B products and feed the swiglu in one pass (r = R, b stored (k, R) as LoRA's
+// b): gate = T(gate + scale * (xg bg^T)) and up likewise (the rank update's arithmetic and rounding), written back,
+// and out = swiglu(gate, up) on the rounded values (the swiglu kernel's arithmetic). The rank update's shapes (8 warps
+// x 512 columns, J rows per group with all of a group's loads first).
+template <int R, typename T, int J>
 __global__ void __launch_bounds__(kThreads, kHalfWidth<T> ? 2 : 1)
-    lora_swiglu_kernel(const void* gate, const void* up, const void* dout, const float* xg, const float* bg,
-                       const float* xu, const float* bu, int64_t n, int64_t k, int64_t rows_per_block, float scale,
-                       void* out0, void* out1) {
+    lora_swiglu_kernel(void* gate, void* up, const float* xg, const float* bg, const float* xu, const float* bu,
+                       int64_t n, int64_t k, int64_t rows_per_block, float scale, void* out) {
   __shared__ __align__(16) float sfg[R][kTileCols];
   __shared__ __align__(16) float sfu[R][kTileCols];
   __shared__ __align__(16) float sgg[kSwigluMaxBlockRows][R];
@@ -487,10 +485,9 @@ __global__ void __launch_bounds__(kThreads, kHalfWidth<T> ? 2 : 1)
   const int64_t warp_row0 = block_row0 + local_warp0;
   for (int64_t g0 = 0; g0 < rows_per_warp; g0 += J) {
     const int64_t row0 = warp_row0 + g0;
-    uint4 rg[J][kSteps][kRawWords<T>], ru[J][kSteps][kRawWords<T>], rd[J][kSteps][kRawWords<T>];
+    uint4 rg[J][kSteps][kRawWords<T>], ru[J][kSteps][kRawWords<T>];
     load_group_raw<J, T, false>(gate, n, k, row0, c0, lane, rg);
     load_group_raw<J, T, false>(up, n, k, row0, c0, lane, ru);
-    if constexpr (kBackward) load_group_raw<J, T, false>(dout, n, k, row0, c0, lane, rd);
     float gvg[J][R], gvu[J][R];
     staged_rows<R, J>(sgg, local_warp0 + static_cast<int>(g0), gvg);
     staged_rows<R, J>(sgu, local_warp0 + static_cast<int>(g0), gvu);
@@ -505,26 +502,18 @@ __global__ void __launch_bounds__(kThreads, kHalfWidth<T> ? 2 : 1)
         const int64_t row = row0 + j;
         if (row >= n || c0 + cc >= k) continue;
         const int64_t e = row * k + c0 + cc;
-        float g[kVec], u[kVec];
+        float g[kVec], u[kVec], o[kVec];
         raw_to_float8<T>(rg[j][s], g);
         raw_to_float8<T>(ru[j][s], u);
         add_scaled8(g, scale, tg[j]);
         add_scaled8(u, scale, tu[j]);
-        round_to8<T>(g);
+        store8<T>(gate, e, g);
+        store8<T>(up, e, u);
+        round_to8<T>(g);  // the values just stored, as the swiglu kernel would load them
         round_to8<T>(u);
-        if constexpr (kBackward) {
-          float d[kVec], dg[kVec], du[kVec];
-          raw_to_float8<T>(rd[j][s], d);
 #pragma unroll
-          for (int i = 0; i < kVec; ++i) swiglu_grads(d[i], g[i], u[i], dg[i], du[i]);
-          store8<T>(out0, e, dg);
-          store8<T>(out1, e, du);
-        } else {
-          float o[kVec];
-#pragma unroll
-          for (int i = 0; i < kVec; ++i) o[i] = swiglu_value(g[i], u[i]);
-          store8<T>(out0, e, o);
-        }
+        for (int i = 0; i < kVec; ++i) o[i] = swiglu_value(g[i], u[i]);
+        store8<T>(out, e, o);
       }
     }
   }
@@ -833,22 +822,16 @@ cudaError_t launch_lora_da(const void* x, int x_dtype, const float* g, int64_t n
   return cudaGetLastError();
 }
 
-cudaError_t launch_lora_swiglu(const void* gate, const void* up, const void* dout, int dtype, const float* xg,
-                               const float* bg, const float* xu, const float* bu, int64_t n, int64_t k, int r,
-                               float scale, void* out0, void* out1, cudaStream_t stream) {
+cudaError_t launch_lora_swiglu(void* gate, void* up, int dtype, const float* xg, const float* bg, const float* xu,
+                               const float* bu, int64_t n, int64_t k, int r, float scale, void* out,
+                               cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
   if (r != 8 || !lora_fast_shape(k, r) || !activation_code(dtype) || !grid_fits(n, k)) return cudaErrorInvalidValue;
   const int64_t rows = rows_per_block(n, k) < kSwigluMaxBlockRows ? rows_per_block(n, k) : kSwigluMaxBlockRows;
   const dim3 grid = tile_grid(n, k, rows);
   with_element_type(dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    if (dout != nullptr) {
-      lora_swiglu_kernel<8, T, 2, true>
-          <<<grid, kThreads, 0, stream>>>(gate, up, dout, xg, bg, xu, bu, n, k, rows, scale, out0, out1);
-    } else {
-      lora_swiglu_kernel<8, T, 2, false>
-          <<<grid, kThreads, 0, stream>>>(gate, up, nullptr, xg, bg, xu, bu, n, k, rows, scale, out0, nullptr);
-    }
+    lora_swiglu_kernel<8, T, 2><<<grid, kThreads, 0, stream>>>(gate, up, xg, bg, xu, bu, n, k, rows, scale, out);
   });
   return cudaGetLastError();
 }

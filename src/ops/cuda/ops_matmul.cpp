@@ -15,9 +15,9 @@
 //        fp32), and the B product uses b and xa rounded to the activation dtype with fp32 accumulation. On both
 //        paths g = dy b and db = scale dy^T xa are cuBLASLt products against dy with b / xa rounded likewise (a
 //        one-pass dy kernel measured slower than cuBLASLt's two products).
-//  - lora_linear with b_product false stops after xa; swiglu_lora adds gate's and up's B products as it reads them
-//    (r 8 and one-pass shapes: lora.cu's fused kernel, the rank update's arithmetic and rounding; else copies of
-//    gate / up with the products added as lora_linear adds them), so its bits are those of lora_linear + swiglu.
+//  - lora_linear with b_product false stops after xa; swiglu_lora adds gate's and up's B products in the swiglu's pass
+//    (r 8 and one-pass shapes: lora.cu's fused kernel, the rank update's arithmetic and rounding; else the rank
+//    updates then swiglu), so its bits are those of lora_linear + swiglu.
 //  - SWIFT_PROFILE also times the parts of a LoRA linear (frozen GEMM, xa, B product, db, g, dx term, da) as nested
 //    DeviceRegions (profile_events.h) named "lora_linear.<part>" / "lora_linear_backward.<part>".
 //  - Outputs of 16-bit dtype are rounded once per product (accumulate: the old value is read in fp32, added, the
@@ -347,52 +347,20 @@ void lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Ten
   }
 }
 
-namespace {
-
-// gate / up of swiglu_lora with their B products: the fused kernel (r 8, one-pass shapes), else copies with the
-// products added as lora_linear adds them (the same bits either way).
-bool swiglu_lora_fused(const Tensor& gate_base, const Tensor& up_base, const LoraBProduct& gate_b,
-                       const LoraBProduct& up_b, const Tensor& out) {
-  const int64_t r = gate_b.xa.size(1);
-  return r == 8 && one_pass(gate_base, r) && one_pass(up_base, r) && one_pass(out, r);
-}
-
-std::pair<Tensor, Tensor> with_b_products(const char* op, const Tensor& gate_base, const Tensor& up_base,
-                                          const LoraBProduct& gate_b, const LoraBProduct& up_b, float scale) {
-  Tensor gate = gate_base.clone(), up = up_base.clone();
-  add_b_product(op, gate_b.xa, gate_b.b, scale, gate, false);
-  add_b_product(op, up_b.xa, up_b.b, scale, up, false);
-  return {gate, up};
-}
-
-}  // namespace
-
-void swiglu_lora(const Tensor& gate_base, const Tensor& up_base, const LoraBProduct& gate_b, const LoraBProduct& up_b,
-                 float scale, Tensor& out) {
+// The fused kernel for r 8 and one-pass shapes (lora.cu: the rank update's arithmetic and rounding), else the rank
+// updates then swiglu (the same bits either way).
+void swiglu_lora(Tensor& gate, Tensor& up, const LoraBProduct& gate_b, const LoraBProduct& up_b, float scale,
+                 Tensor& out) {
   const char* op = "swiglu_lora";
-  const int device = dev(gate_base);
-  if (!swiglu_lora_fused(gate_base, up_base, gate_b, up_b, out)) {
-    auto [gate, up] = with_b_products(op, gate_base, up_base, gate_b, up_b, scale);
+  const int64_t r = gate_b.xa.size(1);
+  if (r != 8 || !one_pass(gate, r) || !one_pass(up, r) || !one_pass(out, r)) {
+    add_b_product(op, gate_b.xa, gate_b.b, scale, gate, false);
+    add_b_product(op, up_b.xa, up_b.b, scale, up, false);
     return swiglu(gate, up, out);
   }
-  check_launch(op, launch_lora_swiglu(gate_base.raw(), up_base.raw(), nullptr, code(gate_base.dtype()),
-                                      gate_b.xa.data<float>(), gate_b.b.data<float>(), up_b.xa.data<float>(),
-                                      up_b.b.data<float>(), gate_base.size(0), gate_base.size(1), 8, scale, out.raw(),
-                                      nullptr, stream(device)));
-}
-
-void swiglu_lora_backward(const Tensor& dout, const Tensor& gate_base, const Tensor& up_base,
-                          const LoraBProduct& gate_b, const LoraBProduct& up_b, float scale, Tensor& dgate, Tensor& dup) {
-  const char* op = "swiglu_lora_backward";
-  const int device = dev(gate_base);
-  if (!swiglu_lora_fused(gate_base, up_base, gate_b, up_b, dgate) || !one_pass(dout, 8) || !one_pass(dup, 8)) {
-    auto [gate, up] = with_b_products(op, gate_base, up_base, gate_b, up_b, scale);
-    return swiglu_backward(dout, gate, up, dgate, dup);
-  }
-  check_launch(op, launch_lora_swiglu(gate_base.raw(), up_base.raw(), dout.raw(), code(gate_base.dtype()),
-                                      gate_b.xa.data<float>(), gate_b.b.data<float>(), up_b.xa.data<float>(),
-                                      up_b.b.data<float>(), gate_base.size(0), gate_base.size(1), 8, scale,
-                                      dgate.raw(), dup.raw(), stream(device)));
+  check_launch(op, launch_lora_swiglu(gate.raw(), up.raw(), code(gate.dtype()), gate_b.xa.data<float>(),
+                                      gate_b.b.data<float>(), up_b.xa.data<float>(), up_b.b.data<float>(), gate.size(0),
+                                      gate.size(1), 8, scale, out.raw(), stream(dev(gate))));
 }
 
 void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b,
