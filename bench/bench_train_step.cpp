@@ -6,7 +6,7 @@
 //
 //   bench_train_step --config bench/configs/qwen2.5-7b.json --tuner lora --seq 2048 --batch 4
 //       [--gradient_checkpointing] [--recompute_num_layers N] [--recompute_modules layernorm,act,mlp]
-//       [--cpu_offloading_num_layers N] [--steps 6] [--warmup 2]
+//       [--cpu_offloading_num_layers N] [--steps 6] [--warmup 2] [--clip_in_place]
 //       [--device cuda|cpu]
 //   NPROC_PER_NODE=N bench_train_step ... [--zero 0|1|2] [--bucket_mb 25] [--no_overlap]   data parallel
 //   SWIFT_PROFILE=1 bench_train_step ...   adds a per-op time table of the timed steps (ops bracketed by synchronisations)
@@ -136,6 +136,10 @@ int main(int argc, char** argv) {
   app.add_option("--cpu_offloading_num_layers", offload_layers,
                  "activation offloading of N kept layers' MLP intermediates (swift sft --cpu_offloading_num_layers)")
       ->check(CLI::NonNegativeNumber);
+  bool clip_in_place = false;
+  app.add_flag("--clip_in_place", clip_in_place,
+               "clip the gradients in a pass of their own before AdamW (the trainer folds the clip into AdamW's step; "
+               "for A/B measurements, the same bits)");
   int zero_stage = 0;
   int64_t bucket_mb = train::GradientReducer::kDefaultBucketBytes >> 20;
   bool no_overlap = false;
@@ -221,16 +225,19 @@ int main(int argc, char** argv) {
       if (overlap) reducer->expect_last_backward();
       last_stats = trainable.forward_backward(mb, loss_scale, seed, checkpointing);
       if (reducer) reducer->finish();
-      // Both return a host float: they synchronise.
+      // All return a host float: they synchronise. Plain AdamW folds the clip into its step, as the trainer.
+      float clip_scale = 1.0f;
       if (zero2) {
         (void)sharded->clip_shard_gradients(1.0);
-      } else {
+      } else if (sharded || clip_in_place) {
         (void)train::clip_gradients(params, 1.0);
+      } else {
+        (void)train::measure_gradients(params, 1.0, &clip_scale);
       }
       if (sharded) {
         sharded->step(1e-4);
       } else {
-        optimizer->step(1e-4);
+        optimizer->step(1e-4, clip_scale);
       }
       (void)ops::grad_norm(std::span<const Tensor>(&params[0].grad, 1));  // sync after the update
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

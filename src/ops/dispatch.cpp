@@ -293,6 +293,11 @@ float grad_norm(std::span<const Tensor> grads) {
   return norm;
 }
 
+float clip_coefficient(float total_norm, double max_norm) {
+  const float coef = std::fmin(1.0f / (total_norm + 1e-6f) * static_cast<float>(max_norm), 1.0f);
+  return std::isnan(total_norm) ? std::nanf("") : coef;  // fmin would drop the NaN; torch keeps it
+}
+
 float clip_grad_norm(std::span<const Tensor> grads, double max_norm) {
   if (!(max_norm > 0.0) || !std::isfinite(max_norm)) fail("clip_grad_norm: max_norm = {} must be finite and > 0", max_norm);
   float norm = 0.0f;

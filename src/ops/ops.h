@@ -291,11 +291,15 @@ void cross_entropy_shard_backward(const Tensor& hidden, const Tensor& head, cons
 // Scalars are formed in double as Python does. exp_avg and exp_avg_sq match torch bit for bit; param within
 // 1 ulp (torch's CPU sqrt, from MKL, is off by 1 ulp for ~0.6% of inputs; tests/fixtures/adamw_steps.json
 // matches bit for bit).
+// grad_scale: every gradient element is read as float(grad * grad_scale) (one fp32 multiply, the gradients left as
+// they are): clip_grad_norm_'s in-place multiply by clip_coefficient folded into the step, the same bits as clipping
+// first and one pass over the gradients less. 1: the gradients as they are.
 struct AdamWConfig {
   double lr = 1e-4;
   double beta1 = 0.9, beta2 = 0.999;
   double eps = 1e-8;
   double weight_decay = 0.0;
+  float grad_scale = 1.0f;
 };
 struct AdamWTensor {
   Tensor param, grad, exp_avg, exp_avg_sq;  // F32, one shape; exp_avg and exp_avg_sq start at zero
@@ -310,6 +314,9 @@ float grad_norm(std::span<const Tensor> grads);
 // multiplied, as torch). Returns total (before clipping);
 // a non-finite total makes the grads non-finite too (error_if_nonfinite=False): the trainer checks it.
 float clip_grad_norm(std::span<const Tensor> grads, double max_norm);
+// clip_grad_norm's multiplier for a total norm: min(1, (1 / (total + 1e-6f)) * float(max_norm)), NaN when total is
+// NaN (torch.clamp keeps it).
+float clip_coefficient(float total_norm, double max_norm);
 // Every grad (F32, in place) *= factor: torch.amp.GradScaler.unscale_'s multiply by inv_scale (fp16 loss scaling,
 // train/loss_scaler.h). A non-finite element stays non-finite (the trainer finds it through grad_norm).
 void scale_gradients(std::span<const Tensor> grads, float factor);

@@ -28,12 +28,13 @@ AdamW::AdamW(std::vector<model::Parameter>& params, const ops::AdamWConfig& conf
   }
 }
 
-void AdamW::step(double lr) {
+void AdamW::step(double lr, float grad_scale) {
   ++steps_;
   std::vector<ops::AdamWTensor> with_decay, without_decay;
   for (size_t i = 0; i < states_.size(); ++i) (decay_[i] ? with_decay : without_decay).push_back(states_[i]);
   ops::AdamWConfig c = config_;
   c.lr = lr;
+  c.grad_scale = grad_scale;
   if (!with_decay.empty()) ops::adamw_step(with_decay, c, steps_);
   c.weight_decay = 0.0;
   if (!without_decay.empty()) ops::adamw_step(without_decay, c, steps_);
@@ -45,6 +46,15 @@ float clip_gradients(std::vector<model::Parameter>& params, double max_norm) {
   for (const model::Parameter& p : params) grads.push_back(p.grad);
   if (max_norm <= 0) return ops::grad_norm(grads);
   return ops::clip_grad_norm(grads, max_norm);
+}
+
+float measure_gradients(const std::vector<model::Parameter>& params, double max_norm, float* clip_scale) {
+  std::vector<Tensor> grads;
+  grads.reserve(params.size());
+  for (const model::Parameter& p : params) grads.push_back(p.grad);
+  const float norm = ops::grad_norm(grads);
+  *clip_scale = max_norm > 0 ? ops::clip_coefficient(norm, max_norm) : 1.0f;
+  return norm;
 }
 
 }  // namespace swift::train

@@ -24,7 +24,8 @@ class AdamW {
  public:
   // betas, eps and weight_decay from `config` (its lr is ignored: step() takes the scheduled lr).
   AdamW(std::vector<model::Parameter>& params, const ops::AdamWConfig& config);
-  void step(double lr);
+  // grad_scale: each gradient read as grad * grad_scale (clip_coefficient of measure_gradients: the clip folded in).
+  void step(double lr, float grad_scale = 1.0f);
   int64_t steps() const { return steps_; }
   void set_steps(int64_t steps) { steps_ = steps; }  // when restoring a checkpoint
   // exp_avg and exp_avg_sq of parameter i (checkpoint save and restore).
@@ -42,5 +43,8 @@ class AdamW {
 // Global L2 norm of the parameters' gradients before clipping, then clips them to max_norm (torch's
 // clip_grad_norm_); max_norm <= 0 only measures. Returns the pre-clip norm.
 float clip_gradients(std::vector<model::Parameter>& params, double max_norm);
+// The same norm without touching the gradients: *clip_scale gets the multiplier clip_gradients would apply (1 when
+// max_norm <= 0), for AdamW::step to fold in (the same bits as clip_gradients then step, one pass less).
+float measure_gradients(const std::vector<model::Parameter>& params, double max_norm, float* clip_scale);
 
 }  // namespace swift::train

@@ -324,10 +324,14 @@ TrainResult Trainer::train_loop() {
       }
       ops::scale_gradients(grads, scaler->inverse_scale());
     }
+    // Plain AdamW folds the clip into its step (AdamWConfig::grad_scale: the same bits, one pass less); ZeRO and
+    // tensor parallelism clip in place.
+    float clip_scale = 1.0f;
     const float grad_norm =
         zero2                  ? sharded->clip_shard_gradients(c.max_grad_norm, tensor_parallel_group())
         : tensor_parallel_group() ? clip_tensor_parallel_gradients(params, c.max_grad_norm, *tensor_parallel_group())
-                               : clip_gradients(params, c.max_grad_norm);
+        : zero                 ? clip_gradients(params, c.max_grad_norm)
+                               : measure_gradients(params, c.max_grad_norm, &clip_scale);
     // The LR of this step: the schedule advances only on optimizer steps taken (transformers skips
     // lr_scheduler.step() when the scaler skipped the optimizer step).
     const double lr = schedule.lr(step - state.skipped_steps);
@@ -366,7 +370,7 @@ TrainResult Trainer::train_loop() {
       if (zero) {
         sharded->step(lr);
       } else {
-        optimizer->step(lr);
+        optimizer->step(lr, clip_scale);
       }
     }
     ++state.global_step;

@@ -522,8 +522,10 @@ TEST(OpsCudaElementwise, AdamWEqualsCpuBitForBit) {
   large_w1.beta1 = 0.4;
   large_w1.beta2 = 0.95;
   large_w1.eps = 1e-6;
+  ops::AdamWConfig clip_folded = decay;  // the clip's multiplier read with the gradient (AdamWConfig::grad_scale)
+  clip_folded.grad_scale = 0.3718f;
   int config_index = 0;
-  for (const ops::AdamWConfig& config : {ops::AdamWConfig{}, decay, large_w1}) {
+  for (const ops::AdamWConfig& config : {ops::AdamWConfig{}, decay, large_w1, clip_folded}) {
     SCOPED_TRACE("config " + std::to_string(config_index++));
     OptimizerState cpu = random_state(sizes, 1000);
     OptimizerState dev = to_device(cpu);

@@ -152,6 +152,58 @@ TEST(OpsAdamW, ManyTensorsMatchReferenceAndNormIsDeterministic) {
   EXPECT_NO_THROW(ops::adamw_step(std::vector<ops::AdamWTensor>{}, config, 1));
 }
 
+// AdamWConfig::grad_scale: a step reading grad * clip_coefficient gives the bits of clip_grad_norm then a plain step
+// (fast kernel and reference; sizes across the vector widths and chunks), and leaves the gradients untouched.
+TEST(OpsAdamW, GradScaleIsTheClipFoldedIn) {
+  const std::vector<int64_t> sizes = {1, 7, 13, 16, 33, 16385, 4608};
+  for (bool use_ref : {false, true}) {
+    SCOPED_TRACE(use_ref ? "reference" : "fast");
+    std::vector<ops::AdamWTensor> clipped, folded;
+    std::vector<Tensor> clipped_grads, folded_grads;
+    uint32_t seed = 70;
+    for (int64_t n : sizes) {
+      Tensor p = random_tensor({n}, DType::F32, ++seed), g = random_tensor({n}, DType::F32, ++seed, -3.0f, 3.0f);
+      clipped.push_back({p.clone(), g.clone(), Tensor::zeros({n}, DType::F32), Tensor::zeros({n}, DType::F32)});
+      folded.push_back({p.clone(), g.clone(), Tensor::zeros({n}, DType::F32), Tensor::zeros({n}, DType::F32)});
+      clipped_grads.push_back(clipped.back().grad);
+      folded_grads.push_back(folded.back().grad);
+    }
+    ops::AdamWConfig config;
+    config.lr = 1e-3;
+    config.weight_decay = 0.01;
+    const std::vector<Tensor> before = [&] {
+      std::vector<Tensor> copies;
+      for (const Tensor& g : folded_grads) copies.push_back(g.clone());
+      return copies;
+    }();
+    for (int64_t step = 1; step <= 2; ++step) {
+      // Each step's gradients as the backward leaves them: the in-place clip of the last step undone.
+      for (size_t i = 0; i < sizes.size(); ++i) clipped_grads[i].copy_from(before[i]);
+      const float total = use_ref ? ops::ref::clip_grad_norm(clipped_grads, 1.0) : ops::clip_grad_norm(clipped_grads, 1.0);
+      ops::AdamWConfig with_scale = config;
+      with_scale.grad_scale =
+          ops::clip_coefficient(use_ref ? ops::ref::grad_norm(folded_grads) : ops::grad_norm(folded_grads), 1.0);
+      ASSERT_LT(with_scale.grad_scale, 1.0f) << "the gradients must be large enough to clip (norm " << total << ")";
+      if (use_ref) {
+        ops::ref::adamw_step(clipped, config, step);
+        ops::ref::adamw_step(folded, with_scale, step);
+      } else {
+        ops::adamw_step(clipped, config, step);
+        ops::adamw_step(folded, with_scale, step);
+      }
+    }
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      EXPECT_TRUE(bit_equal(folded[i].param, clipped[i].param)) << sizes[i];
+      EXPECT_TRUE(bit_equal(folded[i].exp_avg, clipped[i].exp_avg)) << sizes[i];
+      EXPECT_TRUE(bit_equal(folded[i].exp_avg_sq, clipped[i].exp_avg_sq)) << sizes[i];
+      EXPECT_TRUE(bit_equal(folded_grads[i], before[i])) << "the folded step reads the gradients only";
+    }
+  }
+  EXPECT_EQ(ops::clip_coefficient(0.5f, 1.0), 1.0f);
+  EXPECT_TRUE(std::isnan(ops::clip_coefficient(std::nanf(""), 1.0)));
+  EXPECT_EQ(ops::clip_coefficient(std::numeric_limits<float>::infinity(), 1.0), 0.0f);
+}
+
 TEST(OpsAdamW, NonFiniteNormPropagatesAsTorch) {
   std::vector<Tensor> grads = {Tensor::from_f32({3}, {1.0f, std::nanf(""), 2.0f}), Tensor::from_f32({2}, {3.0f, 4.0f})};
   const float total = ops::clip_grad_norm(grads, 1.0);

@@ -47,13 +47,14 @@ std::vector<Chunk> chunks_of(size_t count, Get&& numel) {
 }
 
 struct AdamWScalars {
-  float decay, w1, w1_m1, beta2, w2, bc2_sqrt, eps, step_size_neg;
+  float decay, w1, w1_m1, beta2, w2, bc2_sqrt, eps, step_size_neg, grad_scale;
   bool small_weight;  // |w1| < 0.5: torch's lerp branch
 };
 
 // exp_avg.lerp_(grad, w1) as torch's vectorised CPU kernel: fma(w1, grad - exp_avg, exp_avg) when |w1| < 0.5,
 // else fma(w1 - 1, grad - exp_avg, grad); then exp_avg_sq, denom and the param update (param already decayed).
-inline void adamw_scalar(const AdamWScalars& k, float& p, float g, float& m, float& v) {
+inline void adamw_scalar(const AdamWScalars& k, float& p, float g_raw, float& m, float& v) {
+  const float g = g_raw * k.grad_scale;
   const float diff = g - m;
   const float mi = k.small_weight ? std::fma(k.w1, diff, m) : std::fma(k.w1_m1, diff, g);
   const float vi = std::fma(k.w2 * g, g, v * k.beta2);
@@ -72,9 +73,9 @@ void adamw_chunk(const AdamWScalars& k, float* p, const float* g, float* m, floa
 #if defined(__AVX512F__)
   const __m512 w = _mm512_set1_ps(k.small_weight ? k.w1 : k.w1_m1), w2 = _mm512_set1_ps(k.w2);
   const __m512 beta2 = _mm512_set1_ps(k.beta2), bc2 = _mm512_set1_ps(k.bc2_sqrt), eps = _mm512_set1_ps(k.eps);
-  const __m512 step = _mm512_set1_ps(k.step_size_neg);
+  const __m512 step = _mm512_set1_ps(k.step_size_neg), gscale = _mm512_set1_ps(k.grad_scale);
   for (; i + 16 <= end; i += 16) {  // maskz sqrt with a full mask: GCC 12 warns on the unmasked intrinsic
-    const __m512 gi = _mm512_loadu_ps(g + i), mi0 = _mm512_loadu_ps(m + i);
+    const __m512 gi = _mm512_mul_ps(_mm512_loadu_ps(g + i), gscale), mi0 = _mm512_loadu_ps(m + i);
     const __m512 diff = _mm512_sub_ps(gi, mi0);
     const __m512 mi = _mm512_fmadd_ps(w, diff, k.small_weight ? mi0 : gi);
     const __m512 vi = _mm512_fmadd_ps(_mm512_mul_ps(w2, gi), gi, _mm512_mul_ps(_mm512_loadu_ps(v + i), beta2));
@@ -86,9 +87,9 @@ void adamw_chunk(const AdamWScalars& k, float* p, const float* g, float* m, floa
 #elif defined(__AVX2__) && defined(__FMA__)
   const __m256 w = _mm256_set1_ps(k.small_weight ? k.w1 : k.w1_m1), w2 = _mm256_set1_ps(k.w2);
   const __m256 beta2 = _mm256_set1_ps(k.beta2), bc2 = _mm256_set1_ps(k.bc2_sqrt), eps = _mm256_set1_ps(k.eps);
-  const __m256 step = _mm256_set1_ps(k.step_size_neg);
+  const __m256 step = _mm256_set1_ps(k.step_size_neg), gscale = _mm256_set1_ps(k.grad_scale);
   for (; i + 8 <= end; i += 8) {
-    const __m256 gi = _mm256_loadu_ps(g + i), mi0 = _mm256_loadu_ps(m + i);
+    const __m256 gi = _mm256_mul_ps(_mm256_loadu_ps(g + i), gscale), mi0 = _mm256_loadu_ps(m + i);
     const __m256 diff = _mm256_sub_ps(gi, mi0);
     const __m256 mi = _mm256_fmadd_ps(w, diff, k.small_weight ? mi0 : gi);
     const __m256 vi = _mm256_fmadd_ps(_mm256_mul_ps(w2, gi), gi, _mm256_mul_ps(_mm256_loadu_ps(v + i), beta2));
@@ -119,6 +120,7 @@ void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config,
   k.w2 = static_cast<float>(1.0 - config.beta2);
   k.eps = static_cast<float>(config.eps);
   k.small_weight = std::fabs(k.w1) < 0.5f;
+  k.grad_scale = config.grad_scale;
   const std::vector<Chunk> chunks = chunks_of(tensors.size(), [&](size_t i) { return tensors[i].param.numel(); });
   const int64_t count = static_cast<int64_t>(chunks.size());
 #pragma omp parallel for schedule(static) if (count > 1)
@@ -170,10 +172,7 @@ void multiply_all(std::span<const Tensor> grads, float factor) {
 float clip_grad_norm(std::span<const Tensor> grads, double max_norm) {
   SWIFT_PROFILE("clip_grad_norm");
   const float total = grad_norm(grads);
-  // torch: clip_coef = max_norm / (total_norm + 1e-6), where float / tensor is tensor.reciprocal() * float.
-  float coef = (1.0f / (total + 1e-6f)) * static_cast<float>(max_norm);
-  coef = std::isnan(coef) ? coef : std::min(coef, 1.0f);  // torch.clamp(max=1.0) keeps NaN
-  multiply_all(grads, coef);
+  multiply_all(grads, clip_coefficient(total, max_norm));
   return total;
 }
 

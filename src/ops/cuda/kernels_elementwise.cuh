@@ -120,6 +120,7 @@ struct MultiTensorChunk {
 };
 struct AdamWKernelScalars {
   float decay, w1, w1_m1, beta2, w2, bc2_sqrt, eps, step_size_neg;
+  float grad_scale;      // each gradient read as grad * grad_scale (ops.h AdamWConfig)
   int32_t small_weight;  // |w1| < 0.5: torch's lerp branch
   int32_t apply_decay;   // weight_decay != 0
 };

@@ -267,6 +267,7 @@ void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config,
   k.w2 = static_cast<float>(1.0 - config.beta2);
   k.eps = static_cast<float>(config.eps);
   k.small_weight = std::fabs(k.w1) < 0.5f ? 1 : 0;
+  k.grad_scale = config.grad_scale;
   const std::vector<MultiTensorChunk> chunks = chunks_of(
       tensors.size(),
       [&](size_t i, float** p) {
@@ -309,9 +310,7 @@ float grad_norm(std::span<const Tensor> grads) {
 
 float clip_grad_norm(std::span<const Tensor> grads, double max_norm) {
   const float total = grad_norm(grads);
-  // torch: clip_coef = max_norm / (total_norm + 1e-6), float / tensor being reciprocal() then multiply.
-  float coef = (1.0f / (total + 1e-6f)) * static_cast<float>(max_norm);
-  coef = std::isnan(coef) ? coef : std::min(coef, 1.0f);  // torch.clamp(max=1.0) keeps NaN
+  const float coef = clip_coefficient(total, max_norm);
   if (coef == 1.0f) return total;  // g * 1.0f == g exactly: skip the pass
   const std::vector<MultiTensorChunk> chunks = grad_chunks(grads);
   if (chunks.empty()) return total;

@@ -28,7 +28,7 @@ __global__ void adamw_kernel(const MultiTensorChunk* chunks, AdamWKernelScalars 
   for (int64_t i = ch.begin + threadIdx.x; i < ch.end; i += blockDim.x) {
     float pi = p[i];
     if (k.apply_decay) pi = __fmul_rn(pi, k.decay);  // param.mul_(1 - lr * wd), rounded before the update
-    const float gi = g[i], m0 = m[i];
+    const float gi = __fmul_rn(g[i], k.grad_scale), m0 = m[i];  // clip_grad_norm_'s multiply, folded
     const float diff = __fsub_rn(gi, m0);
     const float mi = __fmaf_rn(w, diff, k.small_weight ? m0 : gi);
     const float vi = __fmaf_rn(__fmul_rn(k.w2, gi), gi, __fmul_rn(v[i], k.beta2));

@@ -284,10 +284,11 @@ void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config,
     float* m = t.exp_avg.data<float>();
     float* v = t.exp_avg_sq.data<float>();
     for (int64_t i = 0; i < t.param.numel(); ++i) {
+      const float gi = g[i] * config.grad_scale;                             // clip_grad_norm_'s grad.mul_(coef)
       if (config.weight_decay != 0.0) p[i] = p[i] * decay;                  // param.mul_(1 - lr * wd)
-      m[i] = std::fabs(w1) < 0.5f ? std::fma(w1, g[i] - m[i], m[i])         // exp_avg.lerp_(grad, 1 - beta1)
-                                  : std::fma(w1 - 1.0f, g[i] - m[i], g[i]);
-      v[i] = std::fma(w2 * g[i], g[i], v[i] * beta2);                        // mul_(beta2).addcmul_(g, g, 1 - beta2)
+      m[i] = std::fabs(w1) < 0.5f ? std::fma(w1, gi - m[i], m[i])           // exp_avg.lerp_(grad, 1 - beta1)
+                                  : std::fma(w1 - 1.0f, gi - m[i], gi);
+      v[i] = std::fma(w2 * gi, gi, v[i] * beta2);                            // mul_(beta2).addcmul_(g, g, 1 - beta2)
       const float denom = std::sqrt(v[i]) / bc2_sqrt + eps;                  // (sqrt / bc2_sqrt).add_(eps)
       p[i] = p[i] + (step_size_neg * m[i]) / denom;                          // addcdiv_(m, denom, -step_size)
     }
@@ -306,8 +307,7 @@ float grad_norm(std::span<const Tensor> grads) {
 float clip_grad_norm(std::span<const Tensor> grads, double max_norm) {
   detail::require_cpu("clip_grad_norm", detail::check_grads("clip_grad_norm", grads, true));
   const float total = grad_norm(grads);
-  const float coef = std::fmin(1.0f / (total + 1e-6f) * static_cast<float>(max_norm), 1.0f);
-  const float applied = std::isnan(total) ? std::nanf("") : coef;  // fmin would drop the NaN; torch keeps it
+  const float applied = clip_coefficient(total, max_norm);
   for (const Tensor& g : grads) {
     float* p = g.data<float>();
     for (int64_t i = 0; i < g.numel(); ++i) p[i] = p[i] * applied;

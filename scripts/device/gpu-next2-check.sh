@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# On the GPU machine, one call for branch gpu-next2: build, the gpu tests its change touches (AdamW with the clip
+# folded in: AdamWConfig::grad_scale, bit for bit against the CPU; training against transformers), then an interleaved
+# A/B on one machine, twice: the 0.5B full step with the clip folded into AdamW (default) against --clip_in_place (the
+# losses must agree). Carry .device-deps. Logs go to $OUT.
+source "$(dirname "$0")/env.sh"
+out=${OUT:-/tmp}
+cmake --build build-gpu -j"$(nproc)" --target test_gpu bench_train_step > "$out/next2-build.log" 2>&1 \
+  || { tail -40 "$out/next2-build.log"; exit 1; }
+build-gpu/tests/test_gpu --gtest_color=no \
+  --gtest_filter='OpsCudaElementwise.AdamW*:OpsCudaElementwise.GradNorm*:*CudaTraining*' > "$out/gpu-suite.log" 2>&1 || true
+grep -E '^\[  (PASSED|FAILED|SKIPPED)  \]|^\[  FAILED  \]' "$out/gpu-suite.log" | head -20
+show() { python3 -c 'import json, sys; r = json.loads(sys.stdin.read()); print("%.0f tokens/s %.2f GiB loss %.4f" % (r["tokens_per_s"], r["peak_allocated_gib"], r["last_loss"]))'; }
+ours() { build-gpu/bench/bench_train_step "$@" --steps 5 --warmup 2 2>>"$out/next2-bench.log" | show; }
+q05="--config bench/configs/qwen2.5-0.5b.json --tuner full --seq 2048 --batch 8"
+for rep in 1 2; do
+  echo "0.5b folded ($rep): $(ours $q05)"
+  echo "0.5b --clip_in_place ($rep): $(ours $q05 --clip_in_place)"
+done
