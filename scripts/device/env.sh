@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sourced by the device scripts: unpacks the Debian packages carried in .device-deps/ (scripts/device/fetch-deps.sh)
 # into /tmp/swift-deps and configures build-gpu (CUDA on, Hopper sm_90a, Ninja). Idempotent within one machine.
+# Also defines show_bench: one bench_train_step / peer JSON line on stdin -> "tokens/s GiB loss".
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
@@ -16,3 +17,6 @@ cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=
   -DBLAS_LIBRARIES="$lib/openblas-pthread/libopenblas.so" -DGTest_DIR="$lib/cmake/GTest" \
   -Dfmt_DIR="$lib/cmake/fmt" -Dnlohmann_json_DIR="$deps/usr/share/cmake/nlohmann_json" > /tmp/cmake-configure.log \
   || { cat /tmp/cmake-configure.log; exit 1; }
+show_bench() {
+  python3 -c 'import json, sys; r = json.loads(sys.stdin.read()); print("%.0f tokens/s %.2f GiB loss %.4f" % (r["tokens_per_s"], r["peak_allocated_gib"], r["last_loss"]))'
+}

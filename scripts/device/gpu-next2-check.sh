@@ -10,8 +10,7 @@ cmake --build build-gpu -j"$(nproc)" --target test_gpu bench_train_step > "$out/
 build-gpu/tests/test_gpu --gtest_color=no \
   --gtest_filter='OpsCudaElementwise.AdamW*:OpsCudaElementwise.GradNorm*:*CudaTraining*' > "$out/gpu-suite.log" 2>&1 || true
 grep -E '^\[  (PASSED|FAILED|SKIPPED)  \]|^\[  FAILED  \]' "$out/gpu-suite.log" | head -20
-show() { python3 -c 'import json, sys; r = json.loads(sys.stdin.read()); print("%.0f tokens/s %.2f GiB loss %.4f" % (r["tokens_per_s"], r["peak_allocated_gib"], r["last_loss"]))'; }
-ours() { build-gpu/bench/bench_train_step "$@" --steps 5 --warmup 2 2>>"$out/next2-bench.log" | show; }
+ours() { build-gpu/bench/bench_train_step "$@" --steps 5 --warmup 2 2>>"$out/next2-bench.log" | show_bench; }
 q05="--config bench/configs/qwen2.5-0.5b.json --tuner full --seq 2048 --batch 8"
 for rep in 1 2; do
   echo "0.5b folded ($rep): $(ours $q05)"

@@ -12,8 +12,7 @@ build-gpu/tests/test_gpu --gtest_color=no \
   --gtest_filter='OpsCudaMatmul.*Swiglu*:OpsCudaMatmul.Lora*:OpsCudaElementwise.*Swiglu*:*CudaTraining*:CudaOffload*' \
   > "$out/gpu-suite.log" 2>&1 || true
 grep -E '^\[  (PASSED|FAILED|SKIPPED)  \]|^\[  FAILED  \]' "$out/gpu-suite.log" | head -20
-show() { python3 -c 'import json, sys; r = json.loads(sys.stdin.read()); print("%.0f tokens/s %.2f GiB loss %.4f" % (r["tokens_per_s"], r["peak_allocated_gib"], r["last_loss"]))'; }
-ours() { build-gpu/bench/bench_train_step "$@" --steps 5 --warmup 2 2>>"$out/fold-bench.log" | show; }
+ours() { build-gpu/bench/bench_train_step "$@" --steps 5 --warmup 2 2>>"$out/fold-bench.log" | show_bench; }
 q7="--config bench/configs/qwen2.5-7b.json --tuner lora"
 la="--recompute_modules layernorm act mlp"
 for rep in 1 2; do

@@ -9,11 +9,10 @@ source "$(dirname "$0")/env.sh"
 out=${OUT:-/tmp}
 cmake --build build-gpu -j"$(nproc)" --target bench_train_step > "$out/targets-build.log" 2>&1 \
   || { tail -40 "$out/targets-build.log"; exit 1; }
-show() { python3 -c 'import json, sys; r = json.loads(sys.stdin.read()); print("%.0f tokens/s %.2f GiB loss %.4f" % (r["tokens_per_s"], r["peak_allocated_gib"], r["last_loss"]))'; }
-ours() { build-gpu/bench/bench_train_step "$@" --steps 5 --warmup 2 2>>"$out/targets.log" | tee -a "$out/targets.jsonl" | show; }
+ours() { build-gpu/bench/bench_train_step "$@" --steps 5 --warmup 2 2>>"$out/targets.log" | tee -a "$out/targets.jsonl" | show_bench; }
 peer() {
   PYTHONUNBUFFERED=1 python3 scripts/bench/peer_train_step.py "$@" --steps 5 --warmup 2 2>>"$out/targets.log" \
-    | tee -a "$out/targets.jsonl" | show
+    | tee -a "$out/targets.jsonl" | show_bench
 }
 q7="--config bench/configs/qwen2.5-7b.json --tuner lora"
 l8="--config bench/configs/llama-3.1-8b.json --tuner lora"
