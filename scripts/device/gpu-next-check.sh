@@ -5,11 +5,8 @@
 # Carry .device-deps. Logs go to $OUT.
 source "$(dirname "$0")/env.sh"
 out=${OUT:-/tmp}
-cmake --build build-gpu -j"$(nproc)" --target test_gpu bench_train_step > "$out/gpu-next-build.log" 2>&1 \
-  || { tail -40 "$out/gpu-next-build.log"; exit 1; }
-build-gpu/tests/test_gpu --gtest_color=no \
-  --gtest_filter='OpsCudaElementwise.*:OpsCudaMatmul.*:*CudaTraining*' > "$out/gpu-suite.log" 2>&1 || true
-grep -E '^\[  (PASSED|FAILED|SKIPPED)  \]|^\[  FAILED  \]' "$out/gpu-suite.log" | head -20
+build_gpu gpu-next test_gpu bench_train_step
+gpu_tests 'OpsCudaElementwise.*:OpsCudaMatmul.*:*CudaTraining*'
 SWIFT_GPU_BENCH=1 build-gpu/tests/test_gpu --gtest_filter='*BenchRmsnorm*' 2>&1 | grep '^rmsnorm'
 q7="--config bench/configs/qwen2.5-7b.json --tuner lora --seq 2048 --batch 4 --steps 5 --warmup 2"
 q05="--config bench/configs/qwen2.5-0.5b.json --tuner full --seq 2048 --batch 8 --steps 5 --warmup 2"

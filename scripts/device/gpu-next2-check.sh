@@ -5,11 +5,8 @@
 # losses must agree). Carry .device-deps. Logs go to $OUT.
 source "$(dirname "$0")/env.sh"
 out=${OUT:-/tmp}
-cmake --build build-gpu -j"$(nproc)" --target test_gpu bench_train_step > "$out/next2-build.log" 2>&1 \
-  || { tail -40 "$out/next2-build.log"; exit 1; }
-build-gpu/tests/test_gpu --gtest_color=no \
-  --gtest_filter='OpsCudaElementwise.AdamW*:OpsCudaElementwise.GradNorm*:*CudaTraining*' > "$out/gpu-suite.log" 2>&1 || true
-grep -E '^\[  (PASSED|FAILED|SKIPPED)  \]|^\[  FAILED  \]' "$out/gpu-suite.log" | head -20
+build_gpu next2 test_gpu bench_train_step
+gpu_tests 'OpsCudaElementwise.AdamW*:OpsCudaElementwise.GradNorm*:*CudaTraining*'
 ours() { build-gpu/bench/bench_train_step "$@" --steps 5 --warmup 2 2>>"$out/next2-bench.log" | show_bench; }
 q05="--config bench/configs/qwen2.5-0.5b.json --tuner full --seq 2048 --batch 8"
 for rep in 1 2; do

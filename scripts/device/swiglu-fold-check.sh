@@ -6,12 +6,8 @@
 # Carry .device-deps. Logs go to $OUT.
 source "$(dirname "$0")/env.sh"
 out=${OUT:-/tmp}
-cmake --build build-gpu -j"$(nproc)" --target test_gpu bench_train_step > "$out/fold-build.log" 2>&1 \
-  || { tail -40 "$out/fold-build.log"; exit 1; }
-build-gpu/tests/test_gpu --gtest_color=no \
-  --gtest_filter='OpsCudaMatmul.*Swiglu*:OpsCudaMatmul.Lora*:OpsCudaElementwise.*Swiglu*:*CudaTraining*:CudaOffload*' \
-  > "$out/gpu-suite.log" 2>&1 || true
-grep -E '^\[  (PASSED|FAILED|SKIPPED)  \]|^\[  FAILED  \]' "$out/gpu-suite.log" | head -20
+build_gpu fold test_gpu bench_train_step
+gpu_tests 'OpsCudaMatmul.*Swiglu*:OpsCudaMatmul.Lora*:OpsCudaElementwise.*Swiglu*:*CudaTraining*:CudaOffload*'
 ours() { build-gpu/bench/bench_train_step "$@" --steps 5 --warmup 2 2>>"$out/fold-bench.log" | show_bench; }
 q7="--config bench/configs/qwen2.5-7b.json --tuner lora"
 la="--recompute_modules layernorm act mlp"

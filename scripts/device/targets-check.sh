@@ -7,8 +7,7 @@
 # 30 GiB, default 17), BREAKDOWN=0 skips the profile. Carry .device-deps. Logs go to $OUT.
 source "$(dirname "$0")/env.sh"
 out=${OUT:-/tmp}
-cmake --build build-gpu -j"$(nproc)" --target bench_train_step > "$out/targets-build.log" 2>&1 \
-  || { tail -40 "$out/targets-build.log"; exit 1; }
+build_gpu targets bench_train_step
 ours() { build-gpu/bench/bench_train_step "$@" --steps 5 --warmup 2 2>>"$out/targets.log" | tee -a "$out/targets.jsonl" | show_bench; }
 peer() {
   PYTHONUNBUFFERED=1 python3 scripts/bench/peer_train_step.py "$@" --steps 5 --warmup 2 2>>"$out/targets.log" \

@@ -73,9 +73,14 @@ Tensor shift_labels(const Tensor& ids, const Tensor& loss_mask, const Tensor& cu
 }
 
 namespace {
+// An integer measurement knob from the environment (unset or empty: fallback); anything else is refused by name.
 int64_t env_int(const char* name, int64_t fallback) {
   const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' ? std::strtoll(v, nullptr, 10) : fallback;
+  if (v == nullptr || *v == '\0') return fallback;
+  char* end = nullptr;
+  const long long n = std::strtoll(v, &end, 10);
+  SWIFT_CHECK(end != v && *end == '\0', "{}='{}' is not an integer", name, v);
+  return n;
 }
 }  // namespace
 

@@ -40,19 +40,23 @@ void AdamW::step(double lr, float grad_scale) {
   if (!without_decay.empty()) ops::adamw_step(without_decay, c, steps_);
 }
 
-float clip_gradients(std::vector<model::Parameter>& params, double max_norm) {
+namespace {
+std::vector<Tensor> gradients_of(const std::vector<model::Parameter>& params) {
   std::vector<Tensor> grads;
   grads.reserve(params.size());
   for (const model::Parameter& p : params) grads.push_back(p.grad);
+  return grads;
+}
+}  // namespace
+
+float clip_gradients(std::vector<model::Parameter>& params, double max_norm) {
+  const std::vector<Tensor> grads = gradients_of(params);
   if (max_norm <= 0) return ops::grad_norm(grads);
   return ops::clip_grad_norm(grads, max_norm);
 }
 
 float measure_gradients(const std::vector<model::Parameter>& params, double max_norm, float* clip_scale) {
-  std::vector<Tensor> grads;
-  grads.reserve(params.size());
-  for (const model::Parameter& p : params) grads.push_back(p.grad);
-  const float norm = ops::grad_norm(grads);
+  const float norm = ops::grad_norm(gradients_of(params));
   *clip_scale = max_norm > 0 ? ops::clip_coefficient(norm, max_norm) : 1.0f;
   return norm;
 }

@@ -27,9 +27,6 @@
 #include <cuda_runtime.h>
 
 #include <array>
-#include <atomic>
-#include <cstdlib>
-#include <cstring>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -38,6 +35,7 @@
 #include "core/error.h"
 #include "core/memory.h"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/env_switch.h"
 #include "ops/cuda/kernels_matmul.cuh"
 
 namespace swift::ops::cuda {
@@ -73,9 +71,9 @@ struct Key {
 
 constexpr int kTuneAlgos = 8;
 
-std::atomic<int>& autotune_setting() {  // -1: not read yet, 0: off, 1: on
-  static std::atomic<int> setting{-1};
-  return setting;
+EnvSwitch& autotune_switch() {
+  static EnvSwitch sw("SWIFT_GEMM_AUTOTUNE", false);
+  return sw;
 }
 bool autotune_enabled() { return gemm_autotune_enabled(); }
 
@@ -224,18 +222,9 @@ void autotune(const char* op, DeviceBlas& blas, Plan& plan, const MatmulArgs& ar
 
 }  // namespace
 
-bool gemm_autotune_enabled() {
-  int v = autotune_setting().load();
-  if (v < 0) {
-    const char* e = std::getenv("SWIFT_GEMM_AUTOTUNE");
-    int expected = -1;
-    autotune_setting().compare_exchange_strong(expected, e != nullptr && std::strcmp(e, "1") == 0 ? 1 : 0);
-    v = autotune_setting().load();
-  }
-  return v == 1;
-}
+bool gemm_autotune_enabled() { return autotune_switch().on(); }
 
-void set_gemm_autotune(bool on) { autotune_setting().store(on ? 1 : 0); }
+void set_gemm_autotune(bool on) { autotune_switch().set(on); }
 
 void matmul(const char* op, int device, const MatmulArgs& args) {
   if (args.n <= 0 || args.m <= 0) return;

@@ -26,13 +26,11 @@
 #include "ops/cuda/cuda_ops.h"
 
 #include <algorithm>
-#include <atomic>
-#include <cstdlib>
-#include <cstring>
 #include <optional>
 #include <vector>
 
 #include "ops/cuda/blas.h"
+#include "ops/cuda/env_switch.h"
 #include "ops/cuda/kernels.cuh"
 #include "ops/cuda/kernels_lora.cuh"
 #include "ops/cuda/op_support.h"
@@ -226,24 +224,15 @@ uint8_t* keep_bits_of(const Dropout& d) {
 }  // namespace
 
 namespace {
-std::atomic<int>& b_first_setting() {  // -1: SWIFT_LORA_B_FIRST not read yet, 0: off, 1: on
-  static std::atomic<int> setting{-1};
-  return setting;
+EnvSwitch& b_first_switch() {
+  static EnvSwitch sw("SWIFT_LORA_B_FIRST", false);
+  return sw;
 }
 }  // namespace
 
-bool lora_b_first() {
-  int v = b_first_setting().load();
-  if (v < 0) {
-    const char* e = std::getenv("SWIFT_LORA_B_FIRST");
-    int expected = -1;
-    b_first_setting().compare_exchange_strong(expected, e != nullptr && std::strcmp(e, "1") == 0 ? 1 : 0);
-    v = b_first_setting().load();
-  }
-  return v == 1;
-}
+bool lora_b_first() { return b_first_switch().on(); }
 
-void set_lora_b_first(bool on) { b_first_setting().store(on ? 1 : 0); }
+void set_lora_b_first(bool on) { b_first_switch().set(on); }
 
 namespace {
 
@@ -260,24 +249,8 @@ void add_b_product(const char* op, const Tensor& xa, const Tensor& b, float scal
                                              stream(device), {}, overwrite));
     return;
   }
-  const Tensor xa_c = as_dtype(op, xa, act);
-  const Tensor b_c = as_dtype(op, b, act);
-  MatmulArgs args;
-  args.trans_b = true;
-  args.n = n;
-  args.m = m;
-  args.k = r;
-  args.a = xa_c.raw();
-  args.lda = r;
-  args.b = b_c.raw();
-  args.ldb = r;
-  args.ab_dtype = code(act);
-  args.d = y.raw();
-  args.ldd = m;
-  args.d_dtype = code(act);
-  args.alpha = scale;
-  args.beta = overwrite ? 0.0f : 1.0f;
-  matmul(op, device, args);
+  // The general path: xa and b rounded to y's dtype, one cuBLASLt product (fp32 accumulation).
+  gemm(false, true, scale, as_dtype(op, xa, act), as_dtype(op, b, act), overwrite ? 0.0f : 1.0f, y);
 }
 
 }  // namespace
@@ -286,12 +259,12 @@ void lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Ten
                  const Dropout& dropout, Tensor& y, Tensor& xa, bool accumulate, bool b_product) {
   const char* op = "lora_linear";
   const int device = dev(x);
-  const int64_t n = x.size(0), k = x.size(1), m = w.size(0), r = a.size(0);
+  const int64_t n = x.size(0), k = x.size(1), r = a.size(0);
   const DType act = x.dtype();
   // lora_b_first(): without accumulate the B product is written first (y = scale xa b^T, y not read) and the frozen
   // product adds onto it in cuBLASLt's epilogue (beta = 1): one write of y instead of a read-modify-write after the
-  // product, one rounding less. Off by default until an A/B on one machine shows it pays (docs/PERFORMANCE.md run 9:
-  // the calls that ran it could not separate it from the machines' spread).
+  // product, one rounding less. Off by default: interleaved A/Bs on one machine could not separate it from the
+  // spread (docs/PERFORMANCE.md run 10, call 1).
   const bool b_first =
       lora_b_first() && b_product && !accumulate && n > 0 && r > 0 && one_pass(y, r) && one_pass(x, r);
   if (!b_first) {
