@@ -267,13 +267,14 @@ int main(int argc, char** argv) {
     }
     if (env.rank == 0) {
       std::string json = fmt::format("{{\"impl\": \"swift.cpp\", \"config\": \"{}\", \"tuner\": \"{}\", \"seq\": {}, \"batch\": {}, "
-                                     "\"gradient_checkpointing\": {}, \"recompute_num_layers\": {}, \"recompute_modules\": \"{}\", "
+                                     "\"lora_dropout\": {}, \"gradient_checkpointing\": {}, \"recompute_num_layers\": {}, \"recompute_modules\": \"{}\", "
                                      "\"cpu_offloading_num_layers\": {}, \"offload_host_gib\": {:.2f}, "
                                      "\"trainable\": {}, "
                                      "\"step_s_median\": {:.4f}, "
                                      "\"tokens_per_s\": {:.1f}, \"model_tflops\": {:.1f}, \"peak_allocated_gib\": {:.2f}, "
                                      "\"last_loss\": {:.4f}}}",
-                                     config_path, tuner, seq, batch, checkpointing, recompute_layers, fmt::join(recompute_names, ","),
+                                     config_path, tuner, seq, batch,
+                                     tuner == "lora" ? fmt::format("{}", dropout) : std::string("null"), checkpointing, recompute_layers, fmt::join(recompute_names, ","),
                                      offload_layers, trainable.offload_host_bytes() / 1073741824.0,
                                      trainable.trainable_count(), step_s,
                                      tokens / step_s, flops / step_s / 1e12, mem.total_peak / 1073741824.0, last_loss);

@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """The peer of bench_train_step: Hugging Face transformers + PEFT on the same shapes (development only).
 
-Random weights of the architecture in config.json (bf16, sdpa attention), LoRA r=8 alpha=32 dropout 0.05 on all
-linear layers (PEFT keeps the adapters in fp32) or full fine-tuning (bf16 parameters), torch's fused AdamW,
+Random weights of the architecture in config.json (bf16, sdpa attention), LoRA r=8 alpha=32 on all linear layers
+(PEFT keeps the adapters in fp32) with dropout 0.05 (ms-swift's default; --lora-dropout 0 is PEFT's own default, and
+bench_train_step's --lora_dropout 0) or full fine-tuning (bf16 parameters), torch's fused AdamW,
 random token ids with every token a target, one optimizer step per batch. Prints one JSON line with the same
 fields as bench_train_step: tokens/s over the timed steps, peak allocated / reserved GiB, model TFLOP/s
 (forward FLOPs x2 for LoRA, x3 for full, counted as bench_train_step counts them).
 
   python3 scripts/bench/peer_train_step.py --config bench/configs/qwen2.5-7b.json --tuner lora --seq 2048 \
-      --batch 4 [--gradient-checkpointing] [--steps 6 --warmup 2] [--device cuda|cpu]
+      --batch 4 [--gradient-checkpointing] [--lora-dropout 0.05] [--steps 6 --warmup 2] [--device cuda|cpu]
   torchrun --nproc_per_node N scripts/bench/peer_train_step.py ...     data parallel
 
 Data parallel (WORLD_SIZE > 1, torchrun's environment): rank r on cuda:LOCAL_RANK (NCCL) or the CPU (gloo), the
@@ -47,8 +48,11 @@ def main():
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--gradient-checkpointing", action="store_true")
+    ap.add_argument("--lora-dropout", type=float, default=0.05)
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     args = ap.parse_args()
+    if not 0.0 <= args.lora_dropout < 1.0:
+        ap.error(f"--lora-dropout {args.lora_dropout}: must be in [0, 1)")
     if args.steps < 1 or args.warmup < 0:
         ap.error(f"--steps {args.steps} --warmup {args.warmup}: need at least one timed step and warmup >= 0")
 
@@ -76,7 +80,7 @@ def main():
         model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16 if cuda else torch.float32,
                                                  attn_implementation="sdpa")
     if args.tuner == "lora":
-        lcfg = peft.LoraConfig(r=8, lora_alpha=32, lora_dropout=0.05, target_modules="all-linear", task_type="CAUSAL_LM")
+        lcfg = peft.LoraConfig(r=8, lora_alpha=32, lora_dropout=args.lora_dropout, target_modules="all-linear", task_type="CAUSAL_LM")
         model = peft.get_peft_model(model, lcfg)
     if args.gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
@@ -133,6 +137,7 @@ def main():
     row = {
         "impl": f"transformers {transformers.__version__} + peft {peft.__version__} (torch {torch.__version__})",
         "config": args.config, "tuner": args.tuner, "seq": args.seq, "batch": args.batch,
+        "lora_dropout": args.lora_dropout if args.tuner == "lora" else None,
         "gradient_checkpointing": args.gradient_checkpointing, "trainable": trainable,
         "step_s_median": round(step_s, 4), "tokens_per_s": round(tokens / step_s, 1),
         "model_tflops": round(flops / step_s / 1e12, 1),
