@@ -42,10 +42,11 @@ inline void convert(const char* op, const void* src, DType src_dtype, void* dst,
   check_launch(op, launch_cast(src, code(src_dtype), dst, code(dst_dtype), n, stream(device)));
 }
 
-// A copy of `t` in `dtype` (the same tensor when it already is).
+// A copy of `t` in `dtype` with t's shape (the same tensor when it already is).
 inline Tensor as_dtype(const char* op, const Tensor& t, DType dtype) {
   if (t.dtype() == dtype) return t;
-  Tensor out = workspace(t.numel(), dtype, dev(t));
+  if (t.numel() == 0) return Tensor::empty(t.shape(), dtype, Device::cuda(dev(t)), MemoryCategory::Workspace);
+  Tensor out = workspace(t.numel(), dtype, dev(t)).view(t.shape());
   convert(op, t.raw(), t.dtype(), out.raw(), dtype, t.numel(), dev(t));
   return out;
 }

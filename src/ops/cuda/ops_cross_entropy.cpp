@@ -33,6 +33,7 @@
 //  - Everything runs on cuda::stream(device); host reads (labels in, stats out) go through Tensor::to, whose
 //    synchronous copies are ordered after the stream's work.
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "core/error.h"
@@ -42,6 +43,7 @@
 #include "ops/cuda/kernels.cuh"
 #include "ops/cuda/kernels_cross_entropy.cuh"
 #include "ops/cuda/op_support.h"
+#include "ops/cuda/profile_events.h"
 
 namespace swift::ops::cuda {
 
@@ -240,6 +242,7 @@ CrossEntropyStats run_lm_head(const LmHeadJob& job) {
     const int64_t tc = std::min(rows, tv - t0);
     const void* h_chunk = offset(hc.raw(), t0 * c, act);
     // 1. logits (tc, V) = H_c W^T, F32, row stride ld.
+    std::optional<DeviceRegion> region(std::in_place, "cross_entropy.logits", device);
     head.for_each_piece([&](int64_t v0, int64_t vc, const void* w) {
       MatmulArgs args;
       args.trans_b = true;
@@ -257,16 +260,19 @@ CrossEntropyStats run_lm_head(const LmHeadJob& job) {
       matmul(op, device, args);
     });
     // 2. per-row statistics.
+    region.emplace("cross_entropy.row_stats", device);
     check_launch(op, launch_ce_row_stats(logits.data<float>(), tc, vocab, ld, labels + t0, st_lse.data<float>() + t0,
                                          st_label.data<float>() + t0, st_loss.data<float>() + t0,
                                          st_arg.data<int32_t>() + t0,
                                          st_max.defined() ? st_max.data<float>() + t0 : nullptr, s));
     if (!grad) continue;
     // 3. dz = coef (softmax - onehot), in place, activation dtype, row stride ldz.
+    region.emplace("cross_entropy.dlogits", device);
     check_launch(op, launch_ce_dlogits_in_place(logits.data<float>(), tc, vocab, ld, labels + t0,
                                                 dz_lse.data<float>() + t0, coef.data<float>() + t0, code(act), s));
     // 4. dhidden rows = dz W.
     if (job.dhidden != nullptr) {
+      region.emplace("cross_entropy.dhidden", device);
       void* out = dhidden_direct ? offset(job.dhidden->raw(), t0 * c, act) : dh_acc.raw();
       const DType out_dtype = dhidden_direct ? act : DType::F32;
       head.for_each_piece([&](int64_t v0, int64_t vc, const void* w) {
@@ -292,6 +298,7 @@ CrossEntropyStats run_lm_head(const LmHeadJob& job) {
     }
     // 5. dhead (V, C) += dz^T H_c.
     if (job.dhead != nullptr) {
+      region.emplace("cross_entropy.dhead", device);
       MatmulArgs args;
       args.trans_a = true;
       args.n = vocab;
