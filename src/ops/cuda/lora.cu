@@ -522,19 +522,40 @@ __global__ void __launch_bounds__(kThreads, kHalfWidth<T> ? 2 : 1)
 
 // ---- the backward's dy pass: g = dy b and db += scale dy^T xa in one read of dy (r = 8) ----
 constexpr int kDyTileCols = kWarpCols;  // 256 columns per block: one 8-column load per lane and row
-constexpr int kDyMaxBlockRows = 1024;   // the block's rows of xa staged in shared memory (32 KB at r 8)
+constexpr int kDyMaxBlockRows = 1024;   // rows per block at most (fewer row blocks: fewer db partials)
 
-// Blocks (column tile of 256, row block): each warp takes rows_per_block / 8 consecutive rows in groups of J (all
-// of a group's loads of dy before its math). Per row, the lane's 8 columns against the staged b tile give the row's
-// partial g over the tile (warp_reduce_scatter, as xa), stored in part_g[tile][row] (g itself with one tile). Per
-// lane, db's 8 columns x R accumulate xa[row][rr] * dy[row][c] over the warp's rows in increasing order; the 8 warps'
-// sums are added in warp order into part_db[row block][c][rr]. Either output may be skipped (null).
+// 16 bytes global -> shared without registers (cp.async, L2 only); src_bytes 0 fills zeros.
+__device__ __forceinline__ void copy16_async(void* smem, const void* gmem, bool valid) {
+  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void commit_async() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void wait_async() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// Stages of each warp's private copy ring: 8 rows of 16-bit or 4 of F32 (J = 2: 4 or 2 groups; 32 KB per block).
+template <typename T, int J>
+constexpr int kDyStages = (kHalfWidth<T> ? 8 : 4) / J;
+
+// Blocks (column tile of 256, row block): each warp takes rows_per_block / 8 consecutive rows in groups of J, copied
+// kDyStages - 1 groups ahead into the warp's ring in shared memory (cp.async: every lane copies the 16-byte pieces it
+// reads itself, lanes 0 .. 2J - 1 the group's rows of xa), so the loads in flight do not cost registers. Per row,
+// the lane's 8 columns against the staged b tile give the row's partial g over the tile (warp_reduce_scatter, as
+// xa), stored in part_g[tile][row] (g itself with one tile). Per lane, db's 8 columns x R accumulate
+// xa[row][rr] * dy[row][c] over the warp's rows in increasing order; the 8 warps' sums are added in warp order into
+// part_db[row block][c][rr]. Either output may be skipped (null).
 template <int R, typename T, int J>
-__global__ void __launch_bounds__(kThreads)
-    lora_dy_kernel(const void* dy, const float* b, const float* xa, int64_t n, int64_t m, int64_t rows_per_block,
-                   float* part_g, float* part_db) {
+__global__ void __launch_bounds__(kThreads, 2)
+    lora_dy_kernel(const void* __restrict__ dy, const float* __restrict__ b, const float* __restrict__ xa, int64_t n,
+                   int64_t m, int64_t rows_per_block, float* __restrict__ part_g, float* __restrict__ part_db) {
+  constexpr int S = kDyStages<T, J>, RW = kRawWords<T>;
+  static_assert(R == 8, "xa rows are copied as two 16-byte pieces");
   __shared__ __align__(16) float sb[R][kDyTileCols];
-  __shared__ __align__(16) float sx[kDyMaxBlockRows][R];  // reused for the warps' db sums at the end
+  __shared__ __align__(16) uint4 ring[kWarps][S][J][RW][32];  // reused for the warps' db sums at the end
+  __shared__ __align__(16) float ring_xa[kWarps][S][J][R];
+  static_assert(sizeof(ring) >= sizeof(float) * R * kDyTileCols, "the db tile fits in the ring");
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kDyTileCols;
   const int64_t block_row0 = static_cast<int64_t>(blockIdx.y) * rows_per_block;
@@ -543,38 +564,52 @@ __global__ void __launch_bounds__(kThreads)
     const int cc = i / R, rr = i % R;
     sb[rr][cc] = c0 + cc < m ? b[(c0 + cc) * R + rr] : 0.0f;
   }
-  if (want_db) {
-    for (int i = threadIdx.x; i < rows_per_block * R; i += kThreads) {
-      const int64_t row = block_row0 + i / R;
-      (&sx[0][0])[i] = row < n ? xa[row * R + i % R] : 0.0f;
-    }
-  }
   __syncthreads();
   const int cc = lane * kVec;
   const int64_t col = c0 + cc;
+  const int64_t rows_per_warp = rows_per_block / kWarps;  // a multiple of 4, so of J
+  const int64_t warp_row0 = block_row0 + warp * rows_per_warp;
+  const int64_t groups = rows_per_warp / J;
+  const auto issue = [&](int64_t gi) {  // group gi's copies into stage gi % S (one commit group, maybe empty)
+    if (gi < groups) {
+      const int st = static_cast<int>(gi % S);
+#pragma unroll
+      for (int j = 0; j < J; ++j) {
+        const int64_t row = warp_row0 + gi * J + j;
+        const bool ok = row < n && col < m;
+        const T* src = static_cast<const T*>(dy) + (ok ? row * m + col : 0);
+#pragma unroll
+        for (int w = 0; w < RW; ++w) copy16_async(&ring[warp][st][j][w][lane], src + 4 * w, ok);  // F32: 2 x 4
+      }
+      if (want_db && lane < 2 * J) {
+        const int j = lane / 2, half = lane % 2;
+        const int64_t row = warp_row0 + gi * J + j;
+        copy16_async(&ring_xa[warp][st][j][4 * half], xa + (row < n ? row * R + 4 * half : 0), row < n);
+      }
+    }
+    commit_async();
+  };
   float acc[R][kVec];
 #pragma unroll
   for (int rr = 0; rr < R; ++rr)
 #pragma unroll
     for (int i = 0; i < kVec; ++i) acc[rr][i] = 0.0f;
-  const int64_t rows_per_warp = rows_per_block / kWarps;  // a multiple of 4, so of J
-  const int local_warp0 = static_cast<int>(warp * rows_per_warp);
-  const int64_t warp_row0 = block_row0 + local_warp0;
-  for (int64_t g0 = 0; g0 < rows_per_warp; g0 += J) {
-    const int64_t row0 = warp_row0 + g0;
-    uint4 raw[J][kRawWords<T>];
 #pragma unroll
-    for (int j = 0; j < J; ++j) {
-      if (row0 + j < n && col < m) {
-        load8_raw<T>(dy, (row0 + j) * m + col, raw[j]);
-      } else {
-#pragma unroll
-        for (int w = 0; w < kRawWords<T>; ++w) raw[j][w] = make_uint4(0, 0, 0, 0);
-      }
-    }
+  for (int gi = 0; gi < S - 1; ++gi) issue(gi);
+  for (int64_t gi = 0; gi < groups; ++gi) {
+    issue(gi + S - 1);
+    wait_async<S - 1>();  // group gi's copies are done (this lane's); the barrier shares xa's rows
+    __syncwarp();
+    const int st = static_cast<int>(gi % S);
+    const int64_t row0 = warp_row0 + gi * J;
     float v[J][kVec];
 #pragma unroll
-    for (int j = 0; j < J; ++j) raw_to_float8<T>(raw[j], v[j]);
+    for (int j = 0; j < J; ++j) {
+      uint4 raw[RW];
+#pragma unroll
+      for (int w = 0; w < RW; ++w) raw[w] = ring[warp][st][j][w][lane];
+      raw_to_float8<T>(raw, v[j]);
+    }
     if (want_g) {
       float sum[J][R];
 #pragma unroll
@@ -596,19 +631,26 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
     if (want_db) {
-      float xv[J][R];
-      staged_rows<R, J>(sx, local_warp0 + static_cast<int>(g0), xv);
 #pragma unroll
-      for (int j = 0; j < J; ++j)
+      for (int j = 0; j < J; ++j) {
+        float xv[R];
+#pragma unroll
+        for (int q = 0; q < R / 4; ++q) {
+          const float4 t = *reinterpret_cast<const float4*>(&ring_xa[warp][st][j][4 * q]);
+          xv[4 * q] = t.x; xv[4 * q + 1] = t.y; xv[4 * q + 2] = t.z; xv[4 * q + 3] = t.w;
+        }
 #pragma unroll
         for (int rr = 0; rr < R; ++rr)
 #pragma unroll
-          for (int i = 0; i < kVec; ++i) acc[rr][i] += xv[j][rr] * v[j][i];
+          for (int i = 0; i < kVec; ++i) acc[rr][i] += xv[rr] * v[j][i];
+      }
     }
+    __syncwarp();  // every lane is done with stage st before the next issue overwrites it
   }
+  wait_async<0>();
   if (!want_db) return;
-  float (*tile)[kDyTileCols] = reinterpret_cast<float (*)[kDyTileCols]>(&sx[0][0]);  // R x 256 floats <= sx
-  __syncthreads();  // every warp is done reading sx
+  float (*tile)[kDyTileCols] = reinterpret_cast<float (*)[kDyTileCols]>(&ring[0][0][0][0][0]);
+  __syncthreads();  // every warp is done with its ring
   for (int i = threadIdx.x; i < R * kDyTileCols; i += kThreads) (&tile[0][0])[i] = 0.0f;
   for (int w = 0; w < kWarps; ++w) {
     __syncthreads();
