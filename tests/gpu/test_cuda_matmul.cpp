@@ -500,6 +500,39 @@ TEST(OpsCudaMatmul, BenchModelShapes) {
               3 * head_flop / ms / 1e9);
 }
 
+// The linears of a Qwen2.5-0.5B full fine-tuning step one by one (16,384 tokens, BF16, q / k / v with a bias; dx
+// accumulating as the model's q / k / v and gate / up accumulate; dw F32 +=), so the step's GEMM time can be split by
+// shape and set against torch's products on the same shapes (scripts/bench/peer_gemm_shapes.py). Runs only with
+// SWIFT_GPU_BENCH=1.
+TEST(OpsCudaMatmul, BenchQwen05bLinears) {
+  if (std::getenv("SWIFT_GPU_BENCH") == nullptr) GTEST_SKIP() << "set SWIFT_GPU_BENCH=1 to time model-sized calls";
+  ASSERT_TRUE(have_device());
+  const Device d = Device::cuda();
+  const int64_t n = 16384;
+  struct Shape2 { const char* name; int64_t in, out; bool bias, accumulate_dx; };
+  const Shape2 shapes[] = {{"q", 896, 896, true, false},     {"k", 896, 128, true, true},
+                           {"v", 896, 128, true, true},      {"o", 896, 896, false, false},
+                           {"gate", 896, 4864, false, false}, {"up", 896, 4864, false, true},
+                           {"down", 4864, 896, false, false}};
+  auto rnd = [&](const Shape& s, DType t, uint32_t seed) { return random_tensor(s, t, seed, -0.05f, 0.05f).to(d); };
+  double total = 0.0;
+  std::printf("%-5s %10s %8s %10s %8s %10s %8s\n", "linear", "fwd ms", "TFLOP/s", "dx ms", "TFLOP/s", "dw ms", "TFLOP/s");
+  for (const Shape2& sh : shapes) {
+    Tensor x = rnd({n, sh.in}, DType::BF16, 1), w = rnd({sh.out, sh.in}, DType::BF16, 2);
+    Tensor bias = sh.bias ? rnd({sh.out}, DType::BF16, 3) : Tensor();
+    Tensor y = Tensor::empty({n, sh.out}, DType::BF16, d), dy = rnd({n, sh.out}, DType::BF16, 4);
+    Tensor dx = rnd({n, sh.in}, DType::BF16, 5), dw = Tensor::zeros({sh.out, sh.in}, DType::F32, d), none;
+    const double flop = 2.0 * n * sh.in * sh.out;
+    const double fwd = time_ms([&] { ops::linear(x, w, bias, y); }, 5);
+    const double bdx = time_ms([&] { ops::linear_backward(dy, x, w, dx, none, none, sh.accumulate_dx); }, 5);
+    const double bdw = time_ms([&] { ops::linear_backward(dy, x, w, none, dw, none); }, 5);
+    total += fwd + bdx + bdw;
+    std::printf("%-5s %10.4f %8.0f %10.4f %8.0f %10.4f %8.0f\n", sh.name, fwd, flop / fwd / 1e9, bdx, flop / bdx / 1e9,
+                bdw, flop / bdw / 1e9);
+  }
+  std::printf("per layer %.3f ms, x 24 layers %.1f ms\n", total, 24 * total);
+}
+
 // ---- caching allocator -------------------------------------------------------------------------------------------
 TEST(CudaAllocator, ReusesFreedBlocksAndExplainsOutOfMemory) {
   ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
