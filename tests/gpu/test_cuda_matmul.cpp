@@ -526,9 +526,13 @@ TEST(OpsCudaMatmul, BenchQwen05bLinears) {
     const double fwd = time_ms([&] { ops::linear(x, w, bias, y); }, 5);
     const double bdx = time_ms([&] { ops::linear_backward(dy, x, w, dx, none, none, sh.accumulate_dx); }, 5);
     const double bdw = time_ms([&] { ops::linear_backward(dy, x, w, none, dw, none); }, 5);
-    total += fwd + bdx + bdw;
-    std::printf("%-5s %10.4f %8.0f %10.4f %8.0f %10.4f %8.0f\n", sh.name, fwd, flop / fwd / 1e9, bdx, flop / bdx / 1e9,
+    Tensor dbias = Tensor::zeros({sh.out}, DType::F32, d);
+    const double bdb = sh.bias ? time_ms([&] { ops::linear_backward(dy, x, w, none, none, dbias); }, 5) : 0.0;
+    total += fwd + bdx + bdw + bdb;
+    std::printf("%-5s %10.4f %8.0f %10.4f %8.0f %10.4f %8.0f", sh.name, fwd, flop / fwd / 1e9, bdx, flop / bdx / 1e9,
                 bdw, flop / bdw / 1e9);
+    if (sh.bias) std::printf("   dbias %.4f ms (%.0f GB/s)", bdb, 2.0 * n * sh.out / bdb / 1e6);
+    std::printf("\n");
   }
   std::printf("per layer %.3f ms, x 24 layers %.1f ms\n", total, 24 * total);
 }

@@ -19,8 +19,12 @@ namespace swift::ops::cuda {
 cudaError_t launch_scale_add_bias(void* d, int d_dtype, int64_t n, int64_t m, int64_t ldd, float beta,
                                   const void* bias, int bias_dtype, cudaStream_t stream);
 
-// out[j] += sum over the n rows of x[i, j], in a fixed order (deterministic).   x: (n, m); out: (m) F32.
-cudaError_t launch_column_sums_add(const void* x, int x_dtype, int64_t n, int64_t m, float* out, cudaStream_t stream);
+// out[j] += sum over the n rows of x[i, j], in a fixed order that depends on (n, m) only (deterministic): row chunks
+// summed in parallel into `partial` (column_sums_partial_floats(n, m) floats, unused when that is 0), then the chunks
+// in order.   x: (n, m) F32 / BF16 / F16; out: (m) F32.
+int64_t column_sums_partial_floats(int64_t n, int64_t m);
+cudaError_t launch_column_sums_add(const void* x, int x_dtype, int64_t n, int64_t m, float* out, float* partial,
+                                   cudaStream_t stream);
 
 // Dropout multipliers of ops.h: element (i, j) of the (N, k) operand keeps when dropout_draw(seed,
 // dropout_index(map, i, j, k)) >= threshold (map {}: the flat index e = i * k + j); kept elements are scaled by

@@ -15,6 +15,7 @@
 
 #include <cfloat>
 #include <cmath>
+#include <type_traits>
 
 #include "ops/cuda/kernels_matmul.cuh"
 #include "ops/philox.h"
@@ -59,22 +60,72 @@ __global__ void scale_add_bias_kernel(void* d, int d_dtype, int64_t n, int64_t m
   }
 }
 
-// One block of 32 x 16 threads per 32 columns: thread (tx, ty) sums rows ty, ty + 16, ...; then a fixed tree.
-__global__ void column_sums_add_kernel(const void* x, int x_dtype, int64_t n, int64_t m, float* out) {
-  __shared__ float part[16][33];
+// Blocks of 32 x 16 threads over (32 columns, a chunk of rows): thread (tx, ty) sums the chunk's rows ty, ty + 16,
+// ... in order (kUnroll loads issued before their additions), then a fixed tree over ty; the chunk's sums go to
+// part[chunk][j] (or are added to out[j] with a single chunk).
+constexpr int kSumRowsMin = 256;      // rows per chunk at least
+constexpr int kSumTargetBlocks = 528;  // ~4 blocks per SM of an H100 / H200 (a constant: see the invariants)
+
+int64_t column_sum_rows_per_chunk(int64_t n, int64_t m) {
+  const int64_t col_blocks = (m + 31) / 32;
+  const int64_t want = (kSumTargetBlocks + col_blocks - 1) / col_blocks;
+  const int64_t rows = (n + want - 1) / want;
+  return rows > kSumRowsMin ? rows : kSumRowsMin;
+}
+
+template <typename T>
+__device__ __forceinline__ float load_t(const T* p, int64_t i) {
+  if constexpr (sizeof(T) == 4) {
+    return p[i];
+  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    return __bfloat162float(p[i]);
+  } else {
+    return __half2float(p[i]);
+  }
+}
+
+template <typename T>
+__global__ void column_sums_kernel(const T* x, int64_t n, int64_t m, int64_t rows, float* part, float* out) {
+  constexpr int kUnroll = 8;
+  __shared__ float sums[16][33];
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int64_t j = blockIdx.x * 32 + tx;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * rows;
+  const int64_t r1 = r0 + rows < n ? r0 + rows : n;
   float s = 0.0f;
   if (j < m) {
-    for (int64_t i = ty; i < n; i += 16) s += load_f(x, x_dtype, i * m + j);
+    int64_t i = r0 + ty;
+    for (; i + 16 * (kUnroll - 1) < r1; i += 16 * kUnroll) {
+      float v[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) v[u] = load_t(x, (i + 16 * u) * m + j);
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) s += v[u];
+    }
+    for (; i < r1; i += 16) s += load_t(x, i * m + j);
   }
-  part[ty][tx] = s;
+  sums[ty][tx] = s;
   __syncthreads();
   for (int stride = 8; stride > 0; stride >>= 1) {
-    if (ty < stride) part[ty][tx] += part[ty + stride][tx];
+    if (ty < stride) sums[ty][tx] += sums[ty + stride][tx];
     __syncthreads();
   }
-  if (ty == 0 && j < m) out[j] += part[0][tx];
+  if (ty != 0 || j >= m) return;
+  if (part != nullptr) {
+    part[static_cast<int64_t>(blockIdx.y) * m + j] = sums[0][tx];
+  } else {
+    out[j] += sums[0][tx];
+  }
+}
+
+// out[j] += the chunks' sums of column j, added in chunk order.
+__global__ void column_sums_reduce_kernel(const float* part, int64_t chunks, int64_t m, float* out) {
+  for (int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; j < m;
+       j += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    float s = 0.0f;
+    for (int64_t c = 0; c < chunks; ++c) s += part[c * m + j];
+    out[j] += s;
+  }
 }
 
 // ---- LoRA dropout ----
@@ -148,11 +199,33 @@ cudaError_t launch_scale_add_bias(void* d, int d_dtype, int64_t n, int64_t m, in
   return cudaGetLastError();
 }
 
-cudaError_t launch_column_sums_add(const void* x, int x_dtype, int64_t n, int64_t m, float* out, cudaStream_t stream) {
+int64_t column_sums_partial_floats(int64_t n, int64_t m) {
+  if (n <= 0 || m <= 0) return 0;
+  const int64_t chunks = (n + column_sum_rows_per_chunk(n, m) - 1) / column_sum_rows_per_chunk(n, m);
+  return chunks > 1 ? chunks * m : 0;
+}
+
+cudaError_t launch_column_sums_add(const void* x, int x_dtype, int64_t n, int64_t m, float* out, float* partial,
+                                   cudaStream_t stream) {
   if (m <= 0 || n <= 0) return cudaSuccess;
-  const int64_t blocks = (m + 31) / 32;
-  if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
-  column_sums_add_kernel<<<static_cast<unsigned>(blocks), dim3(32, 16), 0, stream>>>(x, x_dtype, n, m, out);
+  const int64_t rows = column_sum_rows_per_chunk(n, m);
+  const int64_t chunks = (n + rows - 1) / rows;
+  const int64_t col_blocks = (m + 31) / 32;
+  if (col_blocks > 0x7fffffff || chunks > 65535 || (chunks > 1 && partial == nullptr)) return cudaErrorInvalidValue;
+  const dim3 grid(static_cast<unsigned>(col_blocks), static_cast<unsigned>(chunks));
+  float* part = chunks > 1 ? partial : nullptr;
+  switch (x_dtype) {
+    case 0: column_sums_kernel<<<grid, dim3(32, 16), 0, stream>>>(static_cast<const float*>(x), n, m, rows, part, out); break;
+    case 1:
+      column_sums_kernel<<<grid, dim3(32, 16), 0, stream>>>(static_cast<const __nv_bfloat16*>(x), n, m, rows, part, out);
+      break;
+    case 2: column_sums_kernel<<<grid, dim3(32, 16), 0, stream>>>(static_cast<const __half*>(x), n, m, rows, part, out); break;
+    default: return cudaErrorInvalidValue;
+  }
+  if (chunks == 1) return cudaGetLastError();
+  const cudaError_t status = cudaGetLastError();
+  if (status != cudaSuccess) return status;
+  column_sums_reduce_kernel<<<grid_for(m, 256), 256, 0, stream>>>(partial, chunks, m, out);
   return cudaGetLastError();
 }
 

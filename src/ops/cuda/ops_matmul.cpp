@@ -208,7 +208,10 @@ void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor&
     matmul(op, device, args);
   }
   if (dbias.defined()) {
-    check_launch(op, launch_column_sums_add(dy.raw(), code(dy), n, m, dbias.data<float>(), stream(device)));
+    const int64_t partial_floats = column_sums_partial_floats(n, m);
+    Tensor partial = partial_floats > 0 ? workspace(partial_floats, DType::F32, device) : Tensor();
+    check_launch(op, launch_column_sums_add(dy.raw(), code(dy), n, m, dbias.data<float>(),
+                                            partial.defined() ? partial.data<float>() : nullptr, stream(device)));
   }
 }
 
