@@ -14,11 +14,16 @@
 #include <gtest/gtest.h>
 
 #ifdef SWIFT_WITH_CUDA
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <random>
+#include <sstream>
 #include <vector>
 
 #include <fmt/format.h>
@@ -117,6 +122,11 @@ TEST(OpsCudaMatmul, GemmAllTransposes) {
 // (beta != 0) still adds exactly once; shapes no earlier test made (new plans, each tuned on first use).
 TEST(OpsCudaMatmul, GemmAutotuneKeepsTheResult) {
   ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
+  // The choices go to a record of this test's own (not the user's cache), one entry per product.
+  const std::string record = (std::filesystem::temp_directory_path() /
+                              ("swift-gemm-autotune-test-" + std::to_string(::getpid()) + ".json")).string();
+  std::filesystem::remove(record);
+  ops::cuda::set_gemm_autotune_record(record);
   ops::cuda::set_gemm_autotune(true);
   struct Case { int64_t n, k, m; };
   const Case cases[] = {{257, 129, 383}, {1031, 520, 264}, {64, 2056, 1000}};
@@ -141,6 +151,22 @@ TEST(OpsCudaMatmul, GemmAutotuneKeepsTheResult) {
     }
   }
   ops::cuda::set_gemm_autotune(false);
+  ops::cuda::set_gemm_autotune_record("");
+  // The shapes whose heuristic offered more than one algorithm (all of them on an H200) were timed once (beta does
+  // not change the plan) and their choice recorded under this GPU.
+  std::ifstream in(record);
+  ASSERT_TRUE(in.good()) << "no autotune record at " << record;
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string json = text.str();
+  EXPECT_NE(json.find("\"format\": 1"), std::string::npos) << json;
+  EXPECT_NE(json.find("cublasLt"), std::string::npos) << json;
+  int recorded = 0;
+  for (const char* product : {"n257 m383 k129", "n1031 m264 k520", "n64 m1000 k2056"}) {
+    recorded += json.find(product) != std::string::npos ? 1 : 0;
+  }
+  EXPECT_GE(recorded, 1) << json;
+  std::filesystem::remove(record);
 }
 
 TEST(OpsCudaMatmul, LinearBackwardMatchesReference) {

@@ -15,11 +15,13 @@
 //  - Where the heuristic has no algorithm (it may refuse odd alignments), cublasGemmEx runs the same product
 //    (fp32 compute, default math: no TF32).
 //  - Calls are serialised per device by a mutex (descriptors carry the bias pointer, set per call).
-//  - SWIFT_GEMM_AUTOTUNE=1 (read once; off by default): a plan's first call times up to kTuneAlgos of the heuristic's
-//    algorithms on its real operands (D written to a scratch buffer, C = the real D read, so the call's result is
-//    untouched), then keeps the fastest. The choice follows the timings, so two processes may pick different
-//    algorithms (different summation orders): off by default for reproducible runs. Skipped while the stream is
-//    being captured into a CUDA graph (no allocation or synchronisation allowed there).
+//  - SWIFT_GEMM_AUTOTUNE=1 (read once; off by default): a plan's first call takes the algorithm recorded for its
+//    product on this device in the autotune record (ops/gemm_choice_cache.h: gemm_choice_cache_path(), by its rank in
+//    the heuristic's list), else times up to kTuneAlgos of the heuristic's algorithms on its real operands (D written
+//    to a scratch buffer, C = the real D read, so the call's result is untouched), keeps the fastest and records it.
+//    The first process on a machine chooses by timing; every later one reads its choices: the same algorithms, the
+//    same bits (without a record file each process times again and two may differ). Timing is skipped while the
+//    stream is being captured into a CUDA graph (no allocation or synchronisation allowed there).
 #include "ops/cuda/blas.h"
 
 #include <cublas_v2.h>
@@ -28,15 +30,21 @@
 
 #include <array>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <tuple>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "core/error.h"
 #include "core/memory.h"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/env_switch.h"
 #include "ops/cuda/kernels_matmul.cuh"
+#include "ops/gemm_choice_cache.h"
 
 namespace swift::ops::cuda {
 
@@ -67,6 +75,11 @@ struct Key {
   int align_a, align_b, align_d;
   auto tie() const { return std::tie(ta, tb, n, m, k, lda, ldb, ldd, ab, d, bias_dtype, align_a, align_b, align_d); }
   bool operator<(const Key& o) const { return tie() < o.tie(); }
+  // The product's name in the autotune record.
+  std::string str() const {
+    return fmt::format("t{}{} n{} m{} k{} ld{},{},{} ab{} d{} bias{} al{},{},{}", ta ? 1 : 0, tb ? 1 : 0, n, m, k, lda,
+                       ldb, ldd, ab, d, bias_dtype, align_a, align_b, align_d);
+  }
 };
 
 constexpr int kTuneAlgos = 8;
@@ -86,6 +99,7 @@ struct Plan {
 };
 
 struct DeviceBlas {
+  std::string name;  // the device in the autotune record: GPU, compute capability, cuBLASLt version
   cublasLtHandle_t handle = nullptr;
   cublasHandle_t fallback = nullptr;  // cublasGemmEx, for what cuBLASLt's heuristic has no algorithm for
   void* workspace = nullptr;
@@ -115,6 +129,12 @@ DeviceBlas& device_blas(const char* op, int device) {
            cudaGetErrorString(status));
     }
     memory_record_alloc(1, MemoryCategory::Workspace, kWorkspaceBytes);
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
+      cudaGetLastError();
+      fail("op {}: cudaGetDeviceProperties of cuda:{} failed", op, device);
+    }
+    b->name = fmt::format("{} sm_{}{} cublasLt {}", prop.name, prop.major, prop.minor, cublasLtGetVersion());
     all[device] = b;
   }
   return *all[device];
@@ -173,11 +193,36 @@ Plan make_plan(const char* op, DeviceBlas& blas, const Key& key) {
   return plan;
 }
 
-// SWIFT_GEMM_AUTOTUNE: times plan->candidates on these operands (D to a scratch buffer, C = args.d) and keeps the
-// fastest in plan->algo; the candidates are dropped either way. Not while the stream is being captured.
-void autotune(const char* op, DeviceBlas& blas, Plan& plan, const MatmulArgs& args, cudaStream_t s) {
+// The process's autotune record (null: no file): gemm_choice_cache_path() on first use, or set_gemm_autotune_record's.
+std::mutex g_record_mutex;
+std::unique_ptr<GemmChoiceCache> g_record;
+bool g_record_chosen = false;
+
+GemmChoiceCache* choice_cache() {
+  std::lock_guard<std::mutex> lock(g_record_mutex);
+  if (!g_record_chosen) {
+    const std::string path = gemm_choice_cache_path();
+    if (!path.empty()) g_record = std::make_unique<GemmChoiceCache>(path);
+    g_record_chosen = true;
+  }
+  return g_record.get();  // never replaced while a product runs (tests set it between products)
+}
+
+// SWIFT_GEMM_AUTOTUNE: the recorded choice for this product on this device, else times plan->candidates on these
+// operands (D to a scratch buffer, C = args.d), keeps the fastest in plan->algo and records its rank; the candidates
+// are dropped either way. Not timed while the stream is being captured.
+void autotune(const char* op, DeviceBlas& blas, Plan& plan, const Key& key, const MatmulArgs& args, cudaStream_t s) {
   std::vector<cublasLtMatmulAlgo_t> candidates;
   candidates.swap(plan.candidates);
+  GemmChoiceCache* cache = choice_cache();
+  const std::string product = cache != nullptr ? key.str() : std::string();
+  if (cache != nullptr) {
+    const std::optional<int> rank = cache->find(blas.name, product);
+    if (rank && *rank < static_cast<int>(candidates.size())) {
+      plan.algo = candidates[static_cast<size_t>(*rank)];
+      return;
+    }
+  }
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(s, &capturing) != cudaSuccess || capturing != cudaStreamCaptureStatusNone) {
     cudaGetLastError();
@@ -194,6 +239,7 @@ void autotune(const char* op, DeviceBlas& blas, Plan& plan, const MatmulArgs& ar
   cudaEventCreate(&stop);
   const float alpha = args.alpha, beta = args.beta;
   float best_ms = 0.0f;
+  int best = -1;  // the heuristic's first choice stays when no candidate could be timed (not recorded)
   for (size_t i = 0; i < candidates.size(); ++i) {
     auto run = [&] {
       return cublasLtMatmul(blas.handle, plan.desc, &alpha, args.b, plan.la, args.a, plan.lb, &beta, args.d, plan.ld,
@@ -211,6 +257,7 @@ void autotune(const char* op, DeviceBlas& blas, Plan& plan, const MatmulArgs& ar
     }
     if (best_ms == 0.0f || ms < best_ms) {
       best_ms = ms;
+      best = static_cast<int>(i);
       plan.algo = candidates[i];
     }
   }
@@ -218,6 +265,7 @@ void autotune(const char* op, DeviceBlas& blas, Plan& plan, const MatmulArgs& ar
   cudaEventDestroy(stop);
   const cudaError_t freed = cudaFreeAsync(scratch, s);
   if (freed != cudaSuccess) fail("op {}: cudaFreeAsync of the GEMM autotune scratch failed: {}", op, cudaGetErrorString(freed));
+  if (cache != nullptr && best >= 0) cache->record(blas.name, product, best);
 }
 
 }  // namespace
@@ -225,6 +273,12 @@ void autotune(const char* op, DeviceBlas& blas, Plan& plan, const MatmulArgs& ar
 bool gemm_autotune_enabled() { return autotune_switch().on(); }
 
 void set_gemm_autotune(bool on) { autotune_switch().set(on); }
+
+void set_gemm_autotune_record(const std::string& path) {
+  std::lock_guard<std::mutex> lock(g_record_mutex);
+  g_record = path.empty() ? nullptr : std::make_unique<GemmChoiceCache>(path);
+  g_record_chosen = true;
+}
 
 void matmul(const char* op, int device, const MatmulArgs& args) {
   if (args.n <= 0 || args.m <= 0) return;
@@ -247,6 +301,7 @@ void matmul(const char* op, int device, const MatmulArgs& args) {
                              (args.bias_dtype == args.d_dtype || args.bias_dtype == 0);
   std::lock_guard<std::mutex> lock(blas.mutex);
   Plan* plan = nullptr;
+  Key plan_key = key;  // the key of the plan that runs (with the bias epilogue's dtype when it does)
   bool bias_done = false;
   if (bias_epilogue) {
     Key bias_key = key;
@@ -259,6 +314,7 @@ void matmul(const char* op, int device, const MatmulArgs& args) {
                                                   sizeof(args.bias)),
                "set BIAS_POINTER");
       bias_done = true;
+      plan_key = bias_key;
     }
   }
   if (plan == nullptr) {
@@ -266,7 +322,7 @@ void matmul(const char* op, int device, const MatmulArgs& args) {
     if (it == blas.plans.end()) it = blas.plans.emplace(key, make_plan(op, blas, key)).first;
     plan = &it->second;
   }
-  if (!plan->candidates.empty()) autotune(op, blas, *plan, args, s);
+  if (!plan->candidates.empty()) autotune(op, blas, *plan, plan_key, args, s);
   const float alpha = args.alpha, beta = args.beta;
   if (!plan->ok) {  // no cuBLASLt algorithm (odd alignment): cublasGemmEx, same column-major mapping, fp32 compute
     check_lt(op, cublasSetStream(blas.fallback, s), "cublasSetStream");
