@@ -99,7 +99,8 @@ struct Plan {
 };
 
 struct DeviceBlas {
-  std::string name;  // the device in the autotune record: GPU, compute capability, cuBLASLt version
+  int device = 0;
+  std::string name;  // the device in the autotune record (GPU, compute capability, cuBLASLt version), set on first use
   cublasLtHandle_t handle = nullptr;
   cublasHandle_t fallback = nullptr;  // cublasGemmEx, for what cuBLASLt's heuristic has no algorithm for
   void* workspace = nullptr;
@@ -129,12 +130,7 @@ DeviceBlas& device_blas(const char* op, int device) {
            cudaGetErrorString(status));
     }
     memory_record_alloc(1, MemoryCategory::Workspace, kWorkspaceBytes);
-    cudaDeviceProp prop{};
-    if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
-      cudaGetLastError();
-      fail("op {}: cudaGetDeviceProperties of cuda:{} failed", op, device);
-    }
-    b->name = fmt::format("{} sm_{}{} cublasLt {}", prop.name, prop.major, prop.minor, cublasLtGetVersion());
+    b->device = device;
     all[device] = b;
   }
   return *all[device];
@@ -216,6 +212,14 @@ void autotune(const char* op, DeviceBlas& blas, Plan& plan, const Key& key, cons
   candidates.swap(plan.candidates);
   GemmChoiceCache* cache = choice_cache();
   const std::string product = cache != nullptr ? key.str() : std::string();
+  if (cache != nullptr && blas.name.empty()) {
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, blas.device) != cudaSuccess) {
+      cudaGetLastError();
+      fail("op {}: cudaGetDeviceProperties of cuda:{} failed", op, blas.device);
+    }
+    blas.name = fmt::format("{} sm_{}{} cublasLt {}", prop.name, prop.major, prop.minor, cublasLtGetVersion());
+  }
   if (cache != nullptr) {
     const std::optional<int> rank = cache->find(blas.name, product);
     if (rank && *rank < static_cast<int>(candidates.size())) {
