@@ -1,25 +1,29 @@
 #!/usr/bin/env bash
-# On the GPU machine, one call for branch gpu-next: build, the gpu tests its changes touch (rmsnorm, cuBLASLt
-# products with SWIFT_GEMM_AUTOTUNE, LoRA, training), the rmsnorm op timing, then A/Bs on one machine (ours only):
-# 7B LoRA 2048 x 4 plain / SWIFT_LORA_B_FIRST=1 / SWIFT_GEMM_AUTOTUNE=1, 0.5B full plain / SWIFT_GEMM_AUTOTUNE=1.
+# On the GPU machine, one call for the autotune record (SWIFT_GEMM_AUTOTUNE with ops/gemm_choice_cache): build, the
+# cuBLASLt / training gpu tests, then per model (0.5B full 2048 x 8, 7B LoRA 2048 x 4; ours only, one machine):
+# plain, then SWIFT_GEMM_AUTOTUNE=1 three times on a fresh record ($OUT/gemm-autotune.json): the first process times
+# and records, the next two read the record. The three autotuned losses must be equal (the same algorithms), and their
+# speed against plain is the A/B for turning the switch on by default.
 # Carry .device-deps. Logs go to $OUT.
 source "$(dirname "$0")/env.sh"
 out=${OUT:-/tmp}
 build_gpu gpu-next test_gpu bench_train_step
-gpu_tests 'OpsCudaElementwise.*:OpsCudaMatmul.*:*CudaTraining*'
-SWIFT_GPU_BENCH=1 build-gpu/tests/test_gpu --gtest_filter='*BenchRmsnorm*' 2>&1 | grep '^rmsnorm'
-q7="--config bench/configs/qwen2.5-7b.json --tuner lora --seq 2048 --batch 4 --steps 5 --warmup 2"
+gpu_tests "${GPU_TESTS:-OpsCudaMatmul.*:*CudaTraining*}"
+record="$out/gemm-autotune.json"
+rm -f "$record"
 q05="--config bench/configs/qwen2.5-0.5b.json --tuner full --seq 2048 --batch 8 --steps 5 --warmup 2"
+q7="--config bench/configs/qwen2.5-7b.json --tuner lora --seq 2048 --batch 4 --steps 5 --warmup 2"
 ab() {  # label env... -- args...
   local label=$1; shift
   local envs=(); while [ "$1" != "--" ]; do envs+=("$1"); shift; done; shift
-  env "${envs[@]}" build-gpu/bench/bench_train_step "$@" 2>>"$out/gpu-next-bench.log" \
-    | python3 -c "import json,sys; r=json.loads(sys.stdin.read()); print(f\"$label: {r['tokens_per_s']:.0f} tokens/s, {r['peak_allocated_gib']:.2f} GiB, loss {r['last_loss']:.4f}\")"
+  echo -n "$label: "
+  env "${envs[@]}" build-gpu/bench/bench_train_step "$@" 2>>"$out/gpu-next-bench.log" | show_bench
 }
-for rep in 1 2; do  # twice, interleaved: the spread between repeats is the noise floor of the A/B
-  ab "7b plain ($rep)" X=1 -- $q7
-  ab "7b SWIFT_LORA_B_FIRST=1 ($rep)" SWIFT_LORA_B_FIRST=1 -- $q7
-  ab "7b SWIFT_GEMM_AUTOTUNE=1 ($rep)" SWIFT_GEMM_AUTOTUNE=1 -- $q7
-  ab "0.5b plain ($rep)" X=1 -- $q05
-  ab "0.5b SWIFT_GEMM_AUTOTUNE=1 ($rep)" SWIFT_GEMM_AUTOTUNE=1 -- $q05
+for model in q05 q7; do
+  args=${!model}
+  ab "$model plain" X=1 -- $args
+  ab "$model autotune, timing and recording" SWIFT_GEMM_AUTOTUNE=1 SWIFT_GEMM_AUTOTUNE_CACHE="$record" -- $args
+  ab "$model autotune, from the record" SWIFT_GEMM_AUTOTUNE=1 SWIFT_GEMM_AUTOTUNE_CACHE="$record" -- $args
+  ab "$model autotune, from the record again" SWIFT_GEMM_AUTOTUNE=1 SWIFT_GEMM_AUTOTUNE_CACHE="$record" -- $args
 done
+python3 -c "import json, sys; r = json.load(open(sys.argv[1])); print({d: len(p) for d, p in r['devices'].items()})" "$record"
