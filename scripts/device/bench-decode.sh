@@ -7,14 +7,13 @@
 # (SWIFT_CUDA_GRAPHS=0); both must pick the same greedy ids (bit-identical logits), which the table checks.
 #   scripts/device/bench-decode.sh [case ...]     cases: 05b 7b (default: both); ours-05b ours-7b (swift.cpp only)
 #   BENCH_GRAPHS=on|off|both (default both) picks swift.cpp's modes.
-# Carry .device-deps. JSON lines go to $OUT/bench-decode.jsonl, logs to $OUT/bench-decode.log.
+# Carry .device-deps (and .device-prebuilt: prebuild.sh). JSON lines go to $OUT/bench-decode.jsonl, logs to $OUT/bench-decode.log.
 source "$(dirname "$0")/env.sh"
 out=${OUT:-/tmp}
 prompt=${BENCH_PROMPT:-512}
 new_tokens=${BENCH_NEW_TOKENS:-128}
 graphs=${BENCH_GRAPHS:-both}
-cmake --build build-gpu -j"$(nproc)" --target bench_decode > "$out/bench-decode-build.log" 2>&1 \
-  || { tail -50 "$out/bench-decode-build.log"; exit 1; }
+build_gpu bench-decode bench_decode
 cases=("$@")
 [ ${#cases[@]} -gt 0 ] || cases=(05b 7b)
 ours() {  # name config

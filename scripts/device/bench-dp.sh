@@ -18,8 +18,7 @@ out=${OUT:-/tmp}
 jsonl=$out/bench-dp.jsonl log=$out/bench-dp.log
 : > "$jsonl"
 if [ "${BUILD:-1}" != 0 ]; then
-  cmake --build build-gpu -j"$(nproc)" --target bench_train_step > "$out/bench-dp-build.log" 2>&1 \
-    || { tail -50 "$out/bench-dp-build.log"; exit 1; }
+  build_gpu bench-dp bench_train_step
   echo "built bench_train_step at ${SECONDS}s" >&2
 fi
 ngpus=${NGPUS:-$(nvidia-smi -L | wc -l)}

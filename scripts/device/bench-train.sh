@@ -14,10 +14,10 @@
 #                                                 intermediates; the peer's figures are 7b-lora's / 7b-lora-gc's),
 #                                                 ours "ARGS": bench_train_step with these arguments (ours only),
 #                                                 peer "ARGS": peer_train_step.py with these arguments
-# Carry .device-deps. JSON lines go to $OUT/bench-train.jsonl, logs to $OUT/bench-train.log.
+# Carry .device-deps (and .device-prebuilt: prebuild.sh). JSON lines go to $OUT/bench-train.jsonl, logs to $OUT/bench-train.log.
 source "$(dirname "$0")/env.sh"
 out=${OUT:-/tmp}
-cmake --build build-gpu -j"$(nproc)" --target bench_train_step > "$out/bench-build.log" 2>&1 || { tail -50 "$out/bench-build.log"; exit 1; }
+build_gpu bench bench_train_step
 cases=("$@")
 [ ${#cases[@]} -gt 0 ] || cases=(7b-lora 7b-lora-gc 05b-full 7b-lora-8k 8b-lora-gc)
 run_case() {  # name config tuner seq batch [--gradient_checkpointing [--recompute_num_layers N]]

@@ -7,6 +7,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 source scripts/device/env.sh
 echo "== machine"; (cat /etc/os-release | head -2; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nvcc --version | tail -1) || true
+configure_gpu
 cmake --build build-gpu -j"$(nproc)"
 cd build-gpu
 echo "== gpu tests"; ctest --output-on-failure -L gpu

@@ -5,11 +5,10 @@
 # SWIFT_CUDA_GRAPHS=0 (the eager step); (3) bench-decode.sh on Qwen2.5-0.5B (swift.cpp with graphs, without, and the
 # peer) unless SKIP_BENCH=1.
 #   scripts/device/decode-graphs-check.sh            cases for the bench as bench-decode.sh takes them (default 05b)
-# Carry .device-deps. Logs go to $OUT/decode-graphs-*.log; the bench's table and JSON as bench-decode.sh writes them.
+# Carry .device-deps (and .device-prebuilt: prebuild.sh). Logs go to $OUT/decode-graphs-*.log; the bench's table and JSON as bench-decode.sh writes them.
 source "$(dirname "$0")/env.sh"
 out=${OUT:-/tmp}
-cmake --build build-gpu -j"$(nproc)" --target test_gpu > "$out/decode-graphs-build.log" 2>&1 \
-  || { tail -50 "$out/decode-graphs-build.log"; exit 1; }
+build_gpu decode-graphs test_gpu
 decode_tests='CudaDeviceGraph*:CudaAttentionDecodeAt*:CudaKvCacheWrite*:*CudaDecodeGraph*:OpsCudaAttentionDecode*:*CudaDecodeModel*:CudaDecodeAdapters*'
 status=0
 echo "== gpu tests, CUDA graphs on (default)"

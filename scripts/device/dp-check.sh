@@ -9,7 +9,7 @@
 source "$(dirname "$0")/env.sh"
 set +e
 export NCCL_NVLS_ENABLE=0
-cmake --build build-gpu -j"$(nproc)" --target swift dist_helper > /tmp/dp-build.log 2>&1 || { tail -30 /tmp/dp-build.log; exit 1; }
+build_gpu dp swift dist_helper
 nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader
 NPROC_PER_NODE=2 SWIFT_DIST_TIMEOUT=120 build-gpu/tests/dist_helper nccl > /tmp/dp-nccl-async.log 2>&1
 echo "started NCCL collectives rc=$?"; tail -4 /tmp/dp-nccl-async.log

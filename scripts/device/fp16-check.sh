@@ -12,7 +12,7 @@ source "$(dirname "$0")/env.sh"
 set +e
 out=${OUT:-/tmp}/fp16-check
 mkdir -p "$out"
-cmake --build build-gpu -j"$(nproc)" --target swift > "$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
+build_gpu fp16 swift
 nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader
 BOUND=2e-2
 T=tests/fixtures/tiny_chat

@@ -4,7 +4,7 @@
 # plain, then SWIFT_GEMM_AUTOTUNE=1 three times on a fresh record ($OUT/gemm-autotune.json): the first process times
 # and records, the next two read the record. The three autotuned losses must be equal (the same algorithms), and their
 # speed against plain is the A/B for turning the switch on by default.
-# Carry .device-deps. Logs go to $OUT.
+# Carry .device-deps (and .device-prebuilt: prebuild.sh). Logs go to $OUT.
 source "$(dirname "$0")/env.sh"
 out=${OUT:-/tmp}
 build_gpu gpu-next test_gpu bench_train_step

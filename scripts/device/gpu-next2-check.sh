@@ -2,7 +2,7 @@
 # On the GPU machine, one call for branch gpu-next2: build, the gpu tests its change touches (AdamW with the clip
 # folded in: AdamWConfig::grad_scale, bit for bit against the CPU; training against transformers), then an interleaved
 # A/B on one machine, twice: the 0.5B full step with the clip folded into AdamW (default) against --clip_in_place (the
-# losses must agree). Carry .device-deps. Logs go to $OUT.
+# losses must agree). Carry .device-deps (and .device-prebuilt: prebuild.sh). Logs go to $OUT.
 source "$(dirname "$0")/env.sh"
 out=${OUT:-/tmp}
 build_gpu next2 test_gpu bench_train_step

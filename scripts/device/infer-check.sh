@@ -8,7 +8,7 @@
 source "$(dirname "$0")/env.sh"
 out=${OUT:-/tmp}/infer-check
 mkdir -p "$out"
-cmake --build build-gpu -j"$(nproc)" --target swift > "$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
+build_gpu infer swift
 tiny=tests/fixtures/tiny_chat
 swift=build-gpu/swift
 CUDA_VISIBLE_DEVICES= "$swift" sft --model "$tiny" --dataset "$tiny/chat.jsonl" --max_steps 4 --learning_rate 1e-2 \

@@ -2,12 +2,11 @@
 # On the GPU machine, one call: the memory-bound targets of issue 5 with the selective recompute (layernorm, act, mlp
 # in N layers) and activation offloading (--cpu_offloading_num_layers), swift.cpp's configurations next to the peer's
 # gradient-checkpointing runs of the same shapes in the same call. Builds test_gpu + bench_train_step, runs the
-# offload and training gpu tests first. Carry .device-deps. Logs and JSON lines go to $OUT (bench-train.*).
+# offload and training gpu tests first. Carry .device-deps (and .device-prebuilt: prebuild.sh). Logs and JSON lines go to $OUT (bench-train.*).
 #   scripts/device/memory-targets.sh            (SKIP_PEER=1: swift.cpp only)
 source "$(dirname "$0")/env.sh"
 out=${OUT:-/tmp}
-cmake --build build-gpu -j"$(nproc)" --target test_gpu bench_train_step > "$out/memory-targets-build.log" 2>&1 \
-  || { tail -40 "$out/memory-targets-build.log"; exit 1; }
+build_gpu memory-targets test_gpu bench_train_step
 build-gpu/tests/test_gpu --gtest_color=no --gtest_filter='CudaOffload*:CudaTrainingDropout*:*CudaTraining.*' \
   > "$out/gpu-suite.log" 2>&1 || true
 grep -E '^\[  (PASSED|FAILED|SKIPPED)  \]' "$out/gpu-suite.log"

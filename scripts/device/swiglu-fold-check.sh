@@ -3,7 +3,7 @@
 # against transformers, offload), then interleaved A/Bs on one machine, twice: the MLP's B products added in the
 # swiglu's pass (default) against SWIFT_LORA_FOLD_SWIGLU=0 (in lora_linear), ours only (the losses must agree), and
 # the per-op device times of both (SWIFT_PROFILE=events).
-# Carry .device-deps. Logs go to $OUT.
+# Carry .device-deps (and .device-prebuilt: prebuild.sh). Logs go to $OUT.
 source "$(dirname "$0")/env.sh"
 out=${OUT:-/tmp}
 build_gpu fold test_gpu bench_train_step

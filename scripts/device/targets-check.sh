@@ -4,7 +4,7 @@
 # breakdown into $OUT/breakdown-05b.txt), then each peer row. Prints one line per row.
 #   bash scripts/device/targets-check.sh
 # Env: N8K (mlp layers recomputed at 8k, default 13), N8B (Llama-8B, default "23 20 18"), N7B (7B 2048 x 4 within
-# 30 GiB, default 17), BREAKDOWN=0 skips the profile. Carry .device-deps. Logs go to $OUT.
+# 30 GiB, default 17), BREAKDOWN=0 skips the profile. Carry .device-deps (and .device-prebuilt: prebuild.sh). Logs go to $OUT.
 source "$(dirname "$0")/env.sh"
 out=${OUT:-/tmp}
 build_gpu targets bench_train_step

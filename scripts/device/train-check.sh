@@ -4,14 +4,13 @@
 # the same run).
 #   scripts/device/train-check.sh [bench-train case ...]     (default: 7b-lora; SKIP_SUITE=1 / SKIP_LORA=1 skip parts,
 #                                                             GPU_TESTS='pattern' runs only those gpu tests)
-# Carry .device-deps. Logs go to $OUT (gpu-suite.log, bench-lora.log, bench-train.*).
+# Carry .device-deps (and .device-prebuilt: prebuild.sh). Logs go to $OUT (gpu-suite.log, bench-lora.log, bench-train.*).
 source "$(dirname "$0")/env.sh"
 out=${OUT:-/tmp}
 status=0
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 git log --oneline -1 2>/dev/null || true
-cmake --build build-gpu -j"$(nproc)" --target test_gpu bench_lora bench_train_step > "$out/train-check-build.log" 2>&1 \
-  || { tail -40 "$out/train-check-build.log"; exit 1; }
+build_gpu train-check test_gpu bench_lora bench_train_step
 if [ "${SKIP_SUITE:-0}" != 1 ]; then
   build-gpu/tests/test_gpu --gtest_color=no --gtest_filter="${GPU_TESTS:-*}" > "$out/gpu-suite.log" 2>&1 || status=1
   grep -E '^\[  (PASSED|FAILED|SKIPPED)  \]|^\[  FAILED  \]' "$out/gpu-suite.log" | head -30
