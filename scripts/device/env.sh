@@ -43,6 +43,11 @@ install_prebuilt() {
   mkdir -p "build-gpu/$(dirname "$rel")"
   gzip -dc ".device-prebuilt/$t.gz" > "build-gpu/$rel"
   chmod +x "build-gpu/$rel"
+  if ldd "build-gpu/$rel" | grep -q "not found"; then  # a library this machine lacks: build here instead
+    echo "prebuilt $t: $(ldd "build-gpu/$rel" | grep "not found" | head -3 | tr -s ' \n' ' '); building" >&2
+    rm -f "build-gpu/$rel"
+    return 1
+  fi
   echo "prebuilt $t: installed build-gpu/$rel" >&2
 }
 show_bench() {
