@@ -26,6 +26,10 @@ GemmChoiceCache::GemmChoiceCache(std::string path) : path_(std::move(path)) {}
 
 GemmChoiceCache::Record GemmChoiceCache::read_file() const {
   Record out;
+  std::error_code ec;
+  if (std::filesystem::is_directory(path_, ec)) {
+    fail("GEMM autotune record '{}' is a directory; set SWIFT_GEMM_AUTOTUNE_CACHE to a file's path", path_);
+  }
   std::ifstream in(path_, std::ios::binary);
   if (!in) return out;  // no record yet
   std::stringstream text;

@@ -10,7 +10,8 @@
 //
 // Invariants:
 //  - The file is read once, on the first lookup. A missing file is an empty record; a file that is not this format
-//    throws swift::Error naming it and saying to delete it (never silently replaced).
+//    throws swift::Error naming it and saying to delete it (never silently replaced), a directory at that path
+//    throws naming it and SWIFT_GEMM_AUTOTUNE_CACHE.
 //  - record() adds an entry and saves the whole record: the file is read again and merged (entries of other
 //    processes kept, ours win on the same key), written to a name unique to this process and renamed over the file,
 //    so a reader sees the old or the new file whole. A save that fails (read-only directory, full disk) is reported

@@ -72,7 +72,7 @@ TEST(GemmChoiceCache, TwoProcessesSavesMerge) {
   EXPECT_EQ(reader2.find("GPU", "p1"), 5);
 }
 
-TEST(GemmChoiceCache, MalformedOrForeignFilesAreRefusedByName) {
+TEST(GemmChoiceCache, MalformedForeignOrDirectoryRecordsAreRefusedByName) {
   TempDir dir;
   const fs::path file = dir.path / "gemm-autotune.json";
   const std::string name = file.string();
@@ -88,6 +88,8 @@ TEST(GemmChoiceCache, MalformedOrForeignFilesAreRefusedByName) {
   write(file, R"({"format": 1})");
   ops::GemmChoiceCache d(name);
   EXPECT_TRUE(throws_error([&] { (void)d.find("GPU", "p"); }, {name, "devices"}));
+  ops::GemmChoiceCache e(dir.path.string());
+  EXPECT_TRUE(throws_error([&] { (void)e.find("GPU", "p"); }, {dir.path.string(), "is a directory", "SWIFT_GEMM_AUTOTUNE_CACHE"}));
 }
 
 TEST(GemmChoiceCache, AnUnwritablePlaceKeepsTheChoiceInMemory) {
