@@ -26,7 +26,7 @@ nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu
 smi=$!
 for model in q05 q7; do
   args=${!model}
-  ab "$model plain" X=1 -- $args
+  ab "$model plain" SWIFT_GEMM_AUTOTUNE=0 -- $args
   ab "$model autotune, timing and recording" SWIFT_GEMM_AUTOTUNE=1 SWIFT_GEMM_AUTOTUNE_CACHE="$record" -- $args
   ab "$model autotune, from the record" SWIFT_GEMM_AUTOTUNE=1 SWIFT_GEMM_AUTOTUNE_CACHE="$record" -- $args
   ab "$model autotune, from the record again" SWIFT_GEMM_AUTOTUNE=1 SWIFT_GEMM_AUTOTUNE_CACHE="$record" -- $args

@@ -21,7 +21,7 @@ echo "7b 8k l,a,mlp ${N8K:=13}: $(ours $q7 --seq 8192 --batch 1 $la --recompute_
 for n in ${N8B:=23 20 18}; do echo "8b 2048x4 l,a,mlp $n: $(ours $l8 --seq 2048 --batch 4 $la --recompute_num_layers $n)"; done
 echo "7b 2048x4 l,a,mlp ${N7B:=17}: $(ours $q7 --seq 2048 --batch 4 $la --recompute_num_layers $N7B)"
 echo "0.5b full: $(ours $q05)"
-echo "0.5b full SWIFT_GEMM_AUTOTUNE=1: $(SWIFT_GEMM_AUTOTUNE=1 ours $q05)"
+echo "0.5b full SWIFT_GEMM_AUTOTUNE=0: $(SWIFT_GEMM_AUTOTUNE=0 ours $q05)"
 [ "${BREAKDOWN:-1}" = 0 ] || SWIFT_PROFILE=events build-gpu/bench/bench_train_step $q05 --steps 3 --warmup 2 > "$out/breakdown-05b.json" \
   2> "$out/breakdown-05b.txt" || true
 grep '^breakdown per step' "$out/breakdown-05b.txt" || true

@@ -127,6 +127,7 @@ TEST(OpsCudaMatmul, GemmAutotuneKeepsTheResult) {
                               ("swift-gemm-autotune-test-" + std::to_string(::getpid()) + ".json")).string();
   std::filesystem::remove(record);
   ops::cuda::set_gemm_autotune_record(record);
+  const bool autotune_was = ops::cuda::gemm_autotune_enabled();
   ops::cuda::set_gemm_autotune(true);
   struct Case { int64_t n, k, m; };
   const Case cases[] = {{257, 129, 383}, {1031, 520, 264}, {64, 2056, 1000}};
@@ -150,7 +151,7 @@ TEST(OpsCudaMatmul, GemmAutotuneKeepsTheResult) {
       }
     }
   }
-  ops::cuda::set_gemm_autotune(false);
+  ops::cuda::set_gemm_autotune(autotune_was);
   ops::cuda::set_gemm_autotune_record("");
   // The shapes whose heuristic offered more than one algorithm (all of them on an H200) were timed once (beta does
   // not change the plan) and their choice recorded under this GPU.

@@ -15,13 +15,14 @@
 //  - Where the heuristic has no algorithm (it may refuse odd alignments), cublasGemmEx runs the same product
 //    (fp32 compute, default math: no TF32).
 //  - Calls are serialised per device by a mutex (descriptors carry the bias pointer, set per call).
-//  - SWIFT_GEMM_AUTOTUNE=1 (read once; off by default): a plan's first call takes the algorithm recorded for its
-//    product on this device in the autotune record (ops/gemm_choice_cache.h: gemm_choice_cache_path(), by its rank in
-//    the heuristic's list), else times up to kTuneAlgos of the heuristic's algorithms on its real operands (D written
-//    to a scratch buffer, C = the real D read, so the call's result is untouched), keeps the fastest and records it.
-//    The first process on a machine chooses by timing; every later one reads its choices: the same algorithms, the
-//    same bits (without a record file each process times again and two may differ). Timing is skipped while the
-//    stream is being captured into a CUDA graph (no allocation or synchronisation allowed there).
+//  - SWIFT_GEMM_AUTOTUNE (read once; on by default, =0 takes the heuristic's first algorithm): a plan's first call
+//    takes the algorithm recorded for its product on this device in the autotune record (ops/gemm_choice_cache.h:
+//    gemm_choice_cache_path(), by its rank in the heuristic's list), else times up to kTuneAlgos of the heuristic's
+//    algorithms on its real operands (D written to a scratch buffer, C = the real D read, so the call's result is
+//    untouched), keeps the fastest and records it. The first process on a machine chooses by timing; every later one
+//    reads its choices: the same algorithms, the same bits (without a record file each process times again and two
+//    may differ). Timing is skipped while the stream is being captured into a CUDA graph (no allocation or
+//    synchronisation allowed there).
 #include "ops/cuda/blas.h"
 
 #include <cublas_v2.h>
@@ -85,7 +86,7 @@ struct Key {
 constexpr int kTuneAlgos = 8;
 
 EnvSwitch& autotune_switch() {
-  static EnvSwitch sw("SWIFT_GEMM_AUTOTUNE", false);
+  static EnvSwitch sw("SWIFT_GEMM_AUTOTUNE", true);
   return sw;
 }
 bool autotune_enabled() { return gemm_autotune_enabled(); }

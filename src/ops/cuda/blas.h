@@ -36,11 +36,11 @@ struct MatmulArgs {
 
 // Runs the product on device `device` (its current stream). Throws naming `op` on failure.
 void matmul(const char* op, int device, const MatmulArgs& args);
-// SWIFT_GEMM_AUTOTUNE=1 (read once, off by default): each new plan's first call takes the algorithm recorded for its
-// product on this device (ops/gemm_choice_cache.h), else times the heuristic's top algorithms on its operands, keeps
-// the fastest and records it (blas.cpp). set_gemm_autotune overrides the switch for the process (tests); plans made
-// before keep their algorithm. set_gemm_autotune_record points the record at another file ("" : none) for the
-// process (tests).
+// SWIFT_GEMM_AUTOTUNE (read once, on by default; =0: the heuristic's first algorithm): each new plan's first call
+// takes the algorithm recorded for its product on this device (ops/gemm_choice_cache.h), else times the heuristic's
+// top algorithms on its operands, keeps the fastest and records it (blas.cpp). set_gemm_autotune overrides the switch
+// for the process (tests); plans made before keep their algorithm. set_gemm_autotune_record points the record at
+// another file ("" : none) for the process (tests).
 bool gemm_autotune_enabled();
 void set_gemm_autotune(bool on);
 void set_gemm_autotune_record(const std::string& path);
