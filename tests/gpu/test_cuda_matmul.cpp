@@ -483,6 +483,51 @@ TEST(OpsCudaMatmul, LoraKeepBitsCacheIsTheMask) {
   }
 }
 
+// The backward's dy pass (launch_lora_dy: g = dy b and db += scale dy^T xa in one read of dy, r 8, fp32 factors):
+// against the two-product path (SWIFT_LORA_DY_FUSED=0: cuBLASLt with b / xa rounded to dy's dtype) within that
+// rounding, the same bits on a second call and with only one of its outputs asked for (dx and da undefined: db
+// alone), over shapes with one and several 256-column tiles, odd row counts and several row blocks.
+TEST(OpsCudaMatmul, LoraDyPassMatchesTheTwoProducts) {
+  ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
+  struct Case { int64_t n, k, m; };
+  const Case cases[] = {{4100, 264, 1032}, {333, 40, 8}, {77, 520, 264}, {1, 16, 2056}, {9000, 24, 520}};
+  uint32_t seed = 9900;
+  for (const Case& cs : cases) {
+    for (DType act : {DType::F32, DType::BF16, DType::F16}) {
+      SCOPED_TRACE(fmt::format("N={} K={} M={} act={}", cs.n, cs.k, cs.m, name(act)));
+      const ops::Dropout drop{0.1f, 0x5EEDull + seed};
+      const float scale = 4.0f;
+      auto [x, w, a, b] = lora_operands(cs.n, cs.k, cs.m, 8, act, seed);
+      Input dy = make_input({cs.n, cs.m}, act, ++seed);
+      const Tensor xa = random_tensor({cs.n, 8}, DType::F32, ++seed).to(Device::cuda());
+      const Tensor da0 = random_tensor({8, cs.k}, DType::F32, ++seed);
+      const Tensor db0 = random_tensor({cs.m, 8}, DType::F32, ++seed);
+      struct Run { Tensor dx, da, db; };
+      auto run = [&](bool fused, bool db_only) {
+        ops::cuda::set_lora_dy_fused(fused);
+        DeviceOut dx({cs.n, cs.k}, act), da({8, cs.k}, DType::F32), db({cs.m, 8}, DType::F32);
+        da.set(da0);
+        db.set(db0);
+        Tensor none1, none2;
+        ops::lora_linear_backward(dy.dev, x.dev, w.dev, a.dev, b.dev, xa, scale, drop, db_only ? none1 : dx.tensor,
+                                  db_only ? none2 : da.tensor, db.tensor);
+        ops::cuda::set_lora_dy_fused(true);
+        return Run{db_only ? Tensor() : dx.fetch(), db_only ? Tensor() : da.fetch(), db.fetch()};
+      };
+      const Run fused = run(true, false), again = run(true, false), alone = run(true, true);
+      const Run two = run(false, false);
+      expect_bit_equal(again.dx, fused.dx, "dx, second call");
+      expect_bit_equal(again.da, fused.da, "da, second call");
+      expect_bit_equal(again.db, fused.db, "db, second call");
+      expect_bit_equal(alone.db, fused.db, "db without dx and da");
+      // The two-product path rounds b and xa to the activation dtype: its tolerance.
+      expect_close(fused.dx, two.dx, tol_for(act), "dx fused vs two products");
+      expect_close(fused.da, two.da, tol_for(act), "da fused vs two products");
+      expect_close(fused.db, two.db, tol_for(act), "db fused vs two products");
+    }
+  }
+}
+
 // Worst relative-norm errors seen above (runs after them: tests run in definition order).
 TEST(OpsCudaMatmul, Summary) {
   std::printf("%-44s %s\n", "op activation-dtype output", "worst ||out-ref||/||ref||");

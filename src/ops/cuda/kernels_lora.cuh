@@ -26,6 +26,7 @@ struct LoraKernelConfig {
   int xa_rows = 0;
   int update_rows = 2;
   int da_rows = 4;
+  int dy_rows = 2;
 };
 
 // Column splits of the xa pass; `part` needs lora_xa_splits(k) * n * r floats when that is > 1 (else unused).
@@ -52,6 +53,20 @@ int64_t lora_da_slices(int64_t n, int64_t k, int r);
 cudaError_t launch_lora_da(const void* x, int x_dtype, const float* g, int64_t n, int64_t k, int r, float scale,
                            uint64_t seed, uint32_t threshold, float keep_scale, const DropoutMap& map,
                            const uint8_t* keep_bits, float* part, float* da, cudaStream_t stream,
+                           const LoraKernelConfig& config = {});
+
+// The dy pass's work (a function of the shape only): column tiles and row blocks, and the floats of its two
+// partial buffers (part_g: column partials of g, 0 with one tile; part_db: row-block partials of db).
+struct LoraDyWork {
+  int64_t col_tiles = 0, row_blocks = 0, part_g_floats = 0, part_db_floats = 0;
+};
+LoraDyWork lora_dy_work(int64_t n, int64_t m, int r);
+// The backward's two products of dy (n, m) in one read of dy, r = 8 only: g (n, r) F32 = dy b and
+// db (m, r) F32 += scale * dy^T xa, with b (m, r) and xa (n, r) F32 (PEFT's fp32 adapter: the factors are not rounded
+// to dy's dtype). g or db may be null (not computed). Deterministic: g sums its column tiles in order, db its row
+// blocks in order, each in a fixed per-element order.
+cudaError_t launch_lora_dy(const void* dy, int dy_dtype, const float* b, const float* xa, int64_t n, int64_t m, int r,
+                           float scale, float* g, float* db, float* part_g, float* part_db, cudaStream_t stream,
                            const LoraKernelConfig& config = {});
 
 // The MLP's gate and up get their B products and feed the swiglu in one pass (r = 8 only; gate, up, out (n, k) of

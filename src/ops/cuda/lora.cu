@@ -2,6 +2,7 @@
 //   xa = dropout(x) a^T            (forward: one read of x)
 //   y += scale * mult * (g F)      (forward's B product with F = b^T, no dropout; backward's dx term with F = a)
 //   da += scale * g^T dropout(x)   (backward: one read of x)
+//   g = dy b, db += scale dy^T xa  (backward, r 8: one read of dy for both)
 //
 // Invariants:
 //  - Fast-path conditions (the caller checks them, else uses the GEMM path): r in {8, 16}, k % 8 == 0, x / y
@@ -519,6 +520,121 @@ __global__ void __launch_bounds__(kThreads, kHalfWidth<T> ? 2 : 1)
   }
 }
 
+// ---- the backward's dy pass: g = dy b and db += scale dy^T xa in one read of dy (r = 8) ----
+constexpr int kDyTileCols = kWarpCols;  // 256 columns per block: one 8-column load per lane and row
+constexpr int kDyMaxBlockRows = 1024;   // the block's rows of xa staged in shared memory (32 KB at r 8)
+
+// Blocks (column tile of 256, row block): each warp takes rows_per_block / 8 consecutive rows in groups of J (all
+// of a group's loads of dy before its math). Per row, the lane's 8 columns against the staged b tile give the row's
+// partial g over the tile (warp_reduce_scatter, as xa), stored in part_g[tile][row] (g itself with one tile). Per
+// lane, db's 8 columns x R accumulate xa[row][rr] * dy[row][c] over the warp's rows in increasing order; the 8 warps'
+// sums are added in warp order into part_db[row block][c][rr]. Either output may be skipped (null).
+template <int R, typename T, int J>
+__global__ void __launch_bounds__(kThreads)
+    lora_dy_kernel(const void* dy, const float* b, const float* xa, int64_t n, int64_t m, int64_t rows_per_block,
+                   float* part_g, float* part_db) {
+  __shared__ __align__(16) float sb[R][kDyTileCols];
+  __shared__ __align__(16) float sx[kDyMaxBlockRows][R];  // reused for the warps' db sums at the end
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kDyTileCols;
+  const int64_t block_row0 = static_cast<int64_t>(blockIdx.y) * rows_per_block;
+  const bool want_g = part_g != nullptr, want_db = part_db != nullptr;
+  for (int i = threadIdx.x; i < R * kDyTileCols; i += kThreads) {  // b stored (m, R): sb[rr][cc] = b[c0 + cc][rr]
+    const int cc = i / R, rr = i % R;
+    sb[rr][cc] = c0 + cc < m ? b[(c0 + cc) * R + rr] : 0.0f;
+  }
+  if (want_db) {
+    for (int i = threadIdx.x; i < rows_per_block * R; i += kThreads) {
+      const int64_t row = block_row0 + i / R;
+      (&sx[0][0])[i] = row < n ? xa[row * R + i % R] : 0.0f;
+    }
+  }
+  __syncthreads();
+  const int cc = lane * kVec;
+  const int64_t col = c0 + cc;
+  float acc[R][kVec];
+#pragma unroll
+  for (int rr = 0; rr < R; ++rr)
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) acc[rr][i] = 0.0f;
+  const int64_t rows_per_warp = rows_per_block / kWarps;  // a multiple of 4, so of J
+  const int local_warp0 = static_cast<int>(warp * rows_per_warp);
+  const int64_t warp_row0 = block_row0 + local_warp0;
+  for (int64_t g0 = 0; g0 < rows_per_warp; g0 += J) {
+    const int64_t row0 = warp_row0 + g0;
+    uint4 raw[J][kRawWords<T>];
+#pragma unroll
+    for (int j = 0; j < J; ++j) {
+      if (row0 + j < n && col < m) {
+        load8_raw<T>(dy, (row0 + j) * m + col, raw[j]);
+      } else {
+#pragma unroll
+        for (int w = 0; w < kRawWords<T>; ++w) raw[j][w] = make_uint4(0, 0, 0, 0);
+      }
+    }
+    float v[J][kVec];
+#pragma unroll
+    for (int j = 0; j < J; ++j) raw_to_float8<T>(raw[j], v[j]);
+    if (want_g) {
+      float sum[J][R];
+#pragma unroll
+      for (int rr = 0; rr < R; ++rr) {
+        const float4 lo = *reinterpret_cast<const float4*>(&sb[rr][cc]);
+        const float4 hi = *reinterpret_cast<const float4*>(&sb[rr][cc + 4]);
+#pragma unroll
+        for (int j = 0; j < J; ++j) {
+          sum[j][rr] = v[j][0] * lo.x + v[j][1] * lo.y + v[j][2] * lo.z + v[j][3] * lo.w + v[j][4] * hi.x +
+                       v[j][5] * hi.y + v[j][6] * hi.z + v[j][7] * hi.w;
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < J; ++j) {
+        int rank = 0;
+        const float total = warp_reduce_scatter<R>(sum[j], lane, &rank);
+        const int64_t row = row0 + j;
+        if (lane % (32 / R) == 0 && row < n) part_g[(static_cast<int64_t>(blockIdx.x) * n + row) * R + rank] = total;
+      }
+    }
+    if (want_db) {
+      float xv[J][R];
+      staged_rows<R, J>(sx, local_warp0 + static_cast<int>(g0), xv);
+#pragma unroll
+      for (int j = 0; j < J; ++j)
+#pragma unroll
+        for (int rr = 0; rr < R; ++rr)
+#pragma unroll
+          for (int i = 0; i < kVec; ++i) acc[rr][i] += xv[j][rr] * v[j][i];
+    }
+  }
+  if (!want_db) return;
+  float (*tile)[kDyTileCols] = reinterpret_cast<float (*)[kDyTileCols]>(&sx[0][0]);  // R x 256 floats <= sx
+  __syncthreads();  // every warp is done reading sx
+  for (int i = threadIdx.x; i < R * kDyTileCols; i += kThreads) (&tile[0][0])[i] = 0.0f;
+  for (int w = 0; w < kWarps; ++w) {
+    __syncthreads();
+    if (warp == w) {
+#pragma unroll
+      for (int rr = 0; rr < R; ++rr)
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) tile[rr][cc + i] += acc[rr][i];
+    }
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < R * kDyTileCols; i += kThreads) {  // part_db[row block][c][rr], c-major like db
+    const int c = i / R, rr = i % R;
+    if (c0 + c < m) part_db[(static_cast<int64_t>(blockIdx.y) * m + c0 + c) * R + rr] = tile[rr][c];
+  }
+}
+
+// Rows per block of the dy pass: a multiple of kTileRows sized for ~kTargetBlocks blocks, at most kDyMaxBlockRows.
+int64_t dy_rows_per_block(int64_t n, int64_t m) {
+  const int64_t col_tiles = (m + kDyTileCols - 1) / kDyTileCols;
+  const int64_t row_blocks = kTargetBlocks / col_tiles > 1 ? kTargetBlocks / col_tiles : 1;
+  const int64_t rows = (n + row_blocks - 1) / row_blocks;
+  const int64_t rounded = (rows + kTileRows - 1) / kTileRows * kTileRows;
+  return rounded < kDyMaxBlockRows ? rounded : kDyMaxBlockRows;
+}
+
 // Columns per lane of the da pass: 8 for r = 8, 4 for r = 16 (64 accumulators per lane either way).
 template <int R>
 constexpr int kDaColsPerLane = R == 8 ? 8 : 4;
@@ -819,6 +935,48 @@ cudaError_t launch_lora_da(const void* x, int x_dtype, const float* g, int64_t n
   const cudaError_t status = cudaGetLastError();
   if (status != cudaSuccess) return status;
   lora_da_reduce_kernel<<<blocks_for(r * k, 256), 256, 0, stream>>>(part, slices, r * k, scale, da);
+  return cudaGetLastError();
+}
+
+LoraDyWork lora_dy_work(int64_t n, int64_t m, int r) {
+  LoraDyWork w;
+  if (n <= 0 || m <= 0) return w;
+  const int64_t rows = dy_rows_per_block(n, m);
+  w.col_tiles = (m + kDyTileCols - 1) / kDyTileCols;
+  w.row_blocks = (n + rows - 1) / rows;
+  w.part_g_floats = w.col_tiles > 1 ? w.col_tiles * n * r : 0;
+  w.part_db_floats = w.row_blocks * m * r;
+  return w;
+}
+
+cudaError_t launch_lora_dy(const void* dy, int dy_dtype, const float* b, const float* xa, int64_t n, int64_t m, int r,
+                           float scale, float* g, float* db, float* part_g, float* part_db, cudaStream_t stream,
+                           const LoraKernelConfig& config) {
+  if (n <= 0 || (g == nullptr && db == nullptr)) return cudaSuccess;
+  if (r != 8 || !lora_fast_shape(m, r) || !activation_code(dy_dtype) || !grid_fits(n, m)) return cudaErrorInvalidValue;
+  const LoraDyWork work = lora_dy_work(n, m, r);
+  const int64_t rows = dy_rows_per_block(n, m);
+  const dim3 grid(static_cast<unsigned>(work.col_tiles), static_cast<unsigned>(work.row_blocks));
+  float* g_out = g == nullptr ? nullptr : (work.col_tiles > 1 ? part_g : g);
+  float* db_out = db == nullptr ? nullptr : part_db;
+  bool launched = false;
+  with_element_type(dy_dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    launched = launch_rows_variant<T, 2, 4>(config.dy_rows, [&](auto jc) {
+      lora_dy_kernel<8, T, decltype(jc)::value><<<grid, kThreads, 0, stream>>>(dy, b, xa, n, m, rows, g_out, db_out);
+    });
+  });
+  if (!launched) return cudaErrorInvalidValue;
+  cudaError_t status = cudaGetLastError();
+  if (status != cudaSuccess) return status;
+  if (g != nullptr && work.col_tiles > 1) {
+    sum_splits_kernel<<<blocks_for(n * r, 256), 256, 0, stream>>>(part_g, work.col_tiles, n * r, g);
+    status = cudaGetLastError();
+    if (status != cudaSuccess) return status;
+  }
+  if (db != nullptr) {
+    lora_da_reduce_kernel<<<blocks_for(m * r, 256), 256, 0, stream>>>(part_db, work.row_blocks, m * r, scale, db);
+  }
   return cudaGetLastError();
 }
 

@@ -238,6 +238,17 @@ bool lora_b_first() { return b_first_switch().on(); }
 void set_lora_b_first(bool on) { b_first_switch().set(on); }
 
 namespace {
+EnvSwitch& dy_fused_switch() {
+  static EnvSwitch sw("SWIFT_LORA_DY_FUSED", true);
+  return sw;
+}
+}  // namespace
+
+bool lora_dy_fused() { return dy_fused_switch().on(); }
+
+void set_lora_dy_fused(bool on) { dy_fused_switch().set(on); }
+
+namespace {
 
 // y (n, m) += scale * xa b^T (overwrite: y = that, y not read): the one-pass rank update with fp32 factors, else a
 // cuBLASLt product with xa and b rounded to y's dtype (fp32 accumulation).
@@ -353,15 +364,29 @@ void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, co
   if (n == 0 || r == 0) return;
   const bool want_g = dx.defined() || da.defined();
   Tensor g = want_g ? workspace(n * r, DType::F32, device) : Tensor();
-  if (db.defined()) {  // db (m, r) += scale dy^T xa
-    DeviceRegion region("lora_linear_backward.db", device);
-    add_lora_db(op, device, dy.raw(), n, m, xa, act, scale, db);
+  if (lora_dy_fused() && r == 8 && one_pass(dy, r) && b.dtype() == DType::F32 && xa.dtype() == DType::F32 &&
+      (!db.defined() || db.dtype() == DType::F32)) {
+    // g = dy b and db += scale dy^T xa in one read of dy, fp32 factors.
+    DeviceRegion region("lora_linear_backward.dy", device);
+    const LoraDyWork work = lora_dy_work(n, m, static_cast<int>(r));
+    Tensor part_g = want_g && work.part_g_floats > 0 ? workspace(work.part_g_floats, DType::F32, device) : Tensor();
+    Tensor part_db = db.defined() ? workspace(work.part_db_floats, DType::F32, device) : Tensor();
+    check_launch(op, launch_lora_dy(dy.raw(), code(act), b.data<float>(), xa.data<float>(), n, m, static_cast<int>(r),
+                                    scale, want_g ? g.data<float>() : nullptr,
+                                    db.defined() ? db.data<float>() : nullptr,
+                                    part_g.defined() ? part_g.data<float>() : nullptr,
+                                    part_db.defined() ? part_db.data<float>() : nullptr, stream(device)));
+  } else {
+    if (db.defined()) {  // db (m, r) += scale dy^T xa
+      DeviceRegion region("lora_linear_backward.db", device);
+      add_lora_db(op, device, dy.raw(), n, m, xa, act, scale, db);
+    }
+    if (want_g) {  // g (n, r) = dy b, F32
+      DeviceRegion region("lora_linear_backward.g", device);
+      lora_dy_b(op, device, dy.raw(), n, m, b, act, g);
+    }
   }
   if (!want_g) return;
-  {  // g (n, r) = dy b, F32
-    DeviceRegion region("lora_linear_backward.g", device);
-    lora_dy_b(op, device, dy.raw(), n, m, b, act, g);
-  }
   if (k == 0) return;
   const DropoutParams d = params_of(dropout);
   if (one_pass(x, r) && (!dx.defined() || one_pass(dx, r))) {  // one pass over dx and one over x
