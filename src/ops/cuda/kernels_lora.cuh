@@ -26,7 +26,6 @@ struct LoraKernelConfig {
   int xa_rows = 0;
   int update_rows = 2;
   int da_rows = 4;
-  int dy_rows = 2;
 };
 
 // Column splits of the xa pass; `part` needs lora_xa_splits(k) * n * r floats when that is > 1 (else unused).
@@ -61,13 +60,12 @@ struct LoraDyWork {
   int64_t col_tiles = 0, row_blocks = 0, part_g_floats = 0, part_db_floats = 0;
 };
 LoraDyWork lora_dy_work(int64_t n, int64_t m, int r);
-// The backward's two products of dy (n, m) in one read of dy, r = 8 only: g (n, r) F32 = dy b and
-// db (m, r) F32 += scale * dy^T xa, with b (m, r) and xa (n, r) F32 (PEFT's fp32 adapter: the factors are not rounded
-// to dy's dtype). g or db may be null (not computed). Deterministic: g sums its column tiles in order, db its row
-// blocks in order, each in a fixed per-element order.
+// The backward's two products of dy (n, m) in one read of dy, r = 8, BF16 dy, m % 8 == 0, 4-byte aligned dy:
+// g (n, r) F32 = dy b and db (m, r) F32 += scale * dy^T xa, with b (m, r) and xa (n, r) F32 rounded to bf16 as the
+// two cuBLASLt products round them (tensor cores, fp32 accumulation). g or db may be null (not computed).
+// Deterministic: g sums its column tiles in order, db its row blocks in order, each in a fixed order.
 cudaError_t launch_lora_dy(const void* dy, int dy_dtype, const float* b, const float* xa, int64_t n, int64_t m, int r,
-                           float scale, float* g, float* db, float* part_g, float* part_db, cudaStream_t stream,
-                           const LoraKernelConfig& config = {});
+                           float scale, float* g, float* db, float* part_g, float* part_db, cudaStream_t stream);
 
 // The MLP's gate and up get their B products and feed the swiglu in one pass (r = 8 only; gate, up, out (n, k) of
 // dtype code 0 / 1 / 2; xg, xu: (n, 8) F32; bg, bu: (k, 8) F32, LoRA's b): gate += scale * xg bg^T and up likewise,

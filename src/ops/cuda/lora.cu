@@ -2,7 +2,7 @@
 //   xa = dropout(x) a^T            (forward: one read of x)
 //   y += scale * mult * (g F)      (forward's B product with F = b^T, no dropout; backward's dx term with F = a)
 //   da += scale * g^T dropout(x)   (backward: one read of x)
-//   g = dy b, db += scale dy^T xa  (backward, r 8: one read of dy for both)
+//   g = dy b, db += scale dy^T xa  (backward, r 8, BF16: one read of dy for both, on tensor cores)
 //
 // Invariants:
 //  - Fast-path conditions (the caller checks them, else uses the GEMM path): r in {8, 16}, k % 8 == 0, x / y
@@ -520,119 +520,125 @@ __global__ void __launch_bounds__(kThreads, kHalfWidth<T> ? 2 : 1)
   }
 }
 
-// ---- the backward's dy pass: g = dy b and db += scale dy^T xa in one read of dy (r = 8) ----
-constexpr int kDyTileCols = kWarpCols;  // 256 columns per block: one 8-column load per lane and row
-constexpr int kDyMaxBlockRows = 1024;   // the block's rows of xa staged in shared memory (32 KB at r 8)
+// ---- the backward's dy pass: g = dy b and db += scale dy^T xa in one read of dy (r = 8, BF16, tensor cores) ----
+// Both products of a 16 x 16 tile of dy on mma.sync.m16n8k16 (bf16 operands, fp32 accumulation: the operands and
+// rounding of the two cuBLASLt products it replaces, b and xa rounded to bf16): the tile's A fragment, loaded once
+// from global memory, multiplies b's rows for g; its transpose (movmatrix on the four 8 x 8 blocks) multiplies xa's
+// rows for db.
+constexpr int kDyTileCols = 256;  // columns per block (16 k-tiles of 16)
+constexpr int kDyKTiles = kDyTileCols / 16;
+constexpr int kDyStepRows = 16;                   // rows per warp step
+constexpr int kDyBlockStep = kWarps * kDyStepRows;  // 128: rows_per_block is a multiple
 
-// Blocks (column tile of 256, row block): each warp takes rows_per_block / 8 consecutive rows in groups of J (all
-// of a group's loads of dy before its math). Per row, the lane's 8 columns against the staged b tile give the row's
-// partial g over the tile (warp_reduce_scatter, as xa), stored in part_g[tile][row] (g itself with one tile). Per
-// lane, db's 8 columns x R accumulate xa[row][rr] * dy[row][c] over the warp's rows in increasing order; the 8 warps'
-// sums are added in warp order into part_db[row block][c][rr]. Either output may be skipped (null).
-template <int R, typename T, int J>
-__global__ void __launch_bounds__(kThreads)
-    lora_dy_kernel(const void* dy, const float* b, const float* xa, int64_t n, int64_t m, int64_t rows_per_block,
-                   float* part_g, float* part_db) {
-  __shared__ __align__(16) float sb[R][kDyTileCols];
-  __shared__ __align__(16) float sx[kDyMaxBlockRows][R];  // reused for the warps' db sums at the end
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+__device__ __forceinline__ uint32_t transpose8x8(uint32_t a) {
+  uint32_t d;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(d) : "r"(a));
+  return d;
+}
+
+__device__ __forceinline__ void mma_bf16_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Blocks (column tile of 256, row block of rows_per_block, a multiple of 128): warp w takes the block's 16-row steps
+// w, w + 8, ...; per step it runs the 16 k-tiles of its rows in order: g's C fragment (16 rows x 8) sums them (the
+// row's partial over the tile goes to part_g[tile][row], or g with one tile); db's 16 C fragments (16 columns x 8
+// each) sum over the warp's steps, and the 8 warps' sums are added in warp order into part_db[row block][c][rr].
+// Either output may be skipped (null). m % 2 == 0 (a column pair is all in or all out).
+__global__ void __launch_bounds__(kThreads, 2)
+    lora_dy_mma_kernel(const __nv_bfloat16* __restrict__ dy, const float* __restrict__ b,
+                       const float* __restrict__ xa, int64_t n, int64_t m, int64_t rows_per_block,
+                       float* __restrict__ part_g, float* __restrict__ part_db) {
+  __shared__ uint32_t sbg[kDyKTiles][32][2];  // g's B fragments of the tile's 16 k-tiles, per lane
+  __shared__ __align__(16) float tile[kDyTileCols][8];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane / 4, tid = lane % 4;
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kDyTileCols;
   const int64_t block_row0 = static_cast<int64_t>(blockIdx.y) * rows_per_block;
+  const int64_t block_row1 = block_row0 + rows_per_block < n ? block_row0 + rows_per_block : n;
   const bool want_g = part_g != nullptr, want_db = part_db != nullptr;
-  for (int i = threadIdx.x; i < R * kDyTileCols; i += kThreads) {  // b stored (m, R): sb[rr][cc] = b[c0 + cc][rr]
-    const int cc = i / R, rr = i % R;
-    sb[rr][cc] = c0 + cc < m ? b[(c0 + cc) * R + rr] : 0.0f;
-  }
-  if (want_db) {
-    for (int i = threadIdx.x; i < rows_per_block * R; i += kThreads) {
-      const int64_t row = block_row0 + i / R;
-      (&sx[0][0])[i] = row < n ? xa[row * R + i % R] : 0.0f;
-    }
+  for (int i = threadIdx.x; i < kDyKTiles * 32; i += kThreads) {
+    const int t = i / 32, l = i % 32;
+    const int64_t col = c0 + 16 * t + 2 * (l % 4);
+    const int rank = l / 4;
+    const auto at = [&](int64_t c) { return c < m ? b[c * 8 + rank] : 0.0f; };
+    sbg[t][l][0] = pack_bf16x2(at(col), at(col + 1));
+    sbg[t][l][1] = pack_bf16x2(at(col + 8), at(col + 9));
   }
   __syncthreads();
-  const int cc = lane * kVec;
-  const int64_t col = c0 + cc;
-  float acc[R][kVec];
+  float cdb[kDyKTiles][4];
 #pragma unroll
-  for (int rr = 0; rr < R; ++rr)
+  for (int t = 0; t < kDyKTiles; ++t)
 #pragma unroll
-    for (int i = 0; i < kVec; ++i) acc[rr][i] = 0.0f;
-  const int64_t rows_per_warp = rows_per_block / kWarps;  // a multiple of 4, so of J
-  const int local_warp0 = static_cast<int>(warp * rows_per_warp);
-  const int64_t warp_row0 = block_row0 + local_warp0;
-  for (int64_t g0 = 0; g0 < rows_per_warp; g0 += J) {
-    const int64_t row0 = warp_row0 + g0;
-    uint4 raw[J][kRawWords<T>];
-#pragma unroll
-    for (int j = 0; j < J; ++j) {
-      if (row0 + j < n && col < m) {
-        load8_raw<T>(dy, (row0 + j) * m + col, raw[j]);
-      } else {
-#pragma unroll
-        for (int w = 0; w < kRawWords<T>; ++w) raw[j][w] = make_uint4(0, 0, 0, 0);
-      }
-    }
-    float v[J][kVec];
-#pragma unroll
-    for (int j = 0; j < J; ++j) raw_to_float8<T>(raw[j], v[j]);
-    if (want_g) {
-      float sum[J][R];
-#pragma unroll
-      for (int rr = 0; rr < R; ++rr) {
-        const float4 lo = *reinterpret_cast<const float4*>(&sb[rr][cc]);
-        const float4 hi = *reinterpret_cast<const float4*>(&sb[rr][cc + 4]);
-#pragma unroll
-        for (int j = 0; j < J; ++j) {
-          sum[j][rr] = v[j][0] * lo.x + v[j][1] * lo.y + v[j][2] * lo.z + v[j][3] * lo.w + v[j][4] * hi.x +
-                       v[j][5] * hi.y + v[j][6] * hi.z + v[j][7] * hi.w;
-        }
-      }
-#pragma unroll
-      for (int j = 0; j < J; ++j) {
-        int rank = 0;
-        const float total = warp_reduce_scatter<R>(sum[j], lane, &rank);
-        const int64_t row = row0 + j;
-        if (lane % (32 / R) == 0 && row < n) part_g[(static_cast<int64_t>(blockIdx.x) * n + row) * R + rank] = total;
-      }
-    }
+    for (int i = 0; i < 4; ++i) cdb[t][i] = 0.0f;
+  const int64_t tiles = (m + kDyTileCols - 1) / kDyTileCols;
+  for (int64_t r0 = block_row0 + warp * kDyStepRows; r0 < block_row1; r0 += kDyBlockStep) {
+    const int64_t ra = r0 + gid, rb = r0 + gid + 8;  // the rows of this lane's A elements
+    // db's B fragment: xa rows r0 + 2 tid (+1) and + 8, rank gid, rounded to bf16.
+    const auto xa_at = [&](int64_t row) { return row < n ? xa[row * 8 + gid] : 0.0f; };
+    uint32_t xb0 = 0, xb1 = 0;
     if (want_db) {
-      float xv[J][R];
-      staged_rows<R, J>(sx, local_warp0 + static_cast<int>(g0), xv);
+      xb0 = pack_bf16x2(xa_at(r0 + 2 * tid), xa_at(r0 + 2 * tid + 1));
+      xb1 = pack_bf16x2(xa_at(r0 + 2 * tid + 8), xa_at(r0 + 2 * tid + 9));
+    }
+    float cg[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    const uint32_t* pa = reinterpret_cast<const uint32_t*>(dy + ra * m);
+    const uint32_t* pb = reinterpret_cast<const uint32_t*>(dy + rb * m);
 #pragma unroll
-      for (int j = 0; j < J; ++j)
-#pragma unroll
-        for (int rr = 0; rr < R; ++rr)
-#pragma unroll
-          for (int i = 0; i < kVec; ++i) acc[rr][i] += xv[j][rr] * v[j][i];
+    for (int t = 0; t < kDyKTiles; ++t) {
+      const int64_t col = c0 + 16 * t + 2 * tid;  // even: a pair is in or out as a whole
+      uint32_t a[4];
+      a[0] = ra < n && col < m ? __ldg(pa + col / 2) : 0u;
+      a[1] = rb < n && col < m ? __ldg(pb + col / 2) : 0u;
+      a[2] = ra < n && col + 8 < m ? __ldg(pa + (col + 8) / 2) : 0u;
+      a[3] = rb < n && col + 8 < m ? __ldg(pb + (col + 8) / 2) : 0u;
+      if (want_g) mma_bf16_16816(cg, a, sbg[t][lane][0], sbg[t][lane][1]);
+      if (want_db) {
+        const uint32_t at[4] = {transpose8x8(a[0]), transpose8x8(a[2]), transpose8x8(a[1]), transpose8x8(a[3])};
+        mma_bf16_16816(cdb[t], at, xb0, xb1);
+      }
+    }
+    if (want_g) {  // cg: rows r0 + gid (+ 8), ranks 2 tid, 2 tid + 1
+      float* out = tiles > 1 ? part_g + static_cast<int64_t>(blockIdx.x) * n * 8 : part_g;
+      if (ra < n) *reinterpret_cast<float2*>(out + ra * 8 + 2 * tid) = make_float2(cg[0], cg[1]);
+      if (rb < n) *reinterpret_cast<float2*>(out + rb * 8 + 2 * tid) = make_float2(cg[2], cg[3]);
     }
   }
   if (!want_db) return;
-  float (*tile)[kDyTileCols] = reinterpret_cast<float (*)[kDyTileCols]>(&sx[0][0]);  // R x 256 floats <= sx
-  __syncthreads();  // every warp is done reading sx
-  for (int i = threadIdx.x; i < R * kDyTileCols; i += kThreads) (&tile[0][0])[i] = 0.0f;
+  for (int i = threadIdx.x; i < kDyTileCols * 8; i += kThreads) (&tile[0][0])[i] = 0.0f;
   for (int w = 0; w < kWarps; ++w) {
     __syncthreads();
-    if (warp == w) {
+    if (warp == w) {  // cdb[t]: columns 16 t + gid (+ 8), ranks 2 tid, 2 tid + 1
 #pragma unroll
-      for (int rr = 0; rr < R; ++rr)
-#pragma unroll
-        for (int i = 0; i < kVec; ++i) tile[rr][cc + i] += acc[rr][i];
+      for (int t = 0; t < kDyKTiles; ++t) {
+        tile[16 * t + gid][2 * tid] += cdb[t][0];
+        tile[16 * t + gid][2 * tid + 1] += cdb[t][1];
+        tile[16 * t + gid + 8][2 * tid] += cdb[t][2];
+        tile[16 * t + gid + 8][2 * tid + 1] += cdb[t][3];
+      }
     }
   }
   __syncthreads();
-  for (int i = threadIdx.x; i < R * kDyTileCols; i += kThreads) {  // part_db[row block][c][rr], c-major like db
-    const int c = i / R, rr = i % R;
-    if (c0 + c < m) part_db[(static_cast<int64_t>(blockIdx.y) * m + c0 + c) * R + rr] = tile[rr][c];
+  for (int i = threadIdx.x; i < kDyTileCols * 8; i += kThreads) {  // part_db[row block][c][rr], c-major like db
+    const int c = i / 8, rr = i % 8;
+    if (c0 + c < m) part_db[(static_cast<int64_t>(blockIdx.y) * m + c0 + c) * 8 + rr] = tile[c][rr];
   }
 }
 
-// Rows per block of the dy pass: a multiple of kTileRows sized for ~kTargetBlocks blocks, at most kDyMaxBlockRows.
+// Rows per block of the dy pass: a multiple of 128 sized for ~kTargetBlocks blocks.
 int64_t dy_rows_per_block(int64_t n, int64_t m) {
   const int64_t col_tiles = (m + kDyTileCols - 1) / kDyTileCols;
   const int64_t row_blocks = kTargetBlocks / col_tiles > 1 ? kTargetBlocks / col_tiles : 1;
   const int64_t rows = (n + row_blocks - 1) / row_blocks;
-  const int64_t rounded = (rows + kTileRows - 1) / kTileRows * kTileRows;
-  return rounded < kDyMaxBlockRows ? rounded : kDyMaxBlockRows;
+  return (rows + kDyBlockStep - 1) / kDyBlockStep * kDyBlockStep;
 }
 
 // Columns per lane of the da pass: 8 for r = 8, 4 for r = 16 (64 accumulators per lane either way).
@@ -950,23 +956,16 @@ LoraDyWork lora_dy_work(int64_t n, int64_t m, int r) {
 }
 
 cudaError_t launch_lora_dy(const void* dy, int dy_dtype, const float* b, const float* xa, int64_t n, int64_t m, int r,
-                           float scale, float* g, float* db, float* part_g, float* part_db, cudaStream_t stream,
-                           const LoraKernelConfig& config) {
+                           float scale, float* g, float* db, float* part_g, float* part_db, cudaStream_t stream) {
   if (n <= 0 || (g == nullptr && db == nullptr)) return cudaSuccess;
-  if (r != 8 || !lora_fast_shape(m, r) || !activation_code(dy_dtype) || !grid_fits(n, m)) return cudaErrorInvalidValue;
+  if (r != 8 || dy_dtype != 1 || m <= 0 || m % 8 != 0 || !grid_fits(n, m)) return cudaErrorInvalidValue;
   const LoraDyWork work = lora_dy_work(n, m, r);
   const int64_t rows = dy_rows_per_block(n, m);
   const dim3 grid(static_cast<unsigned>(work.col_tiles), static_cast<unsigned>(work.row_blocks));
   float* g_out = g == nullptr ? nullptr : (work.col_tiles > 1 ? part_g : g);
   float* db_out = db == nullptr ? nullptr : part_db;
-  bool launched = false;
-  with_element_type(dy_dtype, [&](auto* tag) {
-    using T = std::remove_pointer_t<decltype(tag)>;
-    launched = launch_rows_variant<T, 2, 4>(config.dy_rows, [&](auto jc) {
-      lora_dy_kernel<8, T, decltype(jc)::value><<<grid, kThreads, 0, stream>>>(dy, b, xa, n, m, rows, g_out, db_out);
-    });
-  });
-  if (!launched) return cudaErrorInvalidValue;
+  lora_dy_mma_kernel<<<grid, kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(dy), b, xa, n, m, rows, g_out,
+                                                    db_out);
   cudaError_t status = cudaGetLastError();
   if (status != cudaSuccess) return status;
   if (g != nullptr && work.col_tiles > 1) {

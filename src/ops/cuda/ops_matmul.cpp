@@ -364,9 +364,9 @@ void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, co
   if (n == 0 || r == 0) return;
   const bool want_g = dx.defined() || da.defined();
   Tensor g = want_g ? workspace(n * r, DType::F32, device) : Tensor();
-  if (lora_dy_fused() && r == 8 && one_pass(dy, r) && b.dtype() == DType::F32 && xa.dtype() == DType::F32 &&
-      (!db.defined() || db.dtype() == DType::F32)) {
-    // g = dy b and db += scale dy^T xa in one read of dy, fp32 factors.
+  if (lora_dy_fused() && r == 8 && dy.dtype() == DType::BF16 && one_pass(dy, r) && b.dtype() == DType::F32 &&
+      xa.dtype() == DType::F32 && (!db.defined() || db.dtype() == DType::F32)) {
+    // g = dy b and db += scale dy^T xa in one read of dy (tensor cores, b and xa rounded to bf16 as below).
     DeviceRegion region("lora_linear_backward.dy", device);
     const LoraDyWork work = lora_dy_work(n, m, static_cast<int>(r));
     Tensor part_g = want_g && work.part_g_floats > 0 ? workspace(work.part_g_floats, DType::F32, device) : Tensor();
