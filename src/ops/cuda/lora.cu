@@ -522,23 +522,20 @@ __global__ void __launch_bounds__(kThreads, kHalfWidth<T> ? 2 : 1)
 
 // ---- the backward's dy pass: g = dy b and db += scale dy^T xa in one read of dy (r = 8, BF16, tensor cores) ----
 // Both products of a 16 x 16 tile of dy on mma.sync.m16n8k16 (bf16 operands, fp32 accumulation: the operands and
-// rounding of the two cuBLASLt products it replaces, b and xa rounded to bf16): the tile's A fragment, loaded once
-// from global memory, multiplies b's rows for g; its transpose (movmatrix on the four 8 x 8 blocks) multiplies xa's
-// rows for db.
-constexpr int kDyTileCols = 256;  // columns per block (16 k-tiles of 16)
+// rounding of the two cuBLASLt products it replaces, b and xa rounded to bf16): the tile, read once from global
+// memory in 16-byte row pieces and staged in the warp's shared memory, is loaded as an A fragment (ldmatrix) that
+// multiplies b's rows for g, and transposed (ldmatrix.trans) to multiply xa's rows for db.
+constexpr int kDyTileCols = 256;                    // columns per block (16 k-tiles of 16)
 constexpr int kDyKTiles = kDyTileCols / 16;
-constexpr int kDyStepRows = 16;                   // rows per warp step
+constexpr int kDyChunkCols = 64;                    // columns per staged chunk: 16 rows x 128 bytes
+constexpr int kDyChunks = kDyTileCols / kDyChunkCols;
+constexpr int kDyPieces = kDyChunkCols / 8;         // 16-byte pieces per chunk row
+constexpr int kDyStepRows = 16;                     // rows per warp step
 constexpr int kDyBlockStep = kWarps * kDyStepRows;  // 128: rows_per_block is a multiple
 
 __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
   const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&h);
-}
-
-__device__ __forceinline__ uint32_t transpose8x8(uint32_t a) {
-  uint32_t d;
-  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(d) : "r"(a));
-  return d;
 }
 
 __device__ __forceinline__ void mma_bf16_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
@@ -549,17 +546,34 @@ __device__ __forceinline__ void mma_bf16_16816(float (&c)[4], const uint32_t (&a
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// The four 8 x 8 matrices at the lanes' row addresses (lanes 8 i .. 8 i + 7: matrix i), plain or transposed.
+template <bool kTrans>
+__device__ __forceinline__ void load_matrix_x4(uint32_t (&d)[4], const void* row_address) {
+  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(row_address));
+  if constexpr (kTrans) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+                 : "r"(a));
+  } else {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+                 : "r"(a));
+  }
+}
+
 // Blocks (column tile of 256, row block of rows_per_block, a multiple of 128): warp w takes the block's 16-row steps
-// w, w + 8, ...; per step it runs the 16 k-tiles of its rows in order: g's C fragment (16 rows x 8) sums them (the
-// row's partial over the tile goes to part_g[tile][row], or g with one tile); db's 16 C fragments (16 columns x 8
-// each) sum over the warp's steps, and the 8 warps' sums are added in warp order into part_db[row block][c][rr].
-// Either output may be skipped (null). m % 2 == 0 (a column pair is all in or all out).
+// w, w + 8, ...; a step's 256 columns go in 4 chunks of 64, each read by the warp in coalesced 16-byte pieces (one
+// chunk ahead, in registers), stored in the warp's double-buffered staging (pieces XOR-swizzled by row so that
+// ldmatrix's 8 row addresses fall in distinct banks), then its 4 k-tiles in order: g's C fragment (16 rows x 8) sums
+// the step's 16 k-tiles (the row's partial over the tile goes to part_g[tile][row], or g with one tile); db's 16 C
+// fragments (16 columns x 8 each) sum over the warp's steps, and the 8 warps' sums are added in warp order into
+// part_db[row block][c][rr]. Either output may be skipped (null). m % 8 == 0 (a 16-byte piece is all in or out).
 __global__ void __launch_bounds__(kThreads, 2)
     lora_dy_mma_kernel(const __nv_bfloat16* __restrict__ dy, const float* __restrict__ b,
                        const float* __restrict__ xa, int64_t n, int64_t m, int64_t rows_per_block,
                        float* __restrict__ part_g, float* __restrict__ part_db) {
   __shared__ uint32_t sbg[kDyKTiles][32][2];  // g's B fragments of the tile's 16 k-tiles, per lane
-  __shared__ __align__(16) float tile[kDyTileCols][8];
+  __shared__ __align__(16) uint4 stage[kWarps][2][kDyStepRows][kDyPieces];  // 2 KB per buffer; reused for db's sums
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane / 4, tid = lane % 4;
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kDyTileCols;
   const int64_t block_row0 = static_cast<int64_t>(blockIdx.y) * rows_per_block;
@@ -580,39 +594,74 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
     for (int i = 0; i < 4; ++i) cdb[t][i] = 0.0f;
   const int64_t tiles = (m + kDyTileCols - 1) / kDyTileCols;
-  for (int64_t r0 = block_row0 + warp * kDyStepRows; r0 < block_row1; r0 += kDyBlockStep) {
-    const int64_t ra = r0 + gid, rb = r0 + gid + 8;  // the rows of this lane's A elements
-    // db's B fragment: xa rows r0 + 2 tid (+1) and + 8, rank gid, rounded to bf16.
-    const auto xa_at = [&](int64_t row) { return row < n ? xa[row * 8 + gid] : 0.0f; };
+  // The warp's work: steps s = 0, 1, ... (rows r0(s)), each in kDyChunks chunks; item = s * kDyChunks + chunk.
+  const int64_t first_row = block_row0 + warp * kDyStepRows;
+  const int64_t steps = first_row < block_row1 ? (block_row1 - first_row + kDyBlockStep - 1) / kDyBlockStep : 0;
+  const int64_t items = steps * kDyChunks;
+  // Piece p = lane + 32 i (i < 4) of a chunk: row p / 8, piece p % 8 (8 lanes read one row's 128 bytes).
+  const auto load_item = [&](int64_t item, uint4 (&v)[4]) {
+    const int64_t r0 = first_row + (item / kDyChunks) * kDyBlockStep;
+    const int64_t col0 = c0 + (item % kDyChunks) * kDyChunkCols;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int p = lane + 32 * i;
+      const int64_t row = r0 + p / kDyPieces, col = col0 + 8 * (p % kDyPieces);
+      v[i] = row < n && col < m ? __ldg(reinterpret_cast<const uint4*>(dy + row * m + col)) : make_uint4(0, 0, 0, 0);
+    }
+  };
+  uint4 next[4];
+  if (items > 0) load_item(0, next);
+  // ldmatrix row addresses: lanes 0-7 rows 0-7 of a k-tile's left 8 columns, 8-15 rows 8-15 of them, 16-23 rows 0-7
+  // of its right 8 columns, 24-31 rows 8-15 of those (A fragment registers 0 / 1 / 2 / 3).
+  const int mrow = (lane & 7) + ((lane >> 3) & 1) * 8, mhalf = lane >> 4;
+  for (int64_t step = 0; step < steps; ++step) {
+    const int64_t r0 = first_row + step * kDyBlockStep;
+    float cg[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     uint32_t xb0 = 0, xb1 = 0;
-    if (want_db) {
+    if (want_db) {  // db's B fragment: xa rows r0 + 2 tid (+1) and + 8, rank gid, rounded to bf16
+      const auto xa_at = [&](int64_t row) { return row < n ? xa[row * 8 + gid] : 0.0f; };
       xb0 = pack_bf16x2(xa_at(r0 + 2 * tid), xa_at(r0 + 2 * tid + 1));
       xb1 = pack_bf16x2(xa_at(r0 + 2 * tid + 8), xa_at(r0 + 2 * tid + 9));
     }
-    float cg[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    const uint32_t* pa = reinterpret_cast<const uint32_t*>(dy + ra * m);
-    const uint32_t* pb = reinterpret_cast<const uint32_t*>(dy + rb * m);
 #pragma unroll
-    for (int t = 0; t < kDyKTiles; ++t) {
-      const int64_t col = c0 + 16 * t + 2 * tid;  // even: a pair is in or out as a whole
-      uint32_t a[4];
-      a[0] = ra < n && col < m ? __ldg(pa + col / 2) : 0u;
-      a[1] = rb < n && col < m ? __ldg(pb + col / 2) : 0u;
-      a[2] = ra < n && col + 8 < m ? __ldg(pa + (col + 8) / 2) : 0u;
-      a[3] = rb < n && col + 8 < m ? __ldg(pb + (col + 8) / 2) : 0u;
-      if (want_g) mma_bf16_16816(cg, a, sbg[t][lane][0], sbg[t][lane][1]);
-      if (want_db) {
-        const uint32_t at[4] = {transpose8x8(a[0]), transpose8x8(a[2]), transpose8x8(a[1]), transpose8x8(a[3])};
-        mma_bf16_16816(cdb[t], at, xb0, xb1);
+    for (int chunk = 0; chunk < kDyChunks; ++chunk) {
+      const int64_t item = step * kDyChunks + chunk;
+      const int buf = chunk & 1;  // kDyChunks is even: item & 1
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int p = lane + 32 * i, row = p / kDyPieces, piece = p % kDyPieces;
+        stage[warp][buf][row][piece ^ (row % 8)] = next[i];
       }
+      __syncwarp();
+      if (item + 1 < items) load_item(item + 1, next);  // in flight during this chunk's math
+#pragma unroll
+      for (int kt = 0; kt < kDyChunkCols / 16; ++kt) {
+        const int t = chunk * (kDyChunkCols / 16) + kt;
+        const uint4* row_address = &stage[warp][buf][mrow][(2 * kt + mhalf) ^ (mrow % 8)];
+        if (want_g) {
+          uint32_t a[4];
+          load_matrix_x4<false>(a, row_address);
+          mma_bf16_16816(cg, a, sbg[t][lane][0], sbg[t][lane][1]);
+        }
+        if (want_db) {  // the transposed tile: its blocks (0,0), (1,0), (0,1), (1,1) are matrices 0, 2, 1, 3
+          uint32_t tr[4];
+          load_matrix_x4<true>(tr, row_address);
+          const uint32_t at[4] = {tr[0], tr[2], tr[1], tr[3]};
+          mma_bf16_16816(cdb[t], at, xb0, xb1);
+        }
+      }
+      __syncwarp();  // every lane's ldmatrix of this buffer is done before it is rewritten (item + 2)
     }
     if (want_g) {  // cg: rows r0 + gid (+ 8), ranks 2 tid, 2 tid + 1
       float* out = tiles > 1 ? part_g + static_cast<int64_t>(blockIdx.x) * n * 8 : part_g;
+      const int64_t ra = r0 + gid, rb = r0 + gid + 8;
       if (ra < n) *reinterpret_cast<float2*>(out + ra * 8 + 2 * tid) = make_float2(cg[0], cg[1]);
       if (rb < n) *reinterpret_cast<float2*>(out + rb * 8 + 2 * tid) = make_float2(cg[2], cg[3]);
     }
   }
   if (!want_db) return;
+  float (*tile)[8] = reinterpret_cast<float (*)[8]>(&stage[0][0][0][0]);  // 256 x 8 floats (8 KB of 32)
+  __syncthreads();  // every warp is done with its staging
   for (int i = threadIdx.x; i < kDyTileCols * 8; i += kThreads) (&tile[0][0])[i] = 0.0f;
   for (int w = 0; w < kWarps; ++w) {
     __syncthreads();
