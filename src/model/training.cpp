@@ -6,7 +6,10 @@
 //   x_mid = x_in + o_proj(attn)              h2 = rmsnorm(x_mid)
 //   gate, up = linear(h2)                    act = silu(gate) * up        x_out = x_mid + down_proj(act)
 // When gate and up are both plain LoRA linears their B products are added in the swiglu's pass (ops::swiglu_lora, the
-// same bits as lora_linear's; SWIFT_LORA_FOLD_SWIGLU=0 leaves them in lora_linear, for A/B measurements).
+// same bits as lora_linear's; SWIFT_LORA_FOLD_SWIGLU=0 leaves them in lora_linear, for A/B measurements). A plain
+// LoRA o / down writes its frozen product, and its B product comes with the residual add (ops::add_lora_residual:
+// one pass instead of a copy of the residual, the product's read-modify-write and the B product's;
+// SWIFT_LORA_FOLD_RESIDUAL=0 for A/B measurements).
 // The backward walks the same steps in reverse; the residual stream's gradient `d` is carried in place.
 // Sequence parallel (P ranks): T is this rank's share of the padded batch; q, k, v are exchanged right after their
 // projections (scatter_heads: all Ta = P*T tokens, H/P heads), so qk-norm, rope and attention run on whole sequences
@@ -313,6 +316,19 @@ void TrainableModel::linear_forward(int64_t i, LinearKind kind, const Tensor& x,
   ops::lora_linear(x, L.w, L.bias, L.lora->a, L.lora->b, lora_.scale, d, y, xa, accumulate, b_product);
 }
 
+bool TrainableModel::residual_b_folded(int64_t i, LinearKind kind) const {
+  // SWIFT_LORA_FOLD_RESIDUAL=0 keeps o's / down's B products in lora_linear, accumulating onto a copy of the residual
+  // (for A/B measurements; the sums are rounded in another order).
+  static const bool kFold = env_int("SWIFT_LORA_FOLD_RESIDUAL", 1) != 0;
+  const LoraLinear* lora = layers_[static_cast<size_t>(i)].linears[static_cast<size_t>(kind)].lora;
+  return kFold && lora != nullptr && !lora->dora();
+}
+
+ops::LoraBProduct TrainableModel::b_product_of(int64_t i, LinearKind kind, const Activations& a) const {
+  return ops::LoraBProduct{a.xa[static_cast<size_t>(kind)],
+                           layers_[static_cast<size_t>(i)].linears[static_cast<size_t>(kind)].lora->b};
+}
+
 bool TrainableModel::mlp_b_folded(int64_t i) const {
   // SWIFT_LORA_FOLD_SWIGLU=0 keeps the B products in lora_linear (the same bits; for A/B measurements).
   static const bool kFold = env_int("SWIFT_LORA_FOLD_SWIGLU", 1) != 0;
@@ -418,6 +434,10 @@ void TrainableModel::layer_forward(int64_t i, const MicroBatch& b, const Tensor&
     tp->all_reduce(o);
     a.x_mid = act({T, C});
     ops::add(x_in, o, a.x_mid);
+  } else if (residual_b_folded(i, LinearKind::O)) {  // x_mid = o's frozen product, then + x_in + its B product
+    a.x_mid = act({T, C});
+    linear_forward(i, LinearKind::O, a.attn.view({T, Hq * D}), a.x_mid, false, a, seed, training, false);
+    ops::add_lora_residual(a.x_mid, x_in, b_product_of(i, LinearKind::O, a), lora_.scale);
   } else {
     a.x_mid = x_in.clone(MemoryCategory::Activations);
     lin(LinearKind::O, a.attn.view({T, Hq * D}), a.x_mid, true);
@@ -431,6 +451,9 @@ void TrainableModel::layer_forward(int64_t i, const MicroBatch& b, const Tensor&
     lin(LinearKind::Down, a.act, m, false);
     tp->all_reduce(m);
     ops::add(a.x_mid, m, x_out);
+  } else if (residual_b_folded(i, LinearKind::Down)) {
+    linear_forward(i, LinearKind::Down, a.act, x_out, false, a, seed, training, false);
+    ops::add_lora_residual(x_out, a.x_mid, b_product_of(i, LinearKind::Down, a), lora_.scale);
   } else {
     x_out.copy_from(a.x_mid);
     lin(LinearKind::Down, a.act, x_out, true);

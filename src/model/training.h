@@ -203,6 +203,10 @@ class TrainableModel {
   // Whether layer i's gate and up are both plain LoRA linears: their B products are then added in the swiglu's pass
   // (ops::swiglu_lora) instead of lora_linear's.
   bool mlp_b_folded(int64_t layer) const;
+  // o's / down's B product added with the residual in one pass (ops::add_lora_residual) when that linear is plain
+  // LoRA (not DoRA), unless SWIFT_LORA_FOLD_RESIDUAL=0; its factors from the forward's xa.
+  bool residual_b_folded(int64_t layer, LinearKind kind) const;
+  ops::LoraBProduct b_product_of(int64_t layer, LinearKind kind, const Activations& a) const;
   void apply_rope(Tensor& x, const MicroBatch& b, bool backward) const;
   // The LoRA dropout of one linear: its seed is a function of (step seed, layer, kind) only, and its map places this
   // rank's (tokens, input columns) block in the one-process input (sequence parallel: the rank's first token;

@@ -215,6 +215,13 @@ void swiglu_lora(Tensor& gate, Tensor& up, const LoraBProduct& gate_b, const Lor
            [&] { cuda::swiglu_lora(gate, up, gate_b, up_b, scale, out); });
 }
 
+void add_lora_residual(Tensor& y, const Tensor& residual, const LoraBProduct& bp, float scale) {
+  require_writable("add_lora_residual", {&y});
+  dispatch("add_lora_residual", detail::check_add_lora_residual("add_lora_residual", y, residual, bp.xa, bp.b),
+           [&] { cpu::add_lora_residual(y, residual, bp, scale); },
+           [&] { cuda::add_lora_residual(y, residual, bp, scale); });
+}
+
 void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b,
                           const Tensor& xa, float scale, const Dropout& dropout, Tensor& dx, Tensor& da, Tensor& db,
                           bool accumulate_dx) {

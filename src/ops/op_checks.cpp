@@ -132,6 +132,22 @@ Device check_swiglu_lora(const char* op, const Tensor& gate, const Tensor& up, c
   return device;
 }
 
+Device check_add_lora_residual(const char* op, const Tensor& y, const Tensor& residual, const Tensor& xa,
+                               const Tensor& b) {
+  const Device device = check_elementwise3(op, "y", y, "residual", residual, y);
+  require_rank(op, "y", y, 2, "(N, M)");
+  for (const auto& [name, t] : {std::pair<const char*, const Tensor*>{"xa", &xa}, {"b", &b}}) {
+    require_defined(op, name, *t);
+    require_rank(op, name, *t, 2, "(N, r) / (M, r)");
+    if (t->dtype() != DType::F32) fail("{}: {} {} must be F32", op, name, desc(*t));
+  }
+  if (xa.size(0) != y.size(0) || b.size(0) != y.size(1) || b.size(1) != xa.size(1)) {
+    fail("{}: xa {} must be (N, r) and b {} (M, r) for y {}", op, desc(xa), desc(b), desc(y));
+  }
+  common_device(op, {&y, &residual, &xa, &b});
+  return device;
+}
+
 Device check_swap_outer_axes(const Tensor& x, const Tensor& y) {
   const char* op = "swap_outer_axes";
   require_defined(op, "x", x);

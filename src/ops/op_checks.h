@@ -48,6 +48,8 @@ Device check_add(const Tensor& a, const Tensor& b, const Tensor& out);
 Device check_swiglu_lora(const char* op, const Tensor& gate, const Tensor& up, const Tensor& xa_gate,
                          const Tensor& b_gate, const Tensor& xa_up, const Tensor& b_up, const Tensor& out);
 Device check_swiglu(const Tensor& gate, const Tensor& up, const Tensor& out);
+Device check_add_lora_residual(const char* op, const Tensor& y, const Tensor& residual, const Tensor& xa,
+                               const Tensor& b);
 Device check_swap_outer_axes(const Tensor& x, const Tensor& y);
 // vocab_offset >= 0: embedding_shard (ids >= 0, those outside the table's rows are another rank's); -1: embedding.
 Device check_embedding(const Tensor& table, const Tensor& ids, const Tensor& out, int64_t vocab_offset = -1);

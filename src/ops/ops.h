@@ -216,6 +216,12 @@ struct LoraBProduct {
 };
 void swiglu_lora(Tensor& gate, Tensor& up, const LoraBProduct& gate_b, const LoraBProduct& up_b, float scale,
                  Tensor& out);
+// The residual stream after a LoRA linear that wrote its frozen product alone (lora_linear without accumulate and
+// with b_product false: the attention's o and the MLP's down): y = y + residual + scale * xa b^T, summed in fp32 in
+// that order and rounded once to the activation dtype (the one-pass rank update's arithmetic, reading y and the
+// residual once; transformers rounds the linear's output before adding the residual).
+//   y (in / out), residual: (N, M), one dtype; xa: (N, r) F32; b: (M, r) F32.
+void add_lora_residual(Tensor& y, const Tensor& residual, const LoraBProduct& bp, float scale);
 // Backward of lora_linear (same x, w, a, b, scale and dropout; xa from the forward).
 //   dy: (N, M) F32.
 //   dx: (N, K) F32 = dy w + scale * keep(dy b a) / (1 - p) (+= with accumulate_dx), or undefined.

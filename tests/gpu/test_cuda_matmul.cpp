@@ -380,6 +380,43 @@ TEST(OpsCudaMatmul, LoraLinearWithDropoutMapMatchesReference) {
   }
 }
 
+// add_lora_residual (the residual stream after o / down: y = y + residual + scale xa b^T, one rounding): against the
+// double-precision sum of the same rounded inputs, on the one-pass kernel (r 8, M % 8 == 0: odd rows, several column
+// tiles) and on the fallback (r 4, an odd M); the residual is read only; F32 / BF16 / F16.
+TEST(OpsCudaMatmul, AddLoraResidualMatchesTheSum) {
+  ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
+  struct Case { int64_t n, m, r; };
+  const Case cases[] = {{70, 1032, 8}, {33, 40, 8}, {300, 520, 8}, {19, 50, 4}, {1, 8, 8}};
+  uint32_t seed = 9800;
+  for (const Case& cs : cases) {
+    for (DType act : {DType::F32, DType::BF16, DType::F16}) {
+      SCOPED_TRACE(fmt::format("N={} M={} r={} act={}", cs.n, cs.m, cs.r, name(act)));
+      g_tag = std::string("add_lora_residual ") + name(act);
+      const float scale = 4.0f / static_cast<float>(cs.r);
+      const Tensor y0 = rounded(random_tensor({cs.n, cs.m}, DType::F32, ++seed), act);
+      const Tensor res = rounded(random_tensor({cs.n, cs.m}, DType::F32, ++seed), act);
+      const Tensor xa = random_tensor({cs.n, cs.r}, DType::F32, ++seed);
+      const Tensor b = random_tensor({cs.m, cs.r}, DType::F32, ++seed, -0.5f, 0.5f);
+      DeviceOut y({cs.n, cs.m}, act);
+      y.set(y0);
+      const Tensor res_dev = (act == DType::F32 ? res : res.to_dtype(act)).to(Device::cuda());
+      ops::add_lora_residual(y.tensor, res_dev, ops::LoraBProduct{xa.to(Device::cuda()), b.to(Device::cuda())}, scale);
+      Tensor want = Tensor::empty({cs.n, cs.m}, DType::F32);
+      for (int64_t i = 0; i < cs.n; ++i) {
+        for (int64_t j = 0; j < cs.m; ++j) {
+          double t = 0.0;
+          for (int64_t q = 0; q < cs.r; ++q) t += static_cast<double>(xa.data<float>()[i * cs.r + q]) * b.data<float>()[j * cs.r + q];
+          want.data<float>()[i * cs.m + j] = static_cast<float>(static_cast<double>(y0.data<float>()[i * cs.m + j]) +
+                                                                res.data<float>()[i * cs.m + j] + scale * t);
+        }
+      }
+      expect_close(y.fetch(), want, tol_for(act), "y");
+      const Tensor res_back = res_dev.to(Device::cpu());
+      EXPECT_TRUE(bit_equal(act == DType::F32 ? res_back : res_back.to_dtype(DType::F32), res)) << "the residual is read only";
+    }
+  }
+}
+
 // The keep-bits cache (ops.h Dropout::keep_bits): a forward on the one-pass path stores exactly the reference's mask
 // (dropout_keep at each element's stream index, maps with row / column offsets included), leaves y and xa as without
 // the cache, and a backward reading it gives the same bits as one drawing the mask again (r 8 and 16, odd N, K

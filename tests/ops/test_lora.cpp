@@ -250,6 +250,43 @@ TEST(OpsLora, SwigluLoraEqualsBProductThenSwiglu) {
   EXPECT_TRUE(throws_error([&] { ops::swiglu_lora(g, g, bad, bad, 1.0f, o); }, {"swiglu_lora", "b_gate"}));
 }
 
+// add_lora_residual on the CPU: lora_linear without accumulate or its B product (y = the frozen product) then
+// add_lora_residual give lora_linear accumulated onto the residual, within fp32 rounding (the additions run in
+// another order); the residual is not written; factors of the wrong shape are refused by name.
+TEST(OpsLora, AddLoraResidualEqualsTheLinearOntoTheResidual) {
+  const LoraShape shapes[] = {{1, 1, 1, 1}, {5, 7, 13, 3}, {33, 64, 200, 8}, {70, 200, 72, 16}};
+  uint32_t seed = 6300;
+  for (const LoraShape& s : shapes) {
+    SCOPED_TRACE(::testing::Message() << "n=" << s.n << " k=" << s.k << " m=" << s.m << " r=" << s.r);
+    const ops::Dropout drop{0.2f, 13 + seed};
+    const float scale = 1.5f;
+    Tensor x = random_tensor({s.n, s.k}, DType::F32, ++seed);
+    Tensor w = random_tensor({s.m, s.k}, DType::F32, ++seed);
+    Tensor a = random_tensor({s.r, s.k}, DType::F32, ++seed), b = random_tensor({s.m, s.r}, DType::F32, ++seed);
+    Tensor residual = random_tensor({s.n, s.m}, DType::F32, ++seed);
+    const Tensor residual_before = residual.clone();
+    Tensor want = residual.clone(), xa_want = Tensor::empty({s.n, s.r}, DType::F32);
+    ops::lora_linear(x, w, Tensor(), a, b, scale, drop, want, xa_want, /*accumulate=*/true);
+    Tensor y = Tensor::empty({s.n, s.m}, DType::F32), xa = Tensor::empty({s.n, s.r}, DType::F32);
+    ops::lora_linear(x, w, Tensor(), a, b, scale, drop, y, xa, false, false);
+    EXPECT_TRUE(bit_equal(xa, xa_want));
+    ops::add_lora_residual(y, residual, ops::LoraBProduct{xa, b}, scale);
+    EXPECT_TRUE(bit_equal(residual, residual_before)) << "the residual is read only";
+    double worst = 0.0, largest = 0.0;
+    for (int64_t i = 0; i < y.numel(); ++i) {
+      worst = std::max(worst, std::fabs(static_cast<double>(y.data<float>()[i]) - want.data<float>()[i]));
+      largest = std::max(largest, std::fabs(static_cast<double>(want.data<float>()[i])));
+    }
+    EXPECT_LE(worst, 1e-5 * std::max(largest, 1.0)) << "fp32 rounding of three additions in another order";
+  }
+  Tensor y = Tensor::empty({4, 8}, DType::F32), res = Tensor::empty({4, 8}, DType::F32);
+  const ops::LoraBProduct bad{Tensor::empty({4, 2}, DType::F32), Tensor::empty({7, 2}, DType::F32)};
+  EXPECT_TRUE(throws_error([&] { ops::add_lora_residual(y, res, bad, 1.0f); }, {"add_lora_residual", "b"}));
+  Tensor other = Tensor::empty({4, 9}, DType::F32);
+  const ops::LoraBProduct good{Tensor::empty({4, 2}, DType::F32), Tensor::empty({8, 2}, DType::F32)};
+  EXPECT_TRUE(throws_error([&] { ops::add_lora_residual(y, other, good, 1.0f); }, {"add_lora_residual", "residual"}));
+}
+
 TEST(OpsLoraFd, ZeroBGivesTheBaseLinearAndRecomputeGivesTheSameMask) {
   Margin margin;
   const int64_t n = 37, k = 45, m = 29, r = 4;

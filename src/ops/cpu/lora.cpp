@@ -222,6 +222,13 @@ void swiglu_lora(Tensor& gate, Tensor& up, const LoraBProduct& gate_b, const Lor
   swiglu(gate, up, out);
 }
 
+// y + residual, then the B product as lora_linear adds it (the same gemm): fp32 on the CPU.
+void add_lora_residual(Tensor& y, const Tensor& residual, const LoraBProduct& bp, float scale) {
+  SWIFT_PROFILE("add_lora_residual");
+  add(y, residual, y);
+  gemm(false, true, scale, bp.xa, bp.b, 1.0f, y);
+}
+
 void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b,
                           const Tensor& xa, float scale, const Dropout& dropout, Tensor& dx, Tensor& da, Tensor& db,
                           bool accumulate_dx) {

@@ -40,11 +40,14 @@ cudaError_t launch_lora_xa(const void* x, int x_dtype, const float* a, int64_t n
 // y (n, k) += scale * multiplier * (g F) in one read and write of y; g: (n, r) F32; F = f as (r, k), or
 // f_transposed: f stored (k, r) (LoRA's b for the forward's B product). The multipliers come from keep_bits (the
 // forward's cache of the same mask) when it is non-null, else from the generator. overwrite: y = that product, y is
-// not read (the forward writes it before the frozen product accumulates onto it).
+// not read (the forward writes it before the frozen product accumulates onto it). residual (n, k) in y's dtype,
+// non-null for the B product of r 8 only (f_transposed, no overwrite, the default config): y = (y + residual) +
+// scale * (g F), each read once (add_lora_residual).
 cudaError_t launch_lora_rank_update(void* y, int y_dtype, const float* g, const float* f, bool f_transposed, int64_t n,
                                     int64_t k, int r, float scale, uint64_t seed, uint32_t threshold, float keep_scale,
                                     const DropoutMap& map, const uint8_t* keep_bits, cudaStream_t stream,
-                                    const LoraKernelConfig& config = {}, bool overwrite = false);
+                                    const LoraKernelConfig& config = {}, bool overwrite = false,
+                                    const void* residual = nullptr);
 
 // Row slices of the da pass (a function of the shape only); `part` needs lora_da_slices(n, k, r) * r * k floats.
 int64_t lora_da_slices(int64_t n, int64_t k, int r);

@@ -366,8 +366,9 @@ __device__ __forceinline__ void staged_rows(const float (*sg)[R], int local0, fl
 
 // One group of the rank update: rows row0 .. row0 + J - 1 of y from their raw loads, stored back.
 // g's rows of the group are sg[local0 .. local0 + J - 1] (staged by the block; zeros past n).
-template <int R, typename T, int J>
+template <int R, typename T, int J, bool kResidual>
 __device__ __forceinline__ void rank_update_group(const uint4 (&raw)[J][kSteps][kRawWords<T>],
+                                                  const uint4 (&res)[kResidual ? J : 1][kSteps][kRawWords<T>],
                                                   const float (&sf)[R][kTileCols], const float (*sg)[R], int local0,
                                                   void* y, int64_t n, int64_t k, int64_t row0, int64_t c0, int lane,
                                                   float scale, uint64_t seed, uint32_t threshold, float keep_scale,
@@ -401,6 +402,12 @@ __device__ __forceinline__ void rank_update_group(const uint4 (&raw)[J][kSteps][
       }
       float v[kVec];
       raw_to_float8<T>(raw[j][s], v);
+      if constexpr (kResidual) {  // y + residual first (add_lora_residual), then the rank term
+        float rv[kVec];
+        raw_to_float8<T>(res[j][s], rv);
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) v[i] = v[i] + rv[i];
+      }
       add_scaled8(v, scale, t[j]);
       store8<T>(y, e, v);
     }
@@ -408,14 +415,14 @@ __device__ __forceinline__ void rank_update_group(const uint4 (&raw)[J][kSteps][
 }
 
 // y[row][c] += scale * mult(row, c) * sum_rr g[row][rr] * F[rr][c]; F = f (R, k), or f (k, R) transposed (with
-// overwrite: y = 0 + ..., y not read).
+// overwrite: y = 0 + ..., y not read; with kResidual: y = (y + residual) + ..., residual (n, k) like y).
 // (rows_per_block is a multiple of kTileRows, so of kWarps * J.) Groups of J rows, all of a group's loads of y before
 // its math and stores.
-template <int R, typename T, bool kTransposed, int J>
+template <int R, typename T, bool kTransposed, int J, bool kResidual = false>
 __global__ void __launch_bounds__(kThreads, kHalfWidth<T> ? 2 : 1)
     lora_rank_update_kernel(void* y, const float* g, const float* f, int64_t n, int64_t k, int64_t rows_per_block,
                             float scale, uint64_t seed, uint32_t threshold, float keep_scale, DropoutMap map,
-                            const uint8_t* keep_bits, bool overwrite) {
+                            const uint8_t* keep_bits, bool overwrite, const void* residual) {
   __shared__ __align__(16) float sf[R][kTileCols];
   __shared__ __align__(16) float sg[kMaxBlockRows][R];  // the block's rows of g (rows_per_block <= kMaxBlockRows)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -441,8 +448,11 @@ __global__ void __launch_bounds__(kThreads, kHalfWidth<T> ? 2 : 1)
     } else {
       load_group_raw<J, T, false>(y, n, k, warp_row0 + g0, c0, lane, raw);
     }
-    rank_update_group<R, T, J>(raw, sf, sg, local_warp0 + static_cast<int>(g0), y, n, k, warp_row0 + g0, c0, lane,
-                               scale, seed, threshold, keep_scale, map, keep_bits);
+    uint4 res[kResidual ? J : 1][kSteps][kRawWords<T>];
+    if constexpr (kResidual) load_group_raw<J, T, false>(residual, n, k, warp_row0 + g0, c0, lane, res);
+    rank_update_group<R, T, J, kResidual>(raw, res, sf, sg, local_warp0 + static_cast<int>(g0), y, n, k,
+                                          warp_row0 + g0, c0, lane, scale, seed, threshold, keep_scale, map,
+                                          keep_bits);
   }
 }
 
@@ -927,21 +937,30 @@ cudaError_t launch_lora_xa(const void* x, int x_dtype, const float* a, int64_t n
 cudaError_t launch_lora_rank_update(void* y, int y_dtype, const float* g, const float* f, bool f_transposed, int64_t n,
                                     int64_t k, int r, float scale, uint64_t seed, uint32_t threshold, float keep_scale,
                                     const DropoutMap& map, const uint8_t* keep_bits, cudaStream_t stream,
-                                    const LoraKernelConfig& config, bool overwrite) {
+                                    const LoraKernelConfig& config, bool overwrite, const void* residual) {
   if (n <= 0) return cudaSuccess;
   if (!lora_fast_shape(k, r) || !activation_code(y_dtype) || !grid_fits(n, k)) return cudaErrorInvalidValue;
   const int64_t rows = rows_per_block(n, k);
   const dim3 grid = tile_grid(n, k, rows);
+  if (residual != nullptr && (overwrite || r != 8 || !f_transposed || config.update_rows != 2)) {
+    return cudaErrorInvalidValue;  // the residual form: the B product of r 8 (add_lora_residual), default shape
+  }
   bool launched = false;
   with_element_type(y_dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
+    if (residual != nullptr) {
+      lora_rank_update_kernel<8, T, true, 2, true><<<grid, kThreads, 0, stream>>>(
+          y, g, f, n, k, rows, scale, seed, threshold, keep_scale, map, keep_bits, false, residual);
+      launched = true;
+      return;
+    }
     const auto go = [&](auto rank, auto transposed) {
       constexpr int R = decltype(rank)::value;
       constexpr bool TR = decltype(transposed)::value;
       launched = launch_rows_variant<T, 2, 4>(config.update_rows, [&](auto jc) {
         lora_rank_update_kernel<R, T, TR, decltype(jc)::value>
             <<<grid, kThreads, 0, stream>>>(y, g, f, n, k, rows, scale, seed, threshold, keep_scale, map, keep_bits,
-                                            overwrite);
+                                            overwrite, nullptr);
       });
     };
     if (r == 8) {

@@ -350,6 +350,21 @@ void swiglu_lora(Tensor& gate, Tensor& up, const LoraBProduct& gate_b, const Lor
                                       gate.size(1), 8, scale, out.raw(), stream(dev(gate))));
 }
 
+// One pass for r 8 and one-pass shapes (the rank update reading the residual too), else add then the B product.
+void add_lora_residual(Tensor& y, const Tensor& residual, const LoraBProduct& bp, float scale) {
+  const char* op = "add_lora_residual";
+  const int64_t n = y.size(0), m = y.size(1), r = bp.xa.size(1);
+  if (n == 0 || m == 0) return;
+  if (r == 8 && one_pass(y, r) && one_pass(residual, r)) {
+    check_launch(op, launch_lora_rank_update(y.raw(), code(y.dtype()), bp.xa.data<float>(), bp.b.data<float>(), true, n,
+                                             m, 8, scale, 0, 0u, 1.0f, DropoutMap{}, nullptr, stream(dev(y)), {}, false,
+                                             residual.raw()));
+    return;
+  }
+  add(y, residual, y);
+  add_b_product(op, bp.xa, bp.b, scale, y, false);
+}
+
 void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b,
                           const Tensor& xa, float scale, const Dropout& dropout, Tensor& dx, Tensor& da, Tensor& db,
                           bool accumulate_dx) {
