@@ -2,7 +2,8 @@
 // ops::attention_backward (src/ops/cuda/attention_cudnn.cpp) against the CPU references (ops::ref, double
 // precision): BF16 and F16, packed variable-length batches with odd lengths (including 1), head dims 64 and 128,
 // GQA 1:1, 2:1, 4:1 and 7:1 (Qwen2.5-7B: 28 query heads, 4 kv heads, D 128), sliding windows, batches that the
-// plan-count bucketing pads with empty sequences (B 3, 5, 9 -> 4, 8, 16); forward out + lse,
+// plan-count bucketing pads with empty sequences (B 3, 5, 9 -> 4, 8, 16), batches of one bucket length (the dense
+// graphs); forward out + lse,
 // backward dq / dk / dv, and that the backward is bit-reproducible. Also: SWIFT_ATTENTION=flash2 and F32
 // activations select our kernels.
 //
@@ -107,6 +108,10 @@ void run_case(const Case& c, DType dtype, uint32_t seed) {
   ops::attention(dq_, dk_, dv_, dcu, scale, c.window, out.tensor, lse.tensor);
   ASSERT_EQ(ops::cuda::attention_path_counts().cudnn_forward, before.cudnn_forward + 1)
       << "cuDNN did not run the forward: " << ops::cuda::cudnn_attention_last_fallback();
+  // The dense graphs run exactly where every sequence has one bucket length (64 up to 256, multiples of 256 beyond).
+  const bool dense = std::all_of(c.lens.begin(), c.lens.end(), [&](int32_t l) { return l == c.lens[0]; }) &&
+                     (c.lens[0] % (c.lens[0] <= 256 ? 64 : 256)) == 0;
+  EXPECT_EQ(ops::cuda::attention_path_counts().cudnn_dense, before.cudnn_dense + (dense ? 1 : 0));
   const Tensor got_out = out.result("out");
   expect_close("out", dtype, got_out, ref_out);
   const Metrics lm = compare(lse.result("lse"), ref_lse);
@@ -128,6 +133,7 @@ void run_case(const Case& c, DType dtype, uint32_t seed) {
                           gv.tensor);
   ASSERT_EQ(ops::cuda::attention_path_counts().cudnn_backward, mid.cudnn_backward + 1)
       << "cuDNN did not run the backward: " << ops::cuda::cudnn_attention_last_fallback();
+  EXPECT_EQ(ops::cuda::attention_path_counts().cudnn_dense, mid.cudnn_dense + (dense ? 1 : 0));
   const Tensor got_dq = gq.result("dq"), got_dk = gk.result("dk"), got_dv = gv.result("dv");
   expect_close("dq", dtype, got_dq, ref_dq);
   expect_close("dk", dtype, got_dk, ref_dk);
@@ -152,6 +158,11 @@ const std::vector<Case>& cases() {
       {{3, 17, 1, 40, 9, 2, 31, 5, 11}, 4, 1, 64, 0},  // B 9 padded to 16, GQA 4
       {{130, 70, 129}, 6, 3, 64, 64},         // window
       {{300, 45}, 14, 2, 128, 100},           // window spanning tiles, GQA 7
+      // Dense graphs (every sequence one bucket length: exact B, no ragged offsets or padding mask)
+      {{64, 64, 64}, 14, 2, 64, 0},           // B 3 (not padded), the 0.5B's heads
+      {{256}, 28, 4, 128, 0},                 // one sequence
+      {{512, 512}, 4, 4, 64, 0},              // no grouping, length past the 256 bucket step
+      {{256, 256}, 6, 3, 64, 100},            // window
   };
   return all;
 }

@@ -9,15 +9,19 @@
 //             dV = P^T dO; dP = dO V^T; dS = (dP - softmax_sum) * P * scale; dK = dS^T Q; dQ = dS K. With grouped
 //             heads the dK / dV products run per query head and a reduction sums each kv group.
 // Shapes as cuDNN sees them: Q/O/dQ/dO (B, Hq, S, D) and K/V/dK/dV (B, Hkv, S, D) with the strides of our packed
-// (T, H, D) rows and ragged element offsets per sequence; Stats (B, Hq, S, 1) F32 padded. The deterministic backward
-// runs over groups of whole kv heads when its dP workspace would raise the process's memory peak (or exceed
-// SWIFT_CUDNN_ATTENTION_BWD_WORKSPACE_MB when set; backward_groups): each group is the same graph over a block of every
-// row's heads (strides of all heads), so long sequences stay on cuDNN instead of falling back to our kernels.
+// (T, H, D) rows and ragged element offsets per sequence; Stats (B, Hq, S, 1) F32 padded. Where every sequence has
+// the same length S (one of the length buckets), the graphs are dense instead: the exact B, no ragged offsets, length
+// overrides or padding mask (SWIFT_CUDNN_ATTENTION_DENSE=0: ragged always). Measured (docs/PERFORMANCE.md run 12): the
+// 0.5B full step 2.6% faster, the 7B LoRA step 1.3%. The deterministic backward runs over groups of whole kv heads
+// when its dP workspace would raise the process's memory peak (or exceed SWIFT_CUDNN_ATTENTION_BWD_WORKSPACE_MB when
+// set; backward_groups): each group is the same graph over a block of every row's heads (strides of all heads), so
+// long sequences stay on cuDNN instead of falling back to our kernels.
 //
 // Invariants:
 //  - Plans are built once per key (direction, dtype, B padded to a power of two with empty sequences, S rounded
-//    up to 64 / 256, Hq, Hkv, D, window, backward variant, device) and cached for the process; a key cuDNN has
-//    no engine for is remembered as unsupported, so the fallback to our kernels is silent and asked once per key.
+//    up to 64 / 256, Hq, Hkv, D, window, backward variant, device; dense graphs: the exact B) and cached for the
+//    process; a key cuDNN has no engine for is remembered as unsupported, so the fallback to our kernels is silent
+//    and asked once per key.
 //    The scale is a by-value scalar (not in the key).
 //  - Build-time statuses of the NOT_SUPPORTED family mean "fall back"; every other failing cuDNN call throws
 //    swift::Error naming the op, the call, cudnnGetErrorString and cudnnGetLastErrorString.
@@ -42,6 +46,7 @@
 #include "core/error.h"
 #include "core/memory.h"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/env_switch.h"
 
 #ifdef SWIFT_WITH_CUDNN
 #include <cudnn.h>
@@ -51,7 +56,8 @@ namespace swift::ops::cuda {
 
 namespace {
 
-std::array<std::atomic<int64_t>, 5> g_counts{};  // cudnn fwd, cudnn bwd, flash2 fwd, flash2 bwd, cudnn bwd launches
+std::array<std::atomic<int64_t>, 6> g_counts{};  // cudnn fwd, cudnn bwd, flash2 fwd, flash2 bwd, cudnn bwd launches,
+                                                 // cudnn dense calls
 std::mutex g_text_mutex;
 std::string g_last_fallback;  // why cuDNN last declined a call
 std::string g_plan_info;      // the last plans built (engine, workspace, notes)
@@ -72,7 +78,8 @@ bool flash2_forced(const char* op) {
 }  // namespace
 
 AttentionPathCounts attention_path_counts() {
-  return {g_counts[0].load(), g_counts[1].load(), g_counts[2].load(), g_counts[3].load(), g_counts[4].load()};
+  return {g_counts[0].load(), g_counts[1].load(), g_counts[2].load(), g_counts[3].load(), g_counts[4].load(),
+          g_counts[5].load()};
 }
 void count_flash2_attention(bool backward) { ++g_counts[backward ? 3 : 2]; }
 std::string cudnn_attention_last_fallback() {
@@ -254,16 +261,19 @@ struct Graph {
 };
 
 // The masks between the scaled scores and the softmax (forward) / the exp (backward), as cudnn-frontend's
-// composite padding mask and diagonal band masks lay them out: padding (row < len_q && col < len_kv), causal
-// (row >= col), and with a window (col + window > row).
+// composite padding mask and diagonal band masks lay them out: padding (row < len_q && col < len_kv; ragged graphs
+// only, seq_q / seq_kv null in dense ones), causal (row >= col), and with a window (col + window > row).
 D masks(Graph& g, D scores, const Dims& sdims, D seq_q, D seq_kv, D neg_inf, D window) {
   const cudnnDataType_t i32 = CUDNN_DATA_INT32, f32 = CUDNN_DATA_FLOAT, boolean = CUDNN_DATA_BOOLEAN;
-  D row = g.pointwise(CUDNN_POINTWISE_GEN_INDEX, i32, scores, nullptr, i32, sdims, nullptr, 2);
-  D col = g.pointwise(CUDNN_POINTWISE_GEN_INDEX, i32, scores, nullptr, i32, sdims, nullptr, 3);
-  D row_in = g.pointwise(CUDNN_POINTWISE_CMP_LT, boolean, row, seq_q, boolean, sdims);
-  D col_in = g.pointwise(CUDNN_POINTWISE_CMP_LT, boolean, col, seq_kv, boolean, sdims);
-  D keep = g.pointwise(CUDNN_POINTWISE_LOGICAL_AND, boolean, row_in, col_in, boolean, sdims);
-  D s = g.pointwise(CUDNN_POINTWISE_BINARY_SELECT, f32, scores, neg_inf, f32, sdims, keep);
+  D s = scores;
+  if (seq_q != nullptr) {  // ragged: rows and columns past the sequence's length are padding
+    D row = g.pointwise(CUDNN_POINTWISE_GEN_INDEX, i32, scores, nullptr, i32, sdims, nullptr, 2);
+    D col = g.pointwise(CUDNN_POINTWISE_GEN_INDEX, i32, scores, nullptr, i32, sdims, nullptr, 3);
+    D row_in = g.pointwise(CUDNN_POINTWISE_CMP_LT, boolean, row, seq_q, boolean, sdims);
+    D col_in = g.pointwise(CUDNN_POINTWISE_CMP_LT, boolean, col, seq_kv, boolean, sdims);
+    D keep = g.pointwise(CUDNN_POINTWISE_LOGICAL_AND, boolean, row_in, col_in, boolean, sdims);
+    s = g.pointwise(CUDNN_POINTWISE_BINARY_SELECT, f32, scores, neg_inf, f32, sdims, keep);
+  }
 
   D crow = g.pointwise(CUDNN_POINTWISE_GEN_INDEX, f32, s, nullptr, i32, sdims, nullptr, 2);
   D ccol = g.pointwise(CUDNN_POINTWISE_GEN_INDEX, f32, s, nullptr, i32, sdims, nullptr, 3);
@@ -288,7 +298,8 @@ struct Key {
   bool deterministic;
   int device;
   int32_t groups = 1;  // backward: launches over head groups (each hq / groups query and hkv / groups kv heads)
-  auto tie() const { return std::tie(backward, dtype, b, s, hq, hkv, d, window, deterministic, device, groups); }
+  bool dense = false;  // every sequence is exactly s long: no ragged offsets, length overrides or padding mask
+  auto tie() const { return std::tie(backward, dtype, b, s, hq, hkv, d, window, deterministic, device, groups, dense); }
   bool operator<(const Key& o) const { return tie() < o.tie(); }
 };
 
@@ -322,12 +333,11 @@ void build_forward(Graph& g, const Key& key) {
   const Layout l{key.b, key.s, key.hq, key.hkv, key.d, key.hq, key.hkv};
   const cudnnDataType_t io = io_type(key.dtype), f32 = CUDNN_DATA_FLOAT, i32 = CUDNN_DATA_INT32;
   const Dims idx_dims{l.b + 1, 1, 1, 1}, seq_dims{l.b, 1, 1, 1}, ones{1, 1, 1, 1};
-  D off_q = g.tensor(kOffQ, i32, idx_dims, ones, false);
-  D off_k = g.tensor(kOffK, i32, idx_dims, ones, false);
-  D off_v = g.tensor(kOffV, i32, idx_dims, ones, false);
-  D off_o = g.tensor(kOffO, i32, idx_dims, ones, false);
-  D seq_q = g.tensor(kSeqQ, i32, seq_dims, ones, false);
-  D seq_kv = g.tensor(kSeqKv, i32, seq_dims, ones, false);
+  const bool ragged = !key.dense;
+  auto offsets = [&](int64_t uid) { return ragged ? g.tensor(uid, i32, idx_dims, ones, false) : nullptr; };
+  D off_q = offsets(kOffQ), off_k = offsets(kOffK), off_v = offsets(kOffV), off_o = offsets(kOffO);
+  D seq_q = ragged ? g.tensor(kSeqQ, i32, seq_dims, ones, false) : nullptr;
+  D seq_kv = ragged ? g.tensor(kSeqKv, i32, seq_dims, ones, false) : nullptr;
   D q = g.tensor(kQ, io, l.qdims(), l.qstrides(), false, false, off_q);
   D kt = g.tensor(kK, io, l.ktdims(), l.ktstrides(), false, false, off_k);
   D v = g.tensor(kV, io, l.kvdims(), l.kvstrides(), false, false, off_v);
@@ -359,16 +369,12 @@ void build_backward(Graph& g, const Key& key) {
   const Layout l{key.b, key.s, key.hq / key.groups, key.hkv / key.groups, key.d, key.hq, key.hkv};
   const cudnnDataType_t io = io_type(key.dtype), f32 = CUDNN_DATA_FLOAT, i32 = CUDNN_DATA_INT32;
   const Dims idx_dims{l.b + 1, 1, 1, 1}, seq_dims{l.b, 1, 1, 1}, ones{1, 1, 1, 1};
-  D off_q = g.tensor(kOffQ, i32, idx_dims, ones, false);
-  D off_k = g.tensor(kOffK, i32, idx_dims, ones, false);
-  D off_v = g.tensor(kOffV, i32, idx_dims, ones, false);
-  D off_o = g.tensor(kOffO, i32, idx_dims, ones, false);
-  D off_do = g.tensor(kOffDO, i32, idx_dims, ones, false);
-  D off_dq = g.tensor(kOffDQ, i32, idx_dims, ones, false);
-  D off_dk = g.tensor(kOffDK, i32, idx_dims, ones, false);
-  D off_dv = g.tensor(kOffDV, i32, idx_dims, ones, false);
-  D seq_q = g.tensor(kSeqQ, i32, seq_dims, ones, false);
-  D seq_kv = g.tensor(kSeqKv, i32, seq_dims, ones, false);
+  const bool ragged = !key.dense;
+  auto offsets = [&](int64_t uid) { return ragged ? g.tensor(uid, i32, idx_dims, ones, false) : nullptr; };
+  D off_q = offsets(kOffQ), off_k = offsets(kOffK), off_v = offsets(kOffV), off_o = offsets(kOffO);
+  D off_do = offsets(kOffDO), off_dq = offsets(kOffDQ), off_dk = offsets(kOffDK), off_dv = offsets(kOffDV);
+  D seq_q = ragged ? g.tensor(kSeqQ, i32, seq_dims, ones, false) : nullptr;
+  D seq_kv = ragged ? g.tensor(kSeqKv, i32, seq_dims, ones, false) : nullptr;
   D q = g.tensor(kQ, io, l.qdims(), l.qstrides(), false, false, off_q);
   D kt = g.tensor(kK, io, l.ktdims(), l.ktstrides(), false, false, off_k);
   D vt = g.tensor(kV, io, l.ktdims(), l.ktstrides(), false, false, off_v);
@@ -550,6 +556,7 @@ void build_plan(const char* op, DeviceCudnn& dc, const Key& key, Plan& plan) {
           "cudnnBackendGetAttribute(EXECUTION_PLAN_WORKSPACE_SIZE)");
     bool nondeterministic = false;
     plan.info = std::string(key.backward ? "backward" : "forward") + (key.deterministic ? "" : " (nondeterministic)") +
+                (key.dense ? " dense" : "") +
                 " B " + std::to_string(key.b) + " S " + std::to_string(key.s) + " Hq " + std::to_string(key.hq) +
                 " Hkv " + std::to_string(key.hkv) + " D " + std::to_string(key.d) + " window " +
                 std::to_string(key.window) +
@@ -648,7 +655,13 @@ Key key_of(bool backward, const AttentionShape& s, const Tensor& q, bool determi
   Key key{};
   key.backward = backward;
   key.dtype = q.dtype() == DType::BF16 ? 1 : 2;
-  key.b = padded_batch(s.batch);
+  // Every sequence exactly max_seqlen long (their sum is tokens, none is longer) and max_seqlen one of the buckets:
+  // the dense graph (exact B, no padding). Buckets only, so that a batch of one sequence of any length (always
+  // "every sequence equal") does not build a plan per length.
+  static EnvSwitch dense_graphs("SWIFT_CUDNN_ATTENTION_DENSE", true);  // =0: ragged graphs only (A/B runs)
+  key.dense = dense_graphs.on() && s.tokens == int64_t{s.batch} * s.max_seqlen &&
+              padded_length(s.max_seqlen) == s.max_seqlen;
+  key.b = key.dense ? s.batch : padded_batch(s.batch);
   key.s = padded_length(s.max_seqlen);
   key.hq = s.hq;
   key.hkv = s.hkv;
@@ -670,7 +683,7 @@ Tensor workspace(int64_t numel, DType dtype, const Tensor& like) {
 // Lengths (B) and ragged element offsets of Q-like (B+1) and KV-like (B+1) tensors, in one I32 buffer.
 struct SeqInfo {
   Tensor buf;
-  int32_t *seqlen, *off_q, *off_kv;
+  int32_t *seqlen = nullptr, *off_q = nullptr, *off_kv = nullptr;
 };
 SeqInfo seq_info(const char* op, const AttentionShape& s, const Key& key, const Tensor& cu_seqlens, cudaStream_t st) {
   SeqInfo info;
@@ -764,14 +777,17 @@ bool try_cudnn_attention_forward(const AttentionShape& s, const Tensor& q, const
   const std::shared_ptr<Plan> plan = plan_for(op, *dc, key);
   if (plan == nullptr) return false;
   const cudaStream_t st = stream(q.device().index);
-  const SeqInfo info = seq_info(op, s, key, cu_seqlens, st);
   Tensor stats = workspace(static_cast<int64_t>(key.b) * key.hq * key.s, DType::F32, q);
   float scale = s.scale, neg_inf = -INFINITY, window = static_cast<float>(s.window);
-  std::vector<std::pair<int64_t, void*>> pack = {
-      {kQ, q.raw()},         {kK, k.raw()},           {kV, v.raw()},          {kO, out.raw()},
-      {kStats, stats.raw()}, {kScale, &scale},        {kNegInf, &neg_inf},    {kSeqQ, info.seqlen},
-      {kSeqKv, info.seqlen}, {kOffQ, info.off_q},     {kOffK, info.off_kv},   {kOffV, info.off_kv},
-      {kOffO, info.off_q}};
+  std::vector<std::pair<int64_t, void*>> pack = {{kQ, q.raw()},         {kK, k.raw()},    {kV, v.raw()},
+                                                 {kO, out.raw()},       {kStats, stats.raw()},
+                                                 {kScale, &scale},      {kNegInf, &neg_inf}};
+  SeqInfo info;
+  if (!key.dense) {
+    info = seq_info(op, s, key, cu_seqlens, st);
+    pack.insert(pack.end(), {{kSeqQ, info.seqlen}, {kSeqKv, info.seqlen}, {kOffQ, info.off_q}, {kOffK, info.off_kv},
+                             {kOffV, info.off_kv}, {kOffO, info.off_q}});
+  }
   if (key.window > 0) pack.emplace_back(kWindow, &window);
   execute(op, *dc, *plan, pack, q);
   if (lse.defined()) {
@@ -779,6 +795,7 @@ bool try_cudnn_attention_forward(const AttentionShape& s, const Tensor& q, const
                                                s.tokens, lse.data<float>(), st));
   }
   ++g_counts[0];
+  if (key.dense) ++g_counts[5];
   return true;
 }
 
@@ -793,7 +810,15 @@ bool try_cudnn_attention_backward(const AttentionShape& s, const Tensor& dout, c
   const std::shared_ptr<Plan> plan = plan_for(op, *dc, key);
   if (plan == nullptr) return false;
   const cudaStream_t st = stream(q.device().index);
-  const SeqInfo info = seq_info(op, s, key, cu_seqlens, st);
+  SeqInfo info;
+  if (!key.dense) info = seq_info(op, s, key, cu_seqlens, st);
+  // The lengths and ragged offsets of a ragged graph (whole rows: shared by every head group).
+  const std::vector<std::pair<int64_t, void*>> ragged_pack =
+      key.dense ? std::vector<std::pair<int64_t, void*>>{}
+                : std::vector<std::pair<int64_t, void*>>{
+                      {kSeqQ, info.seqlen},  {kSeqKv, info.seqlen}, {kOffQ, info.off_q},   {kOffK, info.off_kv},
+                      {kOffV, info.off_kv},  {kOffO, info.off_q},   {kOffDO, info.off_q},  {kOffDQ, info.off_q},
+                      {kOffDK, info.off_kv}, {kOffDV, info.off_kv}};
   const int64_t rows = static_cast<int64_t>(key.b) * key.hq * key.s;
   Tensor stats = workspace(rows, DType::F32, q);
   Tensor softmax_sum = workspace(rows, DType::F32, q);
@@ -811,23 +836,22 @@ bool try_cudnn_attention_backward(const AttentionShape& s, const Tensor& dout, c
           {kQ, at(q, qb)},         {kK, at(k, kb)},          {kV, at(v, kb)},          {kO, at(out, qb)},
           {kDO, at(dout, qb)},     {kDQ, at(dq, qb)},        {kDK, at(dk, kb)},        {kDV, at(dv, kb)},
           {kStats, at(stats, sb)}, {kSoftmaxSum, at(softmax_sum, sb)},                 {kScale, &scale},
-          {kNegInf, &neg_inf},     {kOne, &one},             {kSeqQ, info.seqlen},     {kSeqKv, info.seqlen},
-          {kOffQ, info.off_q},     {kOffK, info.off_kv},     {kOffV, info.off_kv},     {kOffO, info.off_q},
-          {kOffDO, info.off_q},    {kOffDQ, info.off_q},     {kOffDK, info.off_kv},    {kOffDV, info.off_kv}};
+          {kNegInf, &neg_inf},     {kOne, &one}};
+      pack.insert(pack.end(), ragged_pack.begin(), ragged_pack.end());
       if (key.window > 0) pack.emplace_back(kWindow, &window);
       execute(op, *dc, *plan, pack, q);
     }
     ++g_counts[1];
     g_counts[4] += key.groups;
+    if (key.dense) ++g_counts[5];
     return true;
   }
   std::vector<std::pair<int64_t, void*>> pack = {
       {kQ, q.raw()},          {kK, k.raw()},          {kV, v.raw()},         {kO, out.raw()},
       {kDO, dout.raw()},      {kDQ, dq.raw()},        {kDK, dk.raw()},       {kDV, dv.raw()},
       {kStats, stats.raw()},  {kSoftmaxSum, softmax_sum.raw()},               {kScale, &scale},
-      {kNegInf, &neg_inf},    {kOne, &one},           {kSeqQ, info.seqlen},  {kSeqKv, info.seqlen},
-      {kOffQ, info.off_q},    {kOffK, info.off_kv},   {kOffV, info.off_kv},  {kOffO, info.off_q},
-      {kOffDO, info.off_q},   {kOffDQ, info.off_q},   {kOffDK, info.off_kv}, {kOffDV, info.off_kv}};
+      {kNegInf, &neg_inf},    {kOne, &one}};
+  pack.insert(pack.end(), ragged_pack.begin(), ragged_pack.end());
   if (key.window > 0) pack.emplace_back(kWindow, &window);
   Tensor accum;
   if (!key.deterministic) {
@@ -841,6 +865,7 @@ bool try_cudnn_attention_backward(const AttentionShape& s, const Tensor& dout, c
   execute(op, *dc, *plan, pack, q);
   ++g_counts[1];
   ++g_counts[4];
+  if (key.dense) ++g_counts[5];
   return true;
 }
 

@@ -43,6 +43,7 @@ bool try_cudnn_attention_backward(const AttentionShape& s, const Tensor& dout, c
 struct AttentionPathCounts {
   int64_t cudnn_forward = 0, cudnn_backward = 0, flash2_forward = 0, flash2_backward = 0;
   int64_t cudnn_backward_launches = 0;  // cuDNN executions of the backward: one per head group of each call
+  int64_t cudnn_dense = 0;  // cuDNN calls (either direction) on the dense graphs: every sequence of one bucket length
 };
 AttentionPathCounts attention_path_counts();
 void count_flash2_attention(bool backward);
