@@ -567,6 +567,49 @@ TEST(OpsCudaMatmul, LoraDyPassMatchesTheTwoProducts) {
   }
 }
 
+// The x passes on tensor cores (lora_x_mma_kernel: xa forward, da backward; r 8, BF16 x, the fp32 factor as three
+// bf16 terms, so every product is exact) against the CUDA-core kernels (set_lora_x_mma(false)): both sum exact
+// products in fp32, only the order differs, so xa and da agree to 1e-5 (relative norm); the same bits on a second
+// call; with and without a dropout (drawn in the forward, the keep-bits cache read in the backward); one and several
+// 256-column tiles (a last one of 8 columns), odd row counts, several row blocks.
+TEST(OpsCudaMatmul, LoraXPassOnTensorCoresMatchesTheCudaCoreKernels) {
+  ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
+  struct Case { int64_t n, k, m; };
+  const Case cases[] = {{4100, 264, 40}, {333, 40, 8}, {77, 520, 24}, {1, 16, 16}, {9000, 24, 8}, {2050, 3592, 16}};
+  uint32_t seed = 12100;
+  for (const Case& cs : cases) {
+    for (float p : {0.0f, 0.1f}) {
+      SCOPED_TRACE(fmt::format("N={} K={} M={} p={}", cs.n, cs.k, cs.m, p));
+      const float scale = 4.0f;
+      auto [x, w, a, b] = lora_operands(cs.n, cs.k, cs.m, 8, DType::BF16, seed);
+      Input dy = make_input({cs.n, cs.m}, DType::BF16, ++seed);
+      const Tensor da0 = random_tensor({8, cs.k}, DType::F32, ++seed);
+      struct Run { Tensor xa, da, y, dx; };
+      auto run = [&](bool mma) {
+        ops::cuda::set_lora_x_mma(mma);
+        ops::Dropout drop{p, 0x5EEDull + seed};
+        if (p > 0.0f) drop.keep_bits = Tensor::zeros({cs.n, cs.k / 8}, DType::U8).to(Device::cuda());
+        DeviceOut y({cs.n, cs.m}, DType::BF16), xa({cs.n, 8}, DType::F32);
+        ops::lora_linear(x.dev, w.dev, Tensor(), a.dev, b.dev, scale, drop, y.tensor, xa.tensor);
+        DeviceOut dx({cs.n, cs.k}, DType::BF16), da({8, cs.k}, DType::F32), db({cs.m, 8}, DType::F32);
+        da.set(da0);
+        db.set(Tensor::zeros({cs.m, 8}, DType::F32));
+        ops::lora_linear_backward(dy.dev, x.dev, w.dev, a.dev, b.dev, xa.tensor, scale, drop, dx.tensor, da.tensor,
+                                  db.tensor);
+        ops::cuda::set_lora_x_mma(true);
+        return Run{xa.fetch(), da.fetch(), y.fetch(), dx.fetch()};
+      };
+      const Run mma = run(true), again = run(true), cores = run(false);
+      expect_bit_equal(again.xa, mma.xa, "xa, second call");
+      expect_bit_equal(again.da, mma.da, "da, second call");
+      expect_close(mma.xa, cores.xa, 1e-5, "xa tensor cores vs CUDA cores");
+      expect_close(mma.da, cores.da, 1e-5, "da tensor cores vs CUDA cores");
+      expect_close(mma.y, cores.y, tol_for(DType::BF16), "y");
+      expect_close(mma.dx, cores.dx, tol_for(DType::BF16), "dx");
+    }
+  }
+}
+
 // Worst relative-norm errors seen above (runs after them: tests run in definition order).
 TEST(OpsCudaMatmul, Summary) {
   std::printf("%-44s %s\n", "op activation-dtype output", "worst ||out-ref||/||ref||");

@@ -3,6 +3,9 @@
 //   y += scale * mult * (g F)      (forward's B product with F = b^T, no dropout; backward's dx term with F = a)
 //   da += scale * g^T dropout(x)   (backward: one read of x)
 //   g = dy b, db += scale dy^T xa  (backward, r 8, BF16: one read of dy for both, on tensor cores)
+// With r 8 and BF16 x, xa and da run on tensor cores too (lora_x_mma_kernel: the fp32 factor as three bf16 terms, every
+// product exact); other ranks / dtypes, LoraKernelConfig's non-default work shapes and tensor_cores = false run the
+// CUDA-core kernels below.
 //
 // Invariants:
 //  - Fast-path conditions (the caller checks them, else uses the GEMM path): r in {8, 16}, k % 8 == 0, x / y
@@ -692,6 +695,176 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 }
 
+// ---- the x passes on tensor cores (r 8, BF16): xa = dropout(x) a^T and da += scale g^T dropout(x) ----
+// The dy pass's tiling (256-column tiles, 16-row warp steps, 64-column chunks staged per warp, ldmatrix), with the
+// fp32 factor split into three bf16 terms (hi + mid + lo == the fp32 value exactly), so that every product with a
+// bf16 element of x is exact and only the fp32 accumulation rounds: the precision of the CUDA-core kernels (fp32
+// factors, PEFT's), at the tensor cores' speed. The dropout mask is applied to the staged 16-byte pieces (8 elements:
+// one Philox block, or one byte of the keep-bits cache) as bit masks (exact), and keep_scale multiplies the sums.
+__device__ __forceinline__ void split_bf16x3(float v, float (&part)[3]) {
+  part[0] = __bfloat162float(__float2bfloat16_rn(v));
+  const float r1 = v - part[0];
+  part[1] = __bfloat162float(__float2bfloat16_rn(r1));
+  part[2] = r1 - part[1];  // rounded to bf16 below: exact (at most 8 significant bits remain)
+}
+
+__device__ __forceinline__ uint4 mask_pieces(uint4 v, uint32_t bits) {
+  const auto m = [&](uint32_t w, int i) {
+    return w & ((((bits >> (2 * i)) & 1u) != 0 ? 0x0000FFFFu : 0u) | (((bits >> (2 * i + 1)) & 1u) != 0 ? 0xFFFF0000u : 0u));
+  };
+  return make_uint4(m(v.x, 0), m(v.y, 1), m(v.z, 2), m(v.w, 3));
+}
+
+// kXa: out = xa's column-tile partials (part[tile][row][rr], or xa itself with one tile), f = a (8, k).
+// !kXa: out = da's row-block partials part[row block][rr][c], f = g (n, 8).
+// The dropout (threshold != 0): drawn with kDraw (xa: stored into keep_bits_out when given), else read from keep_bits_in
+// (the cache; both give the same mask, so the same bits). da's drawing form spills registers: the training step
+// always has the cache. Sums are of the masked x; keep_scale is applied by the caller (xa here on the partials, da in the reduce).
+template <bool kXa, bool kDraw>
+__global__ void __launch_bounds__(kThreads, 2)
+    lora_x_mma_kernel(const __nv_bfloat16* __restrict__ x, const float* __restrict__ f, int64_t n, int64_t k,
+                      int64_t rows_per_block, uint64_t seed, uint32_t threshold, float keep_scale, DropoutMap map,
+                      const uint8_t* __restrict__ keep_bits_in, uint8_t* __restrict__ keep_bits_out,
+                      float* __restrict__ out) {
+  __shared__ uint32_t sbf[kXa ? 3 : 1][kXa ? kDyKTiles : 1][32][2];  // xa: a's B fragments, three terms
+  __shared__ __align__(16) uint4 stage[kWarps][2][kDyStepRows][kDyPieces];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane / 4, tid = lane % 4;
+  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kDyTileCols;
+  const int64_t block_row0 = static_cast<int64_t>(blockIdx.y) * rows_per_block;
+  const int64_t block_row1 = block_row0 + rows_per_block < n ? block_row0 + rows_per_block : n;
+  if constexpr (kXa) {
+    for (int i = threadIdx.x; i < kDyKTiles * 32; i += kThreads) {
+      const int t = i / 32, l = i % 32;
+      const int64_t col = c0 + 16 * t + 2 * (l % 4);
+      const int rank = l / 4;
+      float v[4][3];
+      const int64_t cols[4] = {col, col + 1, col + 8, col + 9};
+#pragma unroll
+      for (int e = 0; e < 4; ++e) split_bf16x3(cols[e] < k ? f[rank * k + cols[e]] : 0.0f, v[e]);
+#pragma unroll
+      for (int p = 0; p < 3; ++p) {
+        sbf[p][t][l][0] = pack_bf16x2(v[0][p], v[1][p]);
+        sbf[p][t][l][1] = pack_bf16x2(v[2][p], v[3][p]);
+      }
+    }
+    __syncthreads();
+  }
+  float cda[kXa ? 1 : kDyKTiles][4];
+#pragma unroll
+  for (int t = 0; t < (kXa ? 1 : kDyKTiles); ++t)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) cda[t][i] = 0.0f;
+  const int64_t tiles = (k + kDyTileCols - 1) / kDyTileCols;
+  const int64_t first_row = block_row0 + warp * kDyStepRows;
+  const int64_t steps = first_row < block_row1 ? (block_row1 - first_row + kDyBlockStep - 1) / kDyBlockStep : 0;
+  const int64_t items = steps * kDyChunks;
+  // Piece p = lane + 32 i (i < 4) of a chunk: row p / 8, piece p % 8; its 8 keep bits are byte i of *bits (applied
+  // when the piece is staged, so the loads stay in flight meanwhile).
+  const auto load_item = [&](int64_t item, uint4 (&v)[4], uint32_t* bits_of_pieces) {
+    const int64_t r0 = first_row + (item / kDyChunks) * kDyBlockStep;
+    const int64_t col0 = c0 + (item % kDyChunks) * kDyChunkCols;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int p = lane + 32 * i;
+      const int64_t row = r0 + p / kDyPieces, col = col0 + 8 * (p % kDyPieces);
+      const bool inside = row < n && col < k;
+      v[i] = inside ? __ldg(reinterpret_cast<const uint4*>(x + row * k + col)) : make_uint4(0, 0, 0, 0);
+      if (threshold != 0 && inside) {
+        uint32_t bits;
+        if constexpr (kDraw) {
+          bits = dropout_keep_bits<8>(seed, map, row, col, k, threshold);
+          if (keep_bits_out != nullptr) keep_bits_out[row * (k / 8) + col / 8] = static_cast<uint8_t>(bits);
+        } else {
+          bits = cached_keep_bits<8>(keep_bits_in, row, col, k);
+        }
+        *bits_of_pieces |= bits << (8 * i);
+      }
+    }
+  };
+  uint4 next[4];
+  uint32_t next_bits = 0;
+  if (items > 0) load_item(0, next, &next_bits);
+  const int mrow = (lane & 7) + ((lane >> 3) & 1) * 8, mhalf = lane >> 4;
+  const float out_scale = kXa && threshold != 0 ? keep_scale : 1.0f;
+  for (int64_t step = 0; step < steps; ++step) {
+    const int64_t r0 = first_row + step * kDyBlockStep;
+    float cxa[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    uint32_t gb[3][2] = {{0, 0}, {0, 0}, {0, 0}};
+    if constexpr (!kXa) {  // da's B fragments: g rows r0 + 2 tid (+1) and + 8 (+9), rank gid, three terms
+      float v[4][3];
+      const int64_t rows[4] = {r0 + 2 * tid, r0 + 2 * tid + 1, r0 + 2 * tid + 8, r0 + 2 * tid + 9};
+#pragma unroll
+      for (int e = 0; e < 4; ++e) split_bf16x3(rows[e] < n ? f[rows[e] * 8 + gid] : 0.0f, v[e]);
+#pragma unroll
+      for (int p = 0; p < 3; ++p) {
+        gb[p][0] = pack_bf16x2(v[0][p], v[1][p]);
+        gb[p][1] = pack_bf16x2(v[2][p], v[3][p]);
+      }
+    }
+#pragma unroll
+    for (int chunk = 0; chunk < kDyChunks; ++chunk) {
+      const int64_t item = step * kDyChunks + chunk;
+      const int buf = chunk & 1;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int p = lane + 32 * i, row = p / kDyPieces, piece = p % kDyPieces;
+        // Outside pieces are zeros with no bits: masking them keeps them zero.
+        stage[warp][buf][row][piece ^ (row % 8)] =
+            threshold != 0 ? mask_pieces(next[i], (next_bits >> (8 * i)) & 0xFFu) : next[i];
+      }
+      __syncwarp();
+      next_bits = 0;
+      if (item + 1 < items) load_item(item + 1, next, &next_bits);
+#pragma unroll
+      for (int kt = 0; kt < kDyChunkCols / 16; ++kt) {
+        const int t = chunk * (kDyChunkCols / 16) + kt;
+        const uint4* row_address = &stage[warp][buf][mrow][(2 * kt + mhalf) ^ (mrow % 8)];
+        if constexpr (kXa) {
+          uint32_t a[4];
+          load_matrix_x4<false>(a, row_address);
+#pragma unroll
+          for (int p = 0; p < 3; ++p) mma_bf16_16816(cxa, a, sbf[p][t][lane][0], sbf[p][t][lane][1]);
+        } else {
+          uint32_t tr[4];
+          load_matrix_x4<true>(tr, row_address);
+          const uint32_t at[4] = {tr[0], tr[2], tr[1], tr[3]};
+#pragma unroll
+          for (int p = 0; p < 3; ++p) mma_bf16_16816(cda[t], at, gb[p][0], gb[p][1]);
+        }
+      }
+      __syncwarp();
+    }
+    if constexpr (kXa) {  // rows r0 + gid (+ 8), ranks 2 tid, 2 tid + 1
+      float* dst = tiles > 1 ? out + static_cast<int64_t>(blockIdx.x) * n * 8 : out;
+      const int64_t ra = r0 + gid, rb = r0 + gid + 8;
+      if (ra < n) *reinterpret_cast<float2*>(dst + ra * 8 + 2 * tid) = make_float2(cxa[0] * out_scale, cxa[1] * out_scale);
+      if (rb < n) *reinterpret_cast<float2*>(dst + rb * 8 + 2 * tid) = make_float2(cxa[2] * out_scale, cxa[3] * out_scale);
+    }
+  }
+  if constexpr (!kXa) {
+    float (*tile)[8] = reinterpret_cast<float (*)[8]>(&stage[0][0][0][0]);  // 256 x 8 floats
+    __syncthreads();
+    for (int i = threadIdx.x; i < kDyTileCols * 8; i += kThreads) (&tile[0][0])[i] = 0.0f;
+    for (int w = 0; w < kWarps; ++w) {
+      __syncthreads();
+      if (warp == w) {  // cda[t]: columns 16 t + gid (+ 8), ranks 2 tid, 2 tid + 1
+#pragma unroll
+        for (int t = 0; t < kDyKTiles; ++t) {
+          tile[16 * t + gid][2 * tid] += cda[t][0];
+          tile[16 * t + gid][2 * tid + 1] += cda[t][1];
+          tile[16 * t + gid + 8][2 * tid] += cda[t][2];
+          tile[16 * t + gid + 8][2 * tid + 1] += cda[t][3];
+        }
+      }
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < kDyTileCols * 8; i += kThreads) {  // part[row block][rr][c], da's (r, k) layout
+      const int c = i % kDyTileCols, rr = i / kDyTileCols;
+      if (c0 + c < k) out[(static_cast<int64_t>(blockIdx.y) * 8 + rr) * k + c0 + c] = tile[c][rr];
+    }
+  }
+}
+
 // Rows per block of the dy pass: a multiple of 128 sized for ~kTargetBlocks blocks.
 int64_t dy_rows_per_block(int64_t n, int64_t m) {
   const int64_t col_tiles = (m + kDyTileCols - 1) / kDyTileCols;
@@ -879,7 +1052,15 @@ void with_element_type(int dtype, Launch&& launch) {
 
 bool lora_fast_shape(int64_t k, int r) { return (r == 8 || r == 16) && k % 8 == 0 && k > 0; }
 
-int64_t lora_xa_splits(int64_t k) { return (k + kTileCols - 1) / kTileCols; }
+// The buffer covers both forms: the tensor-core pass's 256-column tiles, the CUDA-core pass's 512.
+int64_t lora_xa_splits(int64_t k) { return (k + kDyTileCols - 1) / kDyTileCols; }
+
+namespace {
+// Whether the x passes (xa, da) run on tensor cores: r 8, BF16 x, the default work shapes.
+bool x_pass_on_tensor_cores(int x_dtype, int r, const LoraKernelConfig& config) {
+  return config.tensor_cores && r == 8 && x_dtype == 1;
+}
+}  // namespace
 
 namespace {
 
@@ -909,7 +1090,18 @@ cudaError_t launch_lora_xa(const void* x, int x_dtype, const float* a, int64_t n
                            uint8_t* keep_bits, cudaStream_t stream, const LoraKernelConfig& config) {
   if (n <= 0) return cudaSuccess;
   if (!lora_fast_shape(k, r) || !activation_code(x_dtype) || !grid_fits(n, k)) return cudaErrorInvalidValue;
-  const int64_t splits = lora_xa_splits(k);
+  if (x_pass_on_tensor_cores(x_dtype, r, config) && config.xa_rows == 0) {
+    const int64_t tiles = (k + kDyTileCols - 1) / kDyTileCols, rows = dy_rows_per_block(n, k);
+    const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>((n + rows - 1) / rows));
+    lora_x_mma_kernel<true, true><<<grid, kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(x), a, n, k, rows, seed,
+                                                           threshold, keep_scale, map, nullptr, keep_bits,
+                                                           tiles == 1 ? xa : part);
+    const cudaError_t status = cudaGetLastError();
+    if (status != cudaSuccess || tiles == 1) return status;
+    sum_splits_kernel<<<blocks_for(n * r, 256), 256, 0, stream>>>(part, tiles, n * r, xa);
+    return cudaGetLastError();
+  }
+  const int64_t splits = (k + kTileCols - 1) / kTileCols;
   float* out = splits == 1 ? xa : part;
   const int64_t rows = rows_per_block(n, k);
   const dim3 grid = tile_grid(n, k, rows);
@@ -975,11 +1167,23 @@ cudaError_t launch_lora_rank_update(void* y, int y_dtype, const float* g, const 
   return cudaGetLastError();
 }
 
-int64_t lora_da_slices(int64_t n, int64_t k, int r) {
+namespace {
+int64_t da_cuda_core_slices(int64_t n, int64_t k, int r) {
   const int64_t col_blocks = (k + da_tile_cols(r) - 1) / da_tile_cols(r);
   const int64_t want = (kTargetBlocks + col_blocks - 1) / col_blocks;
   const int64_t most = n / 64 > 1 ? n / 64 : 1;  // at least 64 rows per slice
   return want < most ? want : most;
+}
+int64_t da_mma_row_blocks(int64_t n, int64_t k) {
+  const int64_t rows = dy_rows_per_block(n, k);
+  return (n + rows - 1) / rows;
+}
+}  // namespace
+
+// The buffer covers both forms (CUDA-core row slices, tensor-core row blocks).
+int64_t lora_da_slices(int64_t n, int64_t k, int r) {
+  const int64_t cuda_cores = da_cuda_core_slices(n, k, r), mma = r == 8 ? da_mma_row_blocks(n, k) : 0;
+  return cuda_cores > mma ? cuda_cores : mma;
 }
 
 cudaError_t launch_lora_da(const void* x, int x_dtype, const float* g, int64_t n, int64_t k, int r, float scale,
@@ -988,7 +1192,23 @@ cudaError_t launch_lora_da(const void* x, int x_dtype, const float* g, int64_t n
                            const LoraKernelConfig& config) {
   if (n <= 0) return cudaSuccess;
   if (!lora_fast_shape(k, r) || !activation_code(x_dtype)) return cudaErrorInvalidValue;
-  const int64_t slices = lora_da_slices(n, k, r);
+  if (x_pass_on_tensor_cores(x_dtype, r, config) && config.da_rows == 4 && grid_fits(n, k)) {
+    const int64_t tiles = (k + kDyTileCols - 1) / kDyTileCols, rows = dy_rows_per_block(n, k);
+    const int64_t blocks = da_mma_row_blocks(n, k);
+    const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(blocks));
+    const auto go = [&](auto draw) {
+      lora_x_mma_kernel<false, decltype(draw)::value><<<grid, kThreads, 0, stream>>>(
+          static_cast<const __nv_bfloat16*>(x), g, n, k, rows, seed, threshold, keep_scale, map, keep_bits, nullptr,
+          part);
+    };
+    threshold != 0 && keep_bits == nullptr ? go(std::true_type{}) : go(std::false_type{});
+    const cudaError_t status = cudaGetLastError();
+    if (status != cudaSuccess) return status;
+    const float sum_scale = threshold != 0 ? scale * keep_scale : scale;
+    lora_da_reduce_kernel<<<blocks_for(r * k, 256), 256, 0, stream>>>(part, blocks, r * k, sum_scale, da);
+    return cudaGetLastError();
+  }
+  const int64_t slices = da_cuda_core_slices(n, k, r);
   const int64_t rows_per_slice = (n + slices - 1) / slices;
   const int tile_cols = da_tile_cols(r);
   const dim3 grid(static_cast<unsigned>((k + tile_cols - 1) / tile_cols), static_cast<unsigned>(slices));

@@ -249,6 +249,22 @@ bool lora_dy_fused() { return dy_fused_switch().on(); }
 void set_lora_dy_fused(bool on) { dy_fused_switch().set(on); }
 
 namespace {
+EnvSwitch& x_mma_switch() {
+  static EnvSwitch sw("SWIFT_LORA_X_MMA", true);
+  return sw;
+}
+LoraKernelConfig x_pass_config() {
+  LoraKernelConfig config;
+  config.tensor_cores = x_mma_switch().on();
+  return config;
+}
+}  // namespace
+
+bool lora_x_mma() { return x_mma_switch().on(); }
+
+void set_lora_x_mma(bool on) { x_mma_switch().set(on); }
+
+namespace {
 
 // y (n, m) += scale * xa b^T (overwrite: y = that, y not read): the one-pass rank update with fp32 factors, else a
 // cuBLASLt product with xa and b rounded to y's dtype (fp32 accumulation).
@@ -302,7 +318,7 @@ void lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Ten
     Tensor part = splits > 1 ? workspace(splits * n * r, DType::F32, device) : Tensor();
     check_launch(op, launch_lora_xa(x.raw(), code(act), a.data<float>(), n, k, static_cast<int>(r), d.seed, d.threshold,
                                     d.keep_scale, d.map, part.defined() ? part.data<float>() : nullptr,
-                                    xa.data<float>(), keep_bits_of(dropout), stream(device)));
+                                    xa.data<float>(), keep_bits_of(dropout), stream(device), x_pass_config()));
   } else if (act == DType::F32 && dropout.p == 0.0f) {
     xa_args.n = n;
     xa_args.a = x.raw();
@@ -416,7 +432,7 @@ void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, co
       Tensor part = workspace(lora_da_slices(n, k, static_cast<int>(r)) * r * k, DType::F32, device);
       check_launch(op, launch_lora_da(x.raw(), code(act), g.data<float>(), n, k, static_cast<int>(r), scale,
                                             d.seed, d.threshold, d.keep_scale, d.map, keep_bits_of(dropout),
-                                            part.data<float>(), da.data<float>(), stream(device)));
+                                            part.data<float>(), da.data<float>(), stream(device), x_pass_config()));
     }
     return;
   }
