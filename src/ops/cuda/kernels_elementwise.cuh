@@ -95,9 +95,6 @@ cudaError_t launch_rmsnorm(const void* x, const void* weight, int weight_dtype, 
 // float(-rstd^3 * sum(double(dy * w) * x) / c); dweight (c) += sum over rows of dy * (x * rstd) in fp64,
 // per-row-chunk partials in scratch then a fixed-order reduction. dx or dweight may be null.
 size_t rmsnorm_backward_scratch_bytes(int64_t n, int64_t c);
-// Whether the backward of 16-bit rows of C <= 1024 with dx and dweight both asked runs as one pass (rmsnorm.cu
-// rmsnorm_backward_fused_kernel): on unless SWIFT_RMSNORM_FUSED_BACKWARD=0 (A/B runs; ops_elementwise.cpp).
-bool rmsnorm_fused_backward();
 cudaError_t launch_rmsnorm_backward(const void* dy, const void* x, const void* weight, int weight_dtype,
                                     const float* rstd, void* dx, float* dweight, int dtype, int64_t n, int64_t c,
                                     bool accumulate_dx, void* scratch, size_t scratch_bytes, cudaStream_t stream);

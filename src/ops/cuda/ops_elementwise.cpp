@@ -22,18 +22,12 @@
 #include <mutex>
 #include <vector>
 
-#include "ops/cuda/env_switch.h"
 #include "ops/cuda/kernels.cuh"
 #include "ops/cuda/kernels_elementwise.cuh"
 #include "ops/op_checks.h"
 #include "ops/philox.h"
 
 namespace swift::ops::cuda {
-
-bool rmsnorm_fused_backward() {
-  static EnvSwitch sw("SWIFT_RMSNORM_FUSED_BACKWARD", true);
-  return sw.on();
-}
 
 namespace {
 

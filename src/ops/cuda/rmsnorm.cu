@@ -12,9 +12,7 @@
 //  - Backward: coef = float(-rstd^3 * sum(double(dy * w) * x) / C) in double; dx = (dy * w) * rstd + x * coef.
 //    dweight (F32, +=) is deterministic without atomics: pass 1 writes fp64 partial column sums of dy * (x * rstd)
 //    per chunk of rows_per_chunk(N) rows (in order), pass 2 adds the chunks in order and rounds once into dweight.
-//    Pass 1 runs before dx is written (dx may be dy). 16-bit rows of C <= 1024 (C % 8 == 0, aligned) with dx and
-//    dweight both asked run one pass instead (rmsnorm_backward_fused_kernel: one read of dy and x, the same chunks,
-//    fp32 sums over a warp's rows, fp64 beyond; SWIFT_RMSNORM_FUSED_BACKWARD=0 for the two passes).
+//    Pass 1 runs before dx is written (dx may be dy).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -278,115 +276,6 @@ __global__ void rmsnorm_dweight_reduce_kernel(const double* partials, float* dwe
 
 bool grid_ok(int64_t blocks) { return blocks <= 0x7fffffff; }
 
-// The backward of 16-bit rows of C <= 1024 (C % 8 == 0, 16-byte aligned) in one pass: dx and dweight's partials from
-// one read of dy and x (the two kernels above read both twice: 0.042 + 0.039 ms at the 0.5B's 16,384 x 896, run 11).
-// A block takes one dweight chunk (rows_per_chunk(n) rows, the partials' layout above); its warp w the chunk's rows
-// w, w + 8, ..., a lane the row's 16-byte pieces lane + 32 i (i < 4), kept raw in registers between the row sum and
-// the outputs. Row sums as rmsnorm_dx_kernel's formulas (fp64, lane sums then warp_sum: the order of the vec
-// kernels). dweight: each lane's fp32 column sums over its warp's rows (in order; 8 rows of the usual 64-row chunk),
-// then the warps' sums added in fp64 in warp order in shared memory: deterministic, a fixed order (not the partial
-// kernel's, so not its bits; within 1e-6 relative of them). weight staged as
-// fp32 in shared memory. dx may be dy: a row is read whole before the same lanes write it.
-constexpr int kFusedMaxC = 1024;
-template <typename T, typename W>
-__global__ void __launch_bounds__(kBlock, 2)
-    rmsnorm_backward_fused_kernel(const T* dy, const T* x, const W* weight, const float* rstd, T* dx,
-                                  double* partials, int64_t n, int64_t c, int64_t rows, bool accumulate) {
-  static_assert(sizeof(T) == 2, "16-bit activations");
-  __shared__ float sw[kFusedMaxC];
-  __shared__ double scol[kFusedMaxC];
-  constexpr int kPieces = kFusedMaxC / (8 * 32);  // 4 per lane
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  for (int j = threadIdx.x; j < c; j += kBlock) {
-    sw[j] = load_f32(weight, j);
-    scol[j] = 0.0;
-  }
-  __syncthreads();
-  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * rows;
-  const int64_t r1 = r0 + rows < n ? r0 + rows : n;
-  float acc[kPieces][8];  // fp32 over the warp's rows (8 of a 64-row chunk): fp64 ones would spill
-#pragma unroll
-  for (int i = 0; i < kPieces; ++i)
-#pragma unroll
-    for (int e = 0; e < 8; ++e) acc[i][e] = 0.0f;
-  for (int64_t row = r0 + warp; row < r1; row += kBlock / 32) {
-    uint4 graw[kPieces], xraw[kPieces];
-#pragma unroll
-    for (int i = 0; i < kPieces; ++i) {
-      const int64_t j = (int64_t{i} * 32 + lane) * 8;
-      if (j < c) {
-        graw[i] = *reinterpret_cast<const uint4*>(dy + row * c + j);
-        xraw[i] = *reinterpret_cast<const uint4*>(x + row * c + j);
-      }
-    }
-    double sum = 0.0;
-#pragma unroll
-    for (int i = 0; i < kPieces; ++i) {
-      const int j = (i * 32 + lane) * 8;
-      if (j < c) {
-        float g[8], v[8];
-        load8_f32(reinterpret_cast<const T*>(&graw[i]), 0, g);
-        load8_f32(reinterpret_cast<const T*>(&xraw[i]), 0, v);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) sum += static_cast<double>(__fmul_rn(g[e], sw[j + e])) * v[e];
-      }
-    }
-    sum = warp_sum(sum);
-    const float inv = rstd[row];
-    const double inv_d = inv;
-    const float coef = static_cast<float>(__dmul_rn(__dmul_rn(__dmul_rn(__dmul_rn(-inv_d, inv_d), inv_d), sum),
-                                                    1.0 / static_cast<double>(c)));
-#pragma unroll
-    for (int i = 0; i < kPieces; ++i) {
-      const int j = (i * 32 + lane) * 8;
-      if (j < c) {
-        float g[8], v[8];
-        load8_f32(reinterpret_cast<const T*>(&graw[i]), 0, g);
-        load8_f32(reinterpret_cast<const T*>(&xraw[i]), 0, v);
-        if (partials != nullptr) {
-#pragma unroll
-          for (int e = 0; e < 8; ++e) acc[i][e] = __fadd_rn(acc[i][e], __fmul_rn(g[e], __fmul_rn(v[e], inv)));
-        }
-        if (dx != nullptr) {
-          float o[8], old[8];
-          if (accumulate) load8_f32(dx + row * c, j, old);
-#pragma unroll
-          for (int e = 0; e < 8; ++e) {
-            const float r = __fadd_rn(__fmul_rn(__fmul_rn(g[e], sw[j + e]), inv), __fmul_rn(v[e], coef));
-            o[e] = accumulate ? __fadd_rn(old[e], r) : r;
-          }
-          store8_f32(dx + row * c, j, o);
-        }
-      }
-    }
-  }
-  if (partials == nullptr) return;
-  for (int w = 0; w < kBlock / 32; ++w) {  // the warps' column sums, in warp order
-    if (warp == w) {
-#pragma unroll
-      for (int i = 0; i < kPieces; ++i) {
-        const int j = (i * 32 + lane) * 8;
-        if (j < c) {
-#pragma unroll
-          for (int e = 0; e < 8; ++e) scol[j + e] += static_cast<double>(acc[i][e]);
-        }
-      }
-    }
-    __syncthreads();
-  }
-  for (int j = threadIdx.x; j < c; j += kBlock) partials[static_cast<int64_t>(blockIdx.x) * c + j] = scol[j];
-}
-
-bool fused_backward_ok(int64_t c, int dtype, std::initializer_list<const void*> ptrs) {
-  if (dtype == 0 || c > kFusedMaxC || c % 8 != 0) return false;
-  for (const void* p : ptrs) {
-    if (p != nullptr && reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
-  }
-  return true;
-}
-
-
-
 template <typename T, typename W>
 cudaError_t rmsnorm_typed(const void* x, const void* weight, void* y, float* rstd, int64_t n, int64_t c, float eps,
                           cudaStream_t stream) {
@@ -459,47 +348,10 @@ cudaError_t rmsnorm_dx_typed(const void* dy, const void* x, const void* weight, 
   return cudaGetLastError();
 }
 
-template <typename T, typename W>
-cudaError_t rmsnorm_backward_fused(const void* dy, const void* x, const void* weight, const float* rstd, void* dx,
-                                   float* dweight, int64_t n, int64_t c, bool accumulate, double* partials,
-                                   cudaStream_t stream) {
-  const int64_t rows = rows_per_chunk(n);
-  const int64_t chunks = (n + rows - 1) / rows;
-  rmsnorm_backward_fused_kernel<T, W><<<static_cast<unsigned>(chunks), kBlock, 0, stream>>>(
-      static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const W*>(weight), rstd, static_cast<T*>(dx),
-      dweight != nullptr ? partials : nullptr, n, c, rows, accumulate);
-  cudaError_t status = cudaGetLastError();
-  if (status != cudaSuccess || dweight == nullptr) return status;
-  const int64_t blocks = (c + kBlock - 1) / kBlock;
-  rmsnorm_dweight_reduce_kernel<<<static_cast<unsigned>(blocks < 4096 ? blocks : 4096), kBlock, 0, stream>>>(
-      partials, dweight, chunks, c);
-  return cudaGetLastError();
-}
-
 template <typename T>
 cudaError_t rmsnorm_backward_act(const void* dy, const void* x, const void* weight, int weight_dtype,
                                  const float* rstd, void* dx, float* dweight, int64_t n, int64_t c, bool accumulate,
                                  void* scratch, size_t scratch_bytes, cudaStream_t stream) {
-  if constexpr (sizeof(T) == 2) {
-    // dx and dweight together (dx alone: the dx kernels; dweight alone: the column-parallel partial kernel).
-    if (dx != nullptr && dweight != nullptr && fused_backward_ok(c, 1, {dy, x, dx}) && rmsnorm_fused_backward()) {
-      const int64_t rows = rows_per_chunk(n);
-      const int64_t chunks = (n + rows - 1) / rows;
-      if (scratch == nullptr || scratch_bytes < static_cast<size_t>(chunks * c) * sizeof(double)) {
-        return cudaErrorInvalidValue;
-      }
-      double* partials = static_cast<double*>(scratch);
-      switch (weight_dtype) {
-        case 0: return rmsnorm_backward_fused<T, float>(dy, x, weight, rstd, dx, dweight, n, c, accumulate, partials,
-                                                        stream);
-        case 1: return rmsnorm_backward_fused<T, __nv_bfloat16>(dy, x, weight, rstd, dx, dweight, n, c, accumulate,
-                                                                 partials, stream);
-        case 2: return rmsnorm_backward_fused<T, __half>(dy, x, weight, rstd, dx, dweight, n, c, accumulate, partials,
-                                                         stream);
-        default: return cudaErrorInvalidValue;
-      }
-    }
-  }
   if (dweight != nullptr) {
     const int64_t rows = rows_per_chunk(n);
     const int64_t chunks = (n + rows - 1) / rows;
