@@ -18,6 +18,7 @@
 #include "model/causal_lm.h"
 
 #include <algorithm>
+#include <optional>
 #include <array>
 #include <atomic>
 #include <cmath>
@@ -355,6 +356,9 @@ Tensor CausalLM::run_layers(const Tensor& ids_in, const Tensor& positions_in, co
     positions = on_dev.slice_rows(T, 2 * T);
     cu_seqlens = on_dev.slice_rows(2 * T, 2 * T + n_cu);
   }
+  // Attention reads the lengths on the host: from host_cu, not by reading the device copy back (ops.h HostMirror).
+  std::optional<ops::HostMirror> mirror_cu;
+  if (!dev.is_cpu()) mirror_cu.emplace(cu_seqlens, host_cu);
   const int64_t C = c.hidden_size, F = c.intermediate_size, D = c.head_dim;
   const int64_t Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
   const float eps = static_cast<float>(c.rms_norm_eps);

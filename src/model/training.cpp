@@ -25,6 +25,7 @@
 #include "model/training.h"
 
 #include <algorithm>
+#include <optional>
 #include <cmath>
 #include <cstdlib>
 #include <numeric>
@@ -586,6 +587,13 @@ StepStats TrainableModel::run(const MicroBatch& host_batch, float grad_scale, ui
               host_batch.labels.to(device_)};
   }
   const MicroBatch& b = device_.is_cpu() ? host_batch : placed;
+  // The ops that read cu_seqlens' lengths (attention, 2 per layer) and the labels (the loss) on the host take these
+  // host copies instead of reading the device ones back (each read-back drains the stream).
+  std::optional<ops::HostMirror> mirror_cu, mirror_labels;
+  if (!device_.is_cpu()) {
+    mirror_cu.emplace(b.cu_seqlens, host_batch.cu_seqlens);
+    mirror_labels.emplace(local_tokens(b.labels), local_tokens(host_batch.labels));
+  }
   host_batch_ = &host_batch;
   struct ResetHost {
     const MicroBatch*& p;

@@ -113,6 +113,26 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& 
 // Validates cu_seqlens against a token count; throws naming what is wrong.
 void check_cu_seqlens(const Tensor& cu_seqlens, int64_t tokens, const char* op);
 
+// ---- host mirrors (ops/host_mirror.cpp) ----------------------------------------------------------------------
+// Some ops read a small device operand on the host: attention the lengths in cu_seqlens, cross_entropy the labels.
+// Reading it back is a synchronising copy that drains the device's stream (the 0.5B training step made 49 of them).
+// The caller that uploaded the operand from a host tensor registers that tensor as its mirror for as long as the
+// HostMirror lives (this thread only); ops then read the mirror. The caller guarantees that the device tensor holds
+// the host tensor's values and is not written while the mirror lives. Matching is by data pointer, dtype and
+// element count; nested mirrors are fine (the latest match wins).
+class HostMirror {
+ public:
+  HostMirror(const Tensor& device, const Tensor& host);
+  ~HostMirror();
+  HostMirror(const HostMirror&) = delete;
+  HostMirror& operator=(const HostMirror&) = delete;
+
+ private:
+  const void* key_;
+};
+// `t`'s values on the host: `t` itself when it is on the CPU, else its registered mirror, else a synchronising copy.
+Tensor host_values(const Tensor& t);
+
 // =====================================================================================================
 // Training: backward ops, LoRA linear, chunked cross-entropy, optimizer. No autograd graph: each block's
 // forward saves what these need (or recomputes it) and its backward calls them explicitly.

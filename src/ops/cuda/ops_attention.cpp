@@ -47,7 +47,7 @@ AttentionShape shape_of(const char* op, const Tensor& q, const Tensor& k, const 
   s.window = window;
   if (s.head_dim > 512) fail("op {}: head dim D = {} is above the CUDA kernels' limit of 512", op, s.head_dim);
   if (s.tokens > INT32_MAX) fail("op {}: T = {} tokens exceeds the I32 range of cu_seqlens", op, s.tokens);
-  const Tensor host = cu_seqlens.to(Device::cpu(), MemoryCategory::Workspace);
+  const Tensor host = host_values(cu_seqlens);  // its HostMirror (ops.h) when the caller registered one
   const int32_t* cu = host.data<int32_t>();
   s.batch = static_cast<int32_t>(host.size(0) - 1);
   for (int32_t b = 0; b < s.batch; ++b) s.max_seqlen = std::max(s.max_seqlen, cu[b + 1] - cu[b]);

@@ -153,7 +153,7 @@ CrossEntropyStats run_lm_head(const LmHeadJob& job) {
   const bool grad = job.dhidden != nullptr || job.dhead != nullptr;
 
   // Valid tokens, on the host (labels are small): positions and labels, validated.
-  const Tensor labels_host = job.labels.to(Device::cpu(), MemoryCategory::Workspace);
+  const Tensor labels_host = host_values(job.labels);  // its HostMirror (ops.h) when the caller registered one
   const int32_t* lab = labels_host.data<int32_t>();
   std::vector<int32_t> positions, valid_labels;
   positions.reserve(static_cast<size_t>(t));
