@@ -10,11 +10,13 @@
 //        activations, BF16 weights) converts nothing.
 //      * LoRA: the factors a, b and xa are F32. With r 8 / 16 and widths % 8 == 0 (every model shape) the rank-r
 //        side runs as one-pass kernels (lora.cu: xa = dropout(x) a^T, y += scale xa b^T, dx += scale mult (g a),
-//        da += scale g^T dropout(x)), all in fp32 from fp32 factors, each reading x / y / dx once. Otherwise
-//        dropout(x) is formed in F32 (row chunks) and multiplied in fp32 with a (exact: PEFT runs the adapter in
-//        fp32), and the B product uses b and xa rounded to the activation dtype with fp32 accumulation. On both
-//        paths g = dy b and db = scale dy^T xa are cuBLASLt products against dy with b / xa rounded likewise (a
-//        one-pass dy kernel measured slower than cuBLASLt's two products).
+//        da += scale g^T dropout(x)), all in fp32 from fp32 factors, each reading x / y / dx once (with r 8 and
+//        BF16 x, xa and da on tensor cores with the factor split into three bf16 terms: exact products, fp32 sums;
+//        SWIFT_LORA_X_MMA=0 for the CUDA-core kernels). Otherwise dropout(x) is formed in F32 (row chunks) and
+//        multiplied in fp32 with a (exact: PEFT runs the adapter in fp32), and the B product uses b and xa rounded
+//        to the activation dtype with fp32 accumulation. g = dy b and db = scale dy^T xa, with b / xa rounded
+//        likewise: for r 8 and BF16 dy one tensor-core pass over dy (lora.cu launch_lora_dy; SWIFT_LORA_DY_FUSED=0
+//        for the two cuBLASLt products), else two cuBLASLt products against dy.
 //  - lora_linear with b_product false stops after xa; swiglu_lora adds gate's and up's B products in the swiglu's pass
 //    (r 8 and one-pass shapes: lora.cu's fused kernel, the rank update's arithmetic and rounding; else the rank
 //    updates then swiglu), so its bits are those of lora_linear + swiglu.
