@@ -8,11 +8,10 @@
 //    (checked when registering); anything else reads the device tensor back (Tensor::to, synchronising), as does
 //    every lookup under SWIFT_HOST_MIRRORS=0.
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <vector>
 
 #include "core/error.h"
+#include "ops/env_switch.h"
 #include "ops/ops.h"
 
 namespace swift::ops {
@@ -32,9 +31,15 @@ std::vector<Entry>& registry() {
   return entries;
 }
 
+// SWIFT_HOST_MIRRORS=0 ignores the mirrors (A/B runs: every read-back synchronises as before).
+bool mirrors_enabled() {
+  static EnvSwitch sw("SWIFT_HOST_MIRRORS", true);
+  return sw.on();
+}
+
 }  // namespace
 
-HostMirror::HostMirror(const Tensor& device, const Tensor& host) : key_(this) {
+HostMirror::HostMirror(const Tensor& device, const Tensor& host) {
   if (!device.defined() || !host.defined()) fail("HostMirror: both tensors must be defined");
   if (!host.device().is_cpu()) fail("HostMirror: the mirror {} must be on the CPU", host.str());
   if (host.dtype() != device.dtype() || host.numel() != device.numel()) {
@@ -46,19 +51,8 @@ HostMirror::HostMirror(const Tensor& device, const Tensor& host) : key_(this) {
 
 HostMirror::~HostMirror() {
   std::vector<Entry>& entries = registry();
-  const auto it = std::find_if(entries.rbegin(), entries.rend(), [&](const Entry& e) { return e.owner == key_; });
+  const auto it = std::find_if(entries.rbegin(), entries.rend(), [&](const Entry& e) { return e.owner == this; });
   if (it != entries.rend()) entries.erase(std::next(it).base());
-}
-
-// SWIFT_HOST_MIRRORS=0 ignores the mirrors (A/B runs: every read-back synchronises as before). Read once.
-bool mirrors_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("SWIFT_HOST_MIRRORS");
-    if (e == nullptr || *e == 0 || std::strcmp(e, "1") == 0) return true;
-    if (std::strcmp(e, "0") == 0) return false;
-    fail("SWIFT_HOST_MIRRORS='{}': use 1 (on) or 0 (off)", e);
-  }();
-  return on;
 }
 
 Tensor host_values(const Tensor& t) {

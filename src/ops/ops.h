@@ -126,9 +126,6 @@ class HostMirror {
   ~HostMirror();
   HostMirror(const HostMirror&) = delete;
   HostMirror& operator=(const HostMirror&) = delete;
-
- private:
-  const void* key_;
 };
 // `t`'s values on the host: `t` itself when it is on the CPU, else its registered mirror, else a synchronising copy.
 Tensor host_values(const Tensor& t);

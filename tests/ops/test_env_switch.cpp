@@ -1,4 +1,4 @@
-// tests/ops/test_env_switch.cpp — ops/cuda/env_switch.h (the on/off knobs SWIFT_LORA_B_FIRST, SWIFT_GEMM_AUTOTUNE):
+// tests/ops/test_env_switch.cpp — ops/env_switch.h (the on/off knobs SWIFT_LORA_B_FIRST, SWIFT_GEMM_AUTOTUNE):
 // unset is the default, "1" / "0" turn it on / off, read once, set() overrides, anything else is refused by name.
 // Pure C++: runs without CUDA.
 #include <gtest/gtest.h>
@@ -6,7 +6,7 @@
 #include <cstdlib>
 
 #include "op_test_util.h"
-#include "ops/cuda/env_switch.h"
+#include "ops/env_switch.h"
 
 namespace swift::test {
 namespace {
@@ -14,19 +14,19 @@ namespace {
 TEST(EnvSwitch, DefaultOnOffReadOnceOverrideAndRefusal) {
   const char* name = "SWIFT_TEST_ENV_SWITCH";
   unsetenv(name);
-  ops::cuda::EnvSwitch by_default(name, true);
+  ops::EnvSwitch by_default(name, true);
   EXPECT_TRUE(by_default.on());
   setenv(name, "0", 1);
   EXPECT_TRUE(by_default.on()) << "read once";
-  ops::cuda::EnvSwitch off(name, true);
+  ops::EnvSwitch off(name, true);
   EXPECT_FALSE(off.on());
   setenv(name, "1", 1);
-  ops::cuda::EnvSwitch on(name, false);
+  ops::EnvSwitch on(name, false);
   EXPECT_TRUE(on.on());
   on.set(false);
   EXPECT_FALSE(on.on());
   setenv(name, "yes", 1);
-  ops::cuda::EnvSwitch bad(name, false);
+  ops::EnvSwitch bad(name, false);
   EXPECT_TRUE(throws_error([&] { (void)bad.on(); }, {name, "yes", "1 (on) or 0 (off)"}));
   unsetenv(name);
 }

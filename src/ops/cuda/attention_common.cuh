@@ -1,5 +1,6 @@
-// ops/cuda/attention_common.cuh — device helpers shared by attention_fwd.cu and attention_bwd.cu: tensor-core
-// fragments (mma.sync m16n8k16 bf16 / f16 -> fp32, ldmatrix), cp.async copies, dtype conversion, sequence lookup.
+// ops/cuda/attention_common.cuh — device helpers shared by attention_fwd.cu, attention_bwd.cu and lora.cu:
+// tensor-core fragments (mma.sync m16n8k16 bf16 / f16 -> fp32, ldmatrix), cp.async copies, dtype conversion, sequence
+// lookup.
 //
 // Invariants:
 //  - Included only by .cu files (nvcc); no fmt, no core headers.

@@ -46,7 +46,7 @@
 #include "core/error.h"
 #include "core/memory.h"
 #include "ops/cuda/cuda_ops.h"
-#include "ops/cuda/env_switch.h"
+#include "ops/env_switch.h"
 
 #ifdef SWIFT_WITH_CUDNN
 #include <cudnn.h>

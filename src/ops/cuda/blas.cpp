@@ -43,7 +43,7 @@
 #include "core/error.h"
 #include "core/memory.h"
 #include "ops/cuda/cuda_ops.h"
-#include "ops/cuda/env_switch.h"
+#include "ops/env_switch.h"
 #include "ops/cuda/kernels_matmul.cuh"
 #include "ops/gemm_choice_cache.h"
 

@@ -35,6 +35,7 @@
 
 #include <type_traits>
 
+#include "ops/cuda/attention_common.cuh"
 #include "ops/cuda/kernels_lora.cuh"
 #include "ops/cuda/swiglu_math.cuh"
 #include "ops/philox.h"
@@ -546,32 +547,32 @@ constexpr int kDyPieces = kDyChunkCols / 8;         // 16-byte pieces per chunk 
 constexpr int kDyStepRows = 16;                     // rows per warp step
 constexpr int kDyBlockStep = kWarps * kDyStepRows;  // 128: rows_per_block is a multiple
 
-__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
-  const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&h);
-}
-
+// Fragments, ldmatrix and mma.sync m16n8k16 come from attention_common.cuh (the attention kernels' helpers).
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) { return attn::pack2<__nv_bfloat16>(lo, hi); }
 __device__ __forceinline__ void mma_bf16_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  attn::mma_m16n8k16<__nv_bfloat16>(c, a, b0, b1);
 }
 
-// The four 8 x 8 matrices at the lanes' row addresses (lanes 8 i .. 8 i + 7: matrix i), plain or transposed.
-template <bool kTrans>
-__device__ __forceinline__ void load_matrix_x4(uint32_t (&d)[4], const void* row_address) {
-  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(row_address));
-  if constexpr (kTrans) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
-                 : "r"(a));
-  } else {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
-                 : "r"(a));
+// Sums the 8 warps' C fragments of a 256-column tile (frag[t]: columns 16 t + gid (+ 8), ranks 2 tid, 2 tid + 1) into
+// tile (256 x 8 floats of shared memory, over the staging), warp by warp in order (deterministic). Every thread of
+// the block calls it; it synchronises on entry (the staging is free) and on exit (the tile is complete).
+__device__ __forceinline__ void sum_warp_fragments(float (*tile)[8], const float (&frag)[kDyKTiles][4], int warp,
+                                                   int gid, int tid) {
+  __syncthreads();
+  for (int i = threadIdx.x; i < kDyTileCols * 8; i += kThreads) (&tile[0][0])[i] = 0.0f;
+  for (int w = 0; w < kWarps; ++w) {
+    __syncthreads();
+    if (warp == w) {
+#pragma unroll
+      for (int t = 0; t < kDyKTiles; ++t) {
+        tile[16 * t + gid][2 * tid] += frag[t][0];
+        tile[16 * t + gid][2 * tid + 1] += frag[t][1];
+        tile[16 * t + gid + 8][2 * tid] += frag[t][2];
+        tile[16 * t + gid + 8][2 * tid + 1] += frag[t][3];
+      }
+    }
   }
+  __syncthreads();
 }
 
 // Blocks (column tile of 256, row block of rows_per_block, a multiple of 128): warp w takes the block's 16-row steps
@@ -653,12 +654,12 @@ __global__ void __launch_bounds__(kThreads, 2)
         const uint4* row_address = &stage[warp][buf][mrow][(2 * kt + mhalf) ^ (mrow % 8)];
         if (want_g) {
           uint32_t a[4];
-          load_matrix_x4<false>(a, row_address);
+          attn::ldmatrix_x4(a, row_address);
           mma_bf16_16816(cg, a, sbg[t][lane][0], sbg[t][lane][1]);
         }
         if (want_db) {  // the transposed tile: its blocks (0,0), (1,0), (0,1), (1,1) are matrices 0, 2, 1, 3
           uint32_t tr[4];
-          load_matrix_x4<true>(tr, row_address);
+          attn::ldmatrix_x4_trans(tr, row_address);
           const uint32_t at[4] = {tr[0], tr[2], tr[1], tr[3]};
           mma_bf16_16816(cdb[t], at, xb0, xb1);
         }
@@ -674,21 +675,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
   if (!want_db) return;
   float (*tile)[8] = reinterpret_cast<float (*)[8]>(&stage[0][0][0][0]);  // 256 x 8 floats (8 KB of 32)
-  __syncthreads();  // every warp is done with its staging
-  for (int i = threadIdx.x; i < kDyTileCols * 8; i += kThreads) (&tile[0][0])[i] = 0.0f;
-  for (int w = 0; w < kWarps; ++w) {
-    __syncthreads();
-    if (warp == w) {  // cdb[t]: columns 16 t + gid (+ 8), ranks 2 tid, 2 tid + 1
-#pragma unroll
-      for (int t = 0; t < kDyKTiles; ++t) {
-        tile[16 * t + gid][2 * tid] += cdb[t][0];
-        tile[16 * t + gid][2 * tid + 1] += cdb[t][1];
-        tile[16 * t + gid + 8][2 * tid] += cdb[t][2];
-        tile[16 * t + gid + 8][2 * tid + 1] += cdb[t][3];
-      }
-    }
-  }
-  __syncthreads();
+  sum_warp_fragments(tile, cdb, warp, gid, tid);
   for (int i = threadIdx.x; i < kDyTileCols * 8; i += kThreads) {  // part_db[row block][c][rr], c-major like db
     const int c = i / 8, rr = i % 8;
     if (c0 + c < m) part_db[(static_cast<int64_t>(blockIdx.y) * m + c0 + c) * 8 + rr] = tile[c][rr];
@@ -710,16 +697,19 @@ __device__ __forceinline__ void split_bf16x3(float v, float (&part)[3]) {
 
 __device__ __forceinline__ uint4 mask_pieces(uint4 v, uint32_t bits) {
   const auto m = [&](uint32_t w, int i) {
-    return w & ((((bits >> (2 * i)) & 1u) != 0 ? 0x0000FFFFu : 0u) | (((bits >> (2 * i + 1)) & 1u) != 0 ? 0xFFFF0000u : 0u));
+    const uint32_t lo = ((bits >> (2 * i)) & 1u) != 0 ? 0x0000FFFFu : 0u;
+    const uint32_t hi = ((bits >> (2 * i + 1)) & 1u) != 0 ? 0xFFFF0000u : 0u;
+    return w & (lo | hi);
   };
   return make_uint4(m(v.x, 0), m(v.y, 1), m(v.z, 2), m(v.w, 3));
 }
 
 // kXa: out = xa's column-tile partials (part[tile][row][rr], or xa itself with one tile), f = a (8, k).
 // !kXa: out = da's row-block partials part[row block][rr][c], f = g (n, 8).
-// The dropout (threshold != 0): drawn with kDraw (xa: stored into keep_bits_out when given), else read from keep_bits_in
-// (the cache; both give the same mask, so the same bits). da's drawing form spills registers: the training step
-// always has the cache. Sums are of the masked x; keep_scale is applied by the caller (xa here on the partials, da in the reduce).
+// The dropout (threshold != 0): drawn with kDraw (xa: stored into keep_bits_out when given), else read from
+// keep_bits_in (the cache; both give the same mask, so the same bits). da's drawing form spills registers: the
+// training step always has the cache. Sums are of the masked x; keep_scale multiplies xa's partials here and da's sum
+// in the launcher's reduce.
 template <bool kXa, bool kDraw>
 __global__ void __launch_bounds__(kThreads, 2)
     lora_x_mma_kernel(const __nv_bfloat16* __restrict__ x, const float* __restrict__ f, int64_t n, int64_t k,
@@ -821,12 +811,12 @@ __global__ void __launch_bounds__(kThreads, 2)
         const uint4* row_address = &stage[warp][buf][mrow][(2 * kt + mhalf) ^ (mrow % 8)];
         if constexpr (kXa) {
           uint32_t a[4];
-          load_matrix_x4<false>(a, row_address);
+          attn::ldmatrix_x4(a, row_address);
 #pragma unroll
           for (int p = 0; p < 3; ++p) mma_bf16_16816(cxa, a, sbf[p][t][lane][0], sbf[p][t][lane][1]);
         } else {
           uint32_t tr[4];
-          load_matrix_x4<true>(tr, row_address);
+          attn::ldmatrix_x4_trans(tr, row_address);
           const uint32_t at[4] = {tr[0], tr[2], tr[1], tr[3]};
 #pragma unroll
           for (int p = 0; p < 3; ++p) mma_bf16_16816(cda[t], at, gb[p][0], gb[p][1]);
@@ -837,27 +827,17 @@ __global__ void __launch_bounds__(kThreads, 2)
     if constexpr (kXa) {  // rows r0 + gid (+ 8), ranks 2 tid, 2 tid + 1
       float* dst = tiles > 1 ? out + static_cast<int64_t>(blockIdx.x) * n * 8 : out;
       const int64_t ra = r0 + gid, rb = r0 + gid + 8;
-      if (ra < n) *reinterpret_cast<float2*>(dst + ra * 8 + 2 * tid) = make_float2(cxa[0] * out_scale, cxa[1] * out_scale);
-      if (rb < n) *reinterpret_cast<float2*>(dst + rb * 8 + 2 * tid) = make_float2(cxa[2] * out_scale, cxa[3] * out_scale);
+      if (ra < n) {
+        *reinterpret_cast<float2*>(dst + ra * 8 + 2 * tid) = make_float2(cxa[0] * out_scale, cxa[1] * out_scale);
+      }
+      if (rb < n) {
+        *reinterpret_cast<float2*>(dst + rb * 8 + 2 * tid) = make_float2(cxa[2] * out_scale, cxa[3] * out_scale);
+      }
     }
   }
   if constexpr (!kXa) {
     float (*tile)[8] = reinterpret_cast<float (*)[8]>(&stage[0][0][0][0]);  // 256 x 8 floats
-    __syncthreads();
-    for (int i = threadIdx.x; i < kDyTileCols * 8; i += kThreads) (&tile[0][0])[i] = 0.0f;
-    for (int w = 0; w < kWarps; ++w) {
-      __syncthreads();
-      if (warp == w) {  // cda[t]: columns 16 t + gid (+ 8), ranks 2 tid, 2 tid + 1
-#pragma unroll
-        for (int t = 0; t < kDyKTiles; ++t) {
-          tile[16 * t + gid][2 * tid] += cda[t][0];
-          tile[16 * t + gid][2 * tid + 1] += cda[t][1];
-          tile[16 * t + gid + 8][2 * tid] += cda[t][2];
-          tile[16 * t + gid + 8][2 * tid + 1] += cda[t][3];
-        }
-      }
-    }
-    __syncthreads();
+    sum_warp_fragments(tile, cda, warp, gid, tid);
     for (int i = threadIdx.x; i < kDyTileCols * 8; i += kThreads) {  // part[row block][rr][c], da's (r, k) layout
       const int c = i % kDyTileCols, rr = i / kDyTileCols;
       if (c0 + c < k) out[(static_cast<int64_t>(blockIdx.y) * 8 + rr) * k + c0 + c] = tile[c][rr];
@@ -1093,9 +1073,9 @@ cudaError_t launch_lora_xa(const void* x, int x_dtype, const float* a, int64_t n
   if (x_pass_on_tensor_cores(x_dtype, r, config) && config.xa_rows == 0) {
     const int64_t tiles = (k + kDyTileCols - 1) / kDyTileCols, rows = dy_rows_per_block(n, k);
     const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>((n + rows - 1) / rows));
-    lora_x_mma_kernel<true, true><<<grid, kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(x), a, n, k, rows, seed,
-                                                           threshold, keep_scale, map, nullptr, keep_bits,
-                                                           tiles == 1 ? xa : part);
+    lora_x_mma_kernel<true, true><<<grid, kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(x), a, n, k, rows,
+                                                                 seed, threshold, keep_scale, map, nullptr, keep_bits,
+                                                                 tiles == 1 ? xa : part);
     const cudaError_t status = cudaGetLastError();
     if (status != cudaSuccess || tiles == 1) return status;
     sum_splits_kernel<<<blocks_for(n * r, 256), 256, 0, stream>>>(part, tiles, n * r, xa);

@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "ops/cuda/blas.h"
-#include "ops/cuda/env_switch.h"
+#include "ops/env_switch.h"
 #include "ops/cuda/kernels.cuh"
 #include "ops/cuda/kernels_lora.cuh"
 #include "ops/cuda/op_support.h"

@@ -1,4 +1,5 @@
-// ops/cuda/env_switch.h — a process-wide on/off of a CUDA code path, read from an environment variable on first use.
+// ops/env_switch.h — a process-wide on/off of a code path (CUDA kernels, host mirrors), read from an environment
+// variable on first use.
 //
 // Invariants:
 //  - The variable is read once: unset or empty is the default, "1" on, "0" off; anything else throws swift::Error
@@ -12,7 +13,7 @@
 
 #include "core/error.h"
 
-namespace swift::ops::cuda {
+namespace swift::ops {
 
 class EnvSwitch {
  public:
@@ -42,4 +43,4 @@ class EnvSwitch {
   mutable std::atomic<int> state_{-1};  // -1: not read yet, 0: off, 1: on
 };
 
-}  // namespace swift::ops::cuda
+}  // namespace swift::ops
