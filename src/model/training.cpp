@@ -9,7 +9,8 @@
 // same bits as lora_linear's; SWIFT_LORA_FOLD_SWIGLU=0 leaves them in lora_linear, for A/B measurements). A plain
 // LoRA o / down writes its frozen product, and its B product comes with the residual add (ops::add_lora_residual:
 // one pass instead of a copy of the residual, the product's read-modify-write and the B product's;
-// SWIFT_LORA_FOLD_RESIDUAL=0 for A/B measurements).
+// SWIFT_LORA_FOLD_RESIDUAL=0 for A/B measurements). A plain (unadapted) o / down reads the residual as its product's
+// C input (ops::linear_residual: no copy of the residual first; SWIFT_LINEAR_RESIDUAL=0 for A/B measurements).
 // The backward walks the same steps in reverse; the residual stream's gradient `d` is carried in place.
 // Sequence parallel (P ranks): T is this rank's share of the padded batch; q, k, v are exchanged right after their
 // projections (scatter_heads: all Ta = P*T tokens, H/P heads), so qk-norm, rope and attention run on whole sequences
@@ -317,6 +318,17 @@ void TrainableModel::linear_forward(int64_t i, LinearKind kind, const Tensor& x,
   ops::lora_linear(x, L.w, L.bias, L.lora->a, L.lora->b, lora_.scale, d, y, xa, accumulate, b_product);
 }
 
+void TrainableModel::linear_forward_residual(int64_t i, LinearKind kind, const Tensor& x, const Tensor& residual,
+                                             Tensor& y, Activations& a, uint64_t seed, bool training) const {
+  // SWIFT_LINEAR_RESIDUAL=0 copies the residual into y and accumulates onto it (A/B measurements; the sums may round
+  // differently: cuBLASLt can add a C apart from D in another order).
+  static const bool kResidualAsInput = env_int("SWIFT_LINEAR_RESIDUAL", 1) != 0;
+  const Linear& L = layers_[static_cast<size_t>(i)].linears[static_cast<size_t>(kind)];
+  if (L.lora == nullptr && kResidualAsInput) return ops::linear_residual(x, L.w, L.bias, residual, y);
+  y.copy_from(residual);
+  linear_forward(i, kind, x, y, /*accumulate=*/true, a, seed, training);
+}
+
 bool TrainableModel::residual_b_folded(int64_t i, LinearKind kind) const {
   // SWIFT_LORA_FOLD_RESIDUAL=0 keeps o's / down's B products in lora_linear, accumulating onto a copy of the residual
   // (for A/B measurements; the sums are rounded in another order).
@@ -440,8 +452,8 @@ void TrainableModel::layer_forward(int64_t i, const MicroBatch& b, const Tensor&
     linear_forward(i, LinearKind::O, a.attn.view({T, Hq * D}), a.x_mid, false, a, seed, training, false);
     ops::add_lora_residual(a.x_mid, x_in, b_product_of(i, LinearKind::O, a), lora_.scale);
   } else {
-    a.x_mid = x_in.clone(MemoryCategory::Activations);
-    lin(LinearKind::O, a.attn.view({T, Hq * D}), a.x_mid, true);
+    a.x_mid = act({T, C});
+    linear_forward_residual(i, LinearKind::O, a.attn.view({T, Hq * D}), x_in, a.x_mid, a, seed, training);
   }
   a.h2 = act({T, C});
   a.rstd2 = stat({T});
@@ -456,8 +468,7 @@ void TrainableModel::layer_forward(int64_t i, const MicroBatch& b, const Tensor&
     linear_forward(i, LinearKind::Down, a.act, x_out, false, a, seed, training, false);
     ops::add_lora_residual(x_out, a.x_mid, b_product_of(i, LinearKind::Down, a), lora_.scale);
   } else {
-    x_out.copy_from(a.x_mid);
-    lin(LinearKind::Down, a.act, x_out, true);
+    linear_forward_residual(i, LinearKind::Down, a.act, a.x_mid, x_out, a, seed, training);
   }
 }
 

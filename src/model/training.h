@@ -199,6 +199,10 @@ class TrainableModel {
   void layer_backward(int64_t layer, const MicroBatch& b, Activations& a, Tensor& dx, uint64_t dropout_seed);
   void linear_forward(int64_t layer, LinearKind kind, const Tensor& x, Tensor& y, bool accumulate, Activations& a,
                       uint64_t dropout_seed, bool training, bool b_product = true) const;
+  // y = residual + the linear's output (o, down onto the residual stream): a plain linear reads the residual as its
+  // product's input (ops::linear_residual), an adapted one adds onto a copy of it.
+  void linear_forward_residual(int64_t layer, LinearKind kind, const Tensor& x, const Tensor& residual, Tensor& y,
+                               Activations& a, uint64_t dropout_seed, bool training) const;
   void mlp_forward(int64_t layer, Activations& a, uint64_t dropout_seed, bool training) const;
   // Whether layer i's gate and up are both plain LoRA linears: their B products are then added in the swiglu's pass
   // (ops::swiglu_lora) instead of lora_linear's.

@@ -109,6 +109,20 @@ void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y, boo
            [&] { cuda::linear(x, w, bias, y, accumulate); });
 }
 
+void linear_residual(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& residual, Tensor& y) {
+  require_writable("linear_residual", {&y});
+  const Device device = detail::check_linear_residual(x, w, bias, residual, y);
+  if (residual.storage() == y.storage() && residual.byte_offset() == y.byte_offset()) {
+    return linear(x, w, bias, y, /*accumulate=*/true);
+  }
+  dispatch("linear_residual", device,
+           [&] {
+             y.copy_from(residual);
+             cpu::linear(x, w, bias, y, /*accumulate=*/true);
+           },
+           [&] { cuda::linear_residual(x, w, bias, residual, y); });
+}
+
 void gemm(bool trans_a, bool trans_b, float alpha, const Tensor& a, const Tensor& b, float beta, Tensor& c) {
   require_writable("gemm", {&c});
   dispatch("gemm", detail::check_gemm(trans_a, trans_b, a, b, c),

@@ -218,6 +218,19 @@ Device check_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const 
   return common_device(op, {&x, &w, &bias, &y});
 }
 
+Device check_linear_residual(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& residual,
+                             const Tensor& y) {
+  const char* op = "linear_residual";
+  check_linear(x, w, bias, y);
+  require_defined(op, "residual", residual);
+  require_same_shape(op, "residual", residual, "y", y);
+  require_activation(op, "residual", residual, "y", &y);
+  const bool same = residual.storage() == y.storage() && residual.byte_offset() == y.byte_offset();
+  if (!same && overlaps(residual, y)) fail("linear_residual: residual {} partly overlaps y {}", desc(residual), desc(y));
+  if (overlaps(residual, x) && !same) fail("linear_residual: residual {} overlaps x {}", desc(residual), desc(x));
+  return common_device(op, {&x, &w, &bias, &residual, &y});
+}
+
 Device check_gemm(bool trans_a, bool trans_b, const Tensor& a, const Tensor& b, const Tensor& c) {
   const char* op = "gemm";
   require_defined(op, "a", a);

@@ -54,6 +54,8 @@ Device check_swap_outer_axes(const Tensor& x, const Tensor& y);
 // vocab_offset >= 0: embedding_shard (ids >= 0, those outside the table's rows are another rank's); -1: embedding.
 Device check_embedding(const Tensor& table, const Tensor& ids, const Tensor& out, int64_t vocab_offset = -1);
 Device check_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y);
+Device check_linear_residual(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& residual,
+                             const Tensor& y);
 Device check_gemm(bool trans_a, bool trans_b, const Tensor& a, const Tensor& b, const Tensor& c);
 Device check_rmsnorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y, const Tensor& rstd);
 Device check_rope(const Tensor& x, const Tensor& positions, const RopeFrequencies& freqs);

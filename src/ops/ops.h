@@ -60,6 +60,11 @@ void embedding_shard(const Tensor& table, const Tensor& ids, int64_t vocab_offse
 // y = x @ w^T (+ bias)                       x: (N, K) F32; w: (M, K) F32/BF16/F16; bias: (M) or undefined;
 //                                            y: (N, M) F32. With accumulate, y += x @ w^T (+ bias) instead of =.
 void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y, bool accumulate = false);
+// y = residual + x @ w^T (+ bias)            as linear; residual: y's shape and dtype, y itself (then the same as
+//                                            linear with accumulate) or apart from it. On CUDA the residual is the
+//                                            product's C input: no copy of it into y first (the residual stream's
+//                                            o / down products, which keep their input for the backward).
+void linear_residual(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& residual, Tensor& y);
 // C = alpha * op(A) @ op(B) + beta * C        A: (N, K) or (K, N) when trans_a; B: (K, M) or (M, K) when
 //                                            trans_b; C: (N, M). All F32. For backward passes.
 void gemm(bool trans_a, bool trans_b, float alpha, const Tensor& a, const Tensor& b, float beta, Tensor& c);

@@ -82,6 +82,56 @@ TEST(OpsCudaMatmul, LinearMatchesReference) {
   }
 }
 
+// linear_residual: the residual read as the product's C (aligned as y), copied into y first (a residual 2 bytes off
+// y's alignment), or y itself, with the weight as is or converted in pieces; y must be linear onto a copy of the
+// residual up to the output's rounding (cuBLASLt may add a C apart from D in another order: 1e-6 relative norm in
+// F32, 4e-3 in BF16, a few outputs rounded the other way), and the residual must stay untouched.
+TEST(OpsCudaMatmul, LinearResidualIsLinearOntoACopy) {
+  ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
+  struct Case { int64_t n, k, m; };
+  const Case cases[] = {{1, 1, 1}, {37, 45, 29}, {129, 300, 67}, {257, 1029, 515}, {3, 4096, 4500}};
+  uint32_t seed = 900;
+  for (const Case& cs : cases) {
+    for (DType act : {DType::F32, DType::BF16}) {
+      for (DType wd : {act, DType::F16}) {
+        for (int where : {0, 1, 2}) {  // 0: a buffer of its own, 1: one element off y's alignment, 2: y itself
+          SCOPED_TRACE(fmt::format("N={} K={} M={} act={} w={} residual {}", cs.n, cs.k, cs.m, name(act), name(wd),
+                                   where));
+          const Device d = Device::cuda();
+          const Tensor x = random_tensor({cs.n, cs.k}, DType::F32, ++seed).to_dtype(act).to(d);
+          const Tensor w = random_tensor({cs.m, cs.k}, DType::F32, ++seed, -0.1f, 0.1f).to_dtype(wd).to(d);
+          const Tensor bias = random_tensor({cs.m}, DType::F32, ++seed).to(d);
+          const Tensor r_host = random_tensor({cs.n, cs.m}, DType::F32, ++seed).to_dtype(act);
+          // A residual one element into a larger buffer: its rows start 2 (or 4) bytes off the 256-byte alignment.
+          Tensor holder = Tensor::zeros({cs.n * cs.m + 1}, act, d);
+          Tensor residual = where == 1 ? holder.slice_rows(1, cs.n * cs.m + 1).view({cs.n, cs.m})
+                                       : Tensor::empty({cs.n, cs.m}, act, d);
+          residual.copy_from(r_host);
+          Tensor y = where == 2 ? residual : Tensor::empty({cs.n, cs.m}, act, d);
+          Tensor want = Tensor::empty({cs.n, cs.m}, act, d);
+          want.copy_from(r_host);
+          ops::linear(x, w, bias, want, /*accumulate=*/true);
+          ops::linear_residual(x, w, bias, residual, y);
+          const Tensor got_f32 = y.to(Device::cpu()).to_dtype(DType::F32);
+          const Tensor want_f32 = want.to(Device::cpu()).to_dtype(DType::F32);
+          EXPECT_LE(rel_norm(got_f32, want_f32), act == DType::F32 ? 1e-6 : 4e-3);
+          if (where != 2) EXPECT_TRUE(bit_equal(residual.to(Device::cpu()), r_host));
+        }
+      }
+    }
+  }
+  // A residual of another shape, or overlapping y in part, is refused by name.
+  const Device d = Device::cuda();
+  const Tensor x = Tensor::zeros({4, 8}, DType::F32, d), w = Tensor::zeros({6, 8}, DType::F32, d);
+  Tensor y = Tensor::zeros({4, 6}, DType::F32, d), none;
+  EXPECT_TRUE(throws_error([&] { ops::linear_residual(x, w, none, Tensor::zeros({4, 5}, DType::F32, d), y); },
+                           {"linear_residual", "residual", "same shape"}));
+  Tensor big = Tensor::zeros({5, 6}, DType::F32, d);
+  Tensor top = big.slice_rows(0, 4), bottom = big.slice_rows(1, 5);
+  EXPECT_TRUE(throws_error([&] { ops::linear_residual(x, w, none, bottom, top); },
+                           {"linear_residual", "partly overlaps"}));
+}
+
 TEST(OpsCudaMatmul, GemmAllTransposes) {
   ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
   struct Case { int64_t n, k, m; };

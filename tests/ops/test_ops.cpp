@@ -206,6 +206,28 @@ INSTANTIATE_TEST_SUITE_P(WeightsBiasAccumulate, OpsLinear,
                                   (std::get<2>(info.param) ? "_accumulate" : "_assign");
                          });
 
+// linear_residual on the CPU: linear onto a copy of the residual, bit for bit; the residual untouched; y itself as
+// the residual is linear with accumulate; a residual of another shape or dtype, or overlapping y in part, refused.
+TEST(OpsLinearResidual, IsLinearOntoACopy) {
+  const Tensor x = random_tensor({9, 13}, DType::F32, 1), w = random_tensor({7, 13}, DType::BF16, 2);
+  const Tensor bias = random_tensor({7}, DType::F32, 3), residual = random_tensor({9, 7}, DType::F32, 4);
+  const Tensor kept = residual.clone();
+  Tensor y = Tensor::empty({9, 7}, DType::F32), want = residual.clone();
+  ops::linear_residual(x, w, bias, residual, y);
+  ops::linear(x, w, bias, want, /*accumulate=*/true);
+  EXPECT_TRUE(bit_equal(y, want));
+  EXPECT_TRUE(bit_equal(residual, kept));
+  Tensor in_place = residual.clone();
+  ops::linear_residual(x, w, bias, in_place, in_place);
+  EXPECT_TRUE(bit_equal(in_place, want));
+  EXPECT_TRUE(throws_error([&] { ops::linear_residual(x, w, bias, Tensor::zeros({9, 6}, DType::F32), y); },
+                           {"linear_residual", "residual", "same shape"}));
+  Tensor big = Tensor::zeros({10, 7}, DType::F32);
+  Tensor top = big.slice_rows(0, 9);
+  EXPECT_TRUE(throws_error([&] { ops::linear_residual(x, w, bias, big.slice_rows(1, 10), top); },
+                           {"linear_residual", "partly overlaps"}));
+}
+
 TEST(OpsLinearEdge, EmptyRowsAndZeroK) {
   Tensor w = random_tensor({7, 5}, DType::BF16, 1);
   Tensor x0 = Tensor::empty({0, 5}, DType::F32);

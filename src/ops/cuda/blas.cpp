@@ -206,8 +206,8 @@ GemmChoiceCache* choice_cache() {
 }
 
 // SWIFT_GEMM_AUTOTUNE: the recorded choice for this product on this device, else times plan->candidates on these
-// operands (D to a scratch buffer, C = args.d), keeps the fastest in plan->algo and records its rank; the candidates
-// are dropped either way. Not timed while the stream is being captured.
+// operands (D to a scratch buffer, C = args.c or args.d), keeps the fastest in plan->algo and records its rank; the
+// candidates are dropped either way. Not timed while the stream is being captured.
 void autotune(const char* op, DeviceBlas& blas, Plan& plan, const Key& key, const MatmulArgs& args, cudaStream_t s) {
   std::vector<cublasLtMatmulAlgo_t> candidates;
   candidates.swap(plan.candidates);
@@ -243,11 +243,12 @@ void autotune(const char* op, DeviceBlas& blas, Plan& plan, const Key& key, cons
   cudaEventCreate(&start);
   cudaEventCreate(&stop);
   const float alpha = args.alpha, beta = args.beta;
+  const void* c = args.c != nullptr ? args.c : args.d;
   float best_ms = 0.0f;
   int best = -1;  // the heuristic's first choice stays when no candidate could be timed (not recorded)
   for (size_t i = 0; i < candidates.size(); ++i) {
     auto run = [&] {
-      return cublasLtMatmul(blas.handle, plan.desc, &alpha, args.b, plan.la, args.a, plan.lb, &beta, args.d, plan.ld,
+      return cublasLtMatmul(blas.handle, plan.desc, &alpha, args.b, plan.la, args.a, plan.lb, &beta, c, plan.ld,
                             scratch, plan.ld, &candidates[i], blas.workspace, kWorkspaceBytes, s);
     };
     if (run() != CUBLAS_STATUS_SUCCESS) continue;  // an algorithm that refuses these operands is never chosen
@@ -285,9 +286,28 @@ void set_gemm_autotune_record(const std::string& path) {
   g_record_chosen = true;
 }
 
-void matmul(const char* op, int device, const MatmulArgs& args) {
-  if (args.n <= 0 || args.m <= 0) return;
+// D := C (n rows of m elements, row stride ldd), for the paths that take C = D only.
+void copy_c_into_d(const char* op, const MatmulArgs& args, cudaStream_t s) {
+  const size_t row = static_cast<size_t>(args.m) * elem_bytes(args.d_dtype);
+  const size_t pitch = static_cast<size_t>(args.ldd) * elem_bytes(args.d_dtype);
+  const cudaError_t st = cudaMemcpy2DAsync(args.d, pitch, args.c, pitch, row, static_cast<size_t>(args.n),
+                                           cudaMemcpyDeviceToDevice, s);
+  if (st != cudaSuccess) fail("op {}: cudaMemcpy2DAsync of C into D failed: {}", op, cudaGetErrorString(st));
+}
+
+void matmul(const char* op, int device, const MatmulArgs& in) {
+  if (in.n <= 0 || in.m <= 0) return;
   cudaStream_t s = stream(device);
+  MatmulArgs args = in;
+  if (args.c == args.d) args.c = nullptr;
+  // A separate C goes to cuBLASLt as is when it is aligned as D (the plans' alignment is D's for both); else, and
+  // for the paths without a C of their own (empty inner dimension, cublasGemmEx), it is copied into D first.
+  if (args.c != nullptr && (args.k <= 0 || args.beta == 0.0f ||
+                            alignment_of(args.c, args.ldd * elem_bytes(args.d_dtype)) <
+                                alignment_of(args.d, args.ldd * elem_bytes(args.d_dtype)))) {
+    if (args.beta != 0.0f) copy_c_into_d(op, args, s);
+    args.c = nullptr;
+  }
   if (args.k <= 0) {  // empty inner dimension: D = beta * D (+ bias)
     const cudaError_t st = launch_scale_add_bias(args.d, args.d_dtype, args.n, args.m, args.ldd, args.beta, args.bias,
                                                  args.bias_dtype, s);
@@ -330,6 +350,7 @@ void matmul(const char* op, int device, const MatmulArgs& args) {
   if (!plan->candidates.empty()) autotune(op, blas, *plan, plan_key, args, s);
   const float alpha = args.alpha, beta = args.beta;
   if (!plan->ok) {  // no cuBLASLt algorithm (odd alignment): cublasGemmEx, same column-major mapping, fp32 compute
+    if (args.c != nullptr) copy_c_into_d(op, args, s);
     check_lt(op, cublasSetStream(blas.fallback, s), "cublasSetStream");
     check_lt(op,
              cublasGemmEx(blas.fallback, args.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
@@ -340,8 +361,9 @@ void matmul(const char* op, int device, const MatmulArgs& args) {
              "cublasGemmEx");
   } else {
     check_lt(op,
-             cublasLtMatmul(blas.handle, plan->desc, &alpha, args.b, plan->la, args.a, plan->lb, &beta, args.d,
-                            plan->ld, args.d, plan->ld, &plan->algo, blas.workspace, kWorkspaceBytes, s),
+             cublasLtMatmul(blas.handle, plan->desc, &alpha, args.b, plan->la, args.a, plan->lb, &beta,
+                            args.c != nullptr ? args.c : args.d, plan->ld, args.d, plan->ld, &plan->algo,
+                            blas.workspace, kWorkspaceBytes, s),
              "cublasLtMatmul");
   }
   if (args.bias != nullptr && !bias_done) {

@@ -30,6 +30,9 @@ struct MatmulArgs {
   int64_t ldd = 0;
   int d_dtype = 0;
   float alpha = 1.0f, beta = 0.0f;
+  // C of D = alpha op(A) op(B) + beta C (+ bias): null for D itself, else (n, m) in D's dtype with D's row stride
+  // ldd, read and not written (a residual kept apart from the sum: no copy of it into D first).
+  const void* c = nullptr;
   const void* bias = nullptr;  // (m) or null
   int bias_dtype = 0;
 };

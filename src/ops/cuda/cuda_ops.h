@@ -62,6 +62,7 @@ void check_device_errors(int device_index);
 
 // ---- matrix products, LoRA (ops_matmul.cpp) ----
 void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y, bool accumulate);
+void linear_residual(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& residual, Tensor& y);
 void gemm(bool trans_a, bool trans_b, float alpha, const Tensor& a, const Tensor& b, float beta, Tensor& c);
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw, Tensor& dbias,
                      bool accumulate_dx);

@@ -70,8 +70,10 @@ BiasArg bias_for(const char* op, const Tensor& bias, DType y_dtype, int device) 
   return out;
 }
 
-// y (n, m) [+]= x (n, k) w^T (+ bias), w of any float dtype (y contiguous, x.dtype()).
-void linear_impl(const char* op, const Tensor& x, const Tensor& w, const Tensor& bias, void* y, bool accumulate) {
+// y (n, m) [+]= x (n, k) w^T (+ bias), w of any float dtype (y contiguous, x.dtype()). With a residual (n, m) (y's
+// dtype, contiguous): y = residual + x w^T (+ bias), the residual read as the product's C (accumulate ignored).
+void linear_impl(const char* op, const Tensor& x, const Tensor& w, const Tensor& bias, void* y, bool accumulate,
+                 const void* residual = nullptr) {
   const int device = dev(x);
   const int64_t n = x.size(0), k = x.size(1), m = w.size(0);
   const DType act = x.dtype();
@@ -86,11 +88,12 @@ void linear_impl(const char* op, const Tensor& x, const Tensor& w, const Tensor&
   args.ab_dtype = code(act);
   args.d_dtype = code(act);
   args.ldd = m;
-  args.beta = accumulate ? 1.0f : 0.0f;
+  args.beta = accumulate || residual != nullptr ? 1.0f : 0.0f;
   args.bias_dtype = code(b.dtype);
   if (w.dtype() == act) {
     args.m = m;
     args.b = w.raw();
+    args.c = residual;
     args.d = y;
     args.bias = b.ptr;
     matmul(op, device, args);
@@ -103,6 +106,7 @@ void linear_impl(const char* op, const Tensor& x, const Tensor& w, const Tensor&
     convert(op, offset(w.raw(), m0 * k, w.dtype()), w.dtype(), ws.raw(), act, mc * k, device);
     args.m = mc;
     args.b = ws.raw();
+    args.c = residual != nullptr ? offset(residual, m0, act) : nullptr;
     args.d = offset(y, m0, act);
     args.bias = b.ptr ? offset(b.ptr, m0, b.dtype) : nullptr;
     matmul(op, device, args);
@@ -164,6 +168,10 @@ int64_t lora_rows(int64_t n, int64_t k) {
 
 void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y, bool accumulate) {
   linear_impl("linear", x, w, bias, y.raw(), accumulate);
+}
+
+void linear_residual(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& residual, Tensor& y) {
+  linear_impl("linear_residual", x, w, bias, y.raw(), true, residual.raw());
 }
 
 void gemm(bool trans_a, bool trans_b, float alpha, const Tensor& a, const Tensor& b, float beta, Tensor& c) {
