@@ -142,6 +142,7 @@ TrainableModel::TrainableModel(CausalLM& model, TunerType type, LoraAdapters lor
   // no gradient from the lookups (PEFT's modules_to_save copy keeps that padding_idx).
   padding_id_ = c.pad_token_id >= 0 && c.pad_token_id < c.vocab_size ? c.pad_token_id : -1;
   embed_ = weight(w.embed_tokens, "model.embed_tokens.weight", grad_embed_);
+  if (full) embed16_ = w.embed_tokens;
   if (!full && lora_.embed_tokens.defined()) {  // modules_to_save: a trained copy replaces the embedding
     embed_ = lora_.embed_tokens;
     add_param(io::peft_module_weight_name(kEmbedModule), lora_.embed_tokens, grad_embed_);
@@ -160,6 +161,7 @@ TrainableModel::TrainableModel(CausalLM& model, TunerType type, LoraAdapters lor
       Linear& lin = l.linears[static_cast<size_t>(k)];
       const std::string module = linear_module_path(i, static_cast<LinearKind>(k));
       lin.w = weight(*base[static_cast<size_t>(k)].first, module + ".weight", lin.grad_w);
+      if (full) lin.w16 = *base[static_cast<size_t>(k)].first;  // storage for refresh_product_weights, if it fits
       lin.bias = weight(*base[static_cast<size_t>(k)].second, module + ".bias", lin.grad_bias);
       if (!full) {
         LoraLinear& ad = lora_.layers[static_cast<size_t>(i)][static_cast<size_t>(k)];
@@ -193,6 +195,7 @@ TrainableModel::TrainableModel(CausalLM& model, TunerType type, LoraAdapters lor
     }
   } else {
     lm_head_ = weight(w.lm_head, "lm_head.weight", grad_lm_head_);
+    head16_ = w.lm_head;
   }
   SWIFT_CHECK(!params_.empty(), "nothing to train: no LoRA adapter and not full fine-tuning");
 }
@@ -296,7 +299,7 @@ void TrainableModel::linear_forward(int64_t i, LinearKind kind, const Tensor& x,
                                     Activations& a, uint64_t seed, bool training, bool b_product) const {
   const Linear& L = layers_[static_cast<size_t>(i)].linears[static_cast<size_t>(kind)];
   const int64_t T = x.size(0);
-  if (L.lora == nullptr) return ops::linear(x, L.w, L.bias, y, accumulate);
+  if (L.lora == nullptr) return ops::linear(x, product_weight(L), L.bias, y, accumulate);
   Tensor& xa = a.xa[static_cast<size_t>(kind)];
   if (!xa.defined()) xa = stat({T, L.lora->a.size(0)});
   if (L.lora->dora()) {
@@ -324,7 +327,7 @@ void TrainableModel::linear_forward_residual(int64_t i, LinearKind kind, const T
   // differently: cuBLASLt can add a C apart from D in another order).
   static const bool kResidualAsInput = env_int("SWIFT_LINEAR_RESIDUAL", 1) != 0;
   const Linear& L = layers_[static_cast<size_t>(i)].linears[static_cast<size_t>(kind)];
-  if (L.lora == nullptr && kResidualAsInput) return ops::linear_residual(x, L.w, L.bias, residual, y);
+  if (L.lora == nullptr && kResidualAsInput) return ops::linear_residual(x, product_weight(L), L.bias, residual, y);
   y.copy_from(residual);
   linear_forward(i, kind, x, y, /*accumulate=*/true, a, seed, training);
 }
@@ -481,7 +484,9 @@ void TrainableModel::layer_backward(int64_t i, const MicroBatch& b, Activations&
   // dy -> dx (= or +=) through one linear, adding its parameters' gradients.
   auto lin_back = [&](LinearKind kind, const Tensor& dy, const Tensor& x, Tensor& dx, bool accumulate_dx) {
     Linear& L = l.linears[static_cast<size_t>(kind)];
-    if (L.lora == nullptr) return ops::linear_backward(dy, x, L.w, dx, L.grad_w, L.grad_bias, accumulate_dx);
+    if (L.lora == nullptr) {
+      return ops::linear_backward(dy, x, product_weight(L), dx, L.grad_w, L.grad_bias, accumulate_dx);
+    }
     if (L.lora->dora()) {
       return ops::dora_linear_backward(dy, x, L.w, L.lora->a, L.lora->b, L.lora->magnitude,
                                        dora_norms_[static_cast<size_t>(i)][static_cast<size_t>(kind)],
@@ -577,9 +582,37 @@ void TrainableModel::layer_backward(int64_t i, const MicroBatch& b, Activations&
   (void)none;
 }
 
+void TrainableModel::refresh_product_weights() {
+  static const bool kOn = env_int("SWIFT_PRODUCT_WEIGHTS", 1) != 0;
+  const bool on = kOn && type_ == TunerType::Full && device_.is_cuda() && act_dtype_ != DType::F32;
+  // A matrix's 16-bit copy: `half` keeps its storage when it has the master's shape, the activation dtype and can
+  // be written (the base weight it starts as), else gets its own.
+  auto refresh = [&](const Tensor& master, Tensor& half) {
+    if (!on || !master.defined() || master.dtype() != DType::F32) {
+      half = Tensor();
+      return;
+    }
+    if (!half.defined() || half.shape() != master.shape() || half.dtype() != act_dtype_ ||
+        !(half.device() == master.device()) || !half.writable()) {
+      half = Tensor::empty(master.shape(), act_dtype_, master.device(), MemoryCategory::Weights);
+    }
+    ops::cast(master, half);
+  };
+  for (Layer& l : layers_) {
+    for (Linear& lin : l.linears) refresh(lin.w, lin.w16);
+  }
+  refresh(embed_, embed16_);
+  if (tied_) {
+    head16_ = embed16_;
+  } else {
+    refresh(lm_head_, head16_);
+  }
+}
+
 StepStats TrainableModel::run(const MicroBatch& host_batch, float grad_scale, uint64_t seed, bool checkpoint,
                               bool backward) {
   const io::ModelConfig& c = model_.config();
+  refresh_product_weights();  // the masters may have changed since the last forward (optimizer, checkpoint load)
   SWIFT_CHECK(model_.tensor_parallel_size() == 1 || model_.tensor_parallel_size() == parallel_.tp_size(),
               "training: the model holds tensor-parallel shard {} of {} of its linears; set_parallel with that "
               "tensor-parallel group first", model_.tensor_parallel_rank(), model_.tensor_parallel_size());
@@ -643,10 +676,10 @@ StepStats TrainableModel::run(const MicroBatch& host_batch, float grad_scale, ui
   Tensor x = act({T, C});
   dist::Communicator* vocab_tp = parallel_.tp_size() > 1 ? parallel_.tensor : nullptr;  // vocabulary-parallel
   if (vocab_tp != nullptr) {  // this rank's rows of the lookup (zeros for other ranks' ids), summed over the group
-    ops::embedding_shard(embed_, local_tokens(b.ids), vocab_offset_, x);
+    ops::embedding_shard(product_embedding(), local_tokens(b.ids), vocab_offset_, x);
     vocab_tp->all_reduce(x);
   } else {
-    ops::embedding(embed_, local_tokens(b.ids), x);
+    ops::embedding(product_embedding(), local_tokens(b.ids), x);
   }
   for (int64_t i = 0; i < L; ++i) {
     inputs[static_cast<size_t>(i)] = x;
@@ -679,9 +712,10 @@ StepStats TrainableModel::run(const MicroBatch& host_batch, float grad_scale, ui
   if (backward) provide_gradients(L);  // the head's gradients are written by the loss below
   Tensor dhead = backward ? grad_lm_head_ : Tensor();
   const ops::CrossEntropyStats ce =
-      vocab_tp != nullptr ? vocab_parallel_cross_entropy(*vocab_tp, hidden, lm_head_, local_tokens(b.labels),
+      vocab_tp != nullptr ? vocab_parallel_cross_entropy(*vocab_tp, hidden, product_head(), local_tokens(b.labels),
                                                          vocab_offset_, grad_scale, dhidden, dhead)
-                          : ops::cross_entropy(hidden, lm_head_, local_tokens(b.labels), grad_scale, dhidden, dhead);
+                          : ops::cross_entropy(hidden, product_head(), local_tokens(b.labels), grad_scale, dhidden,
+                                               dhead);
   StepStats stats{ce.loss_sum, ce.tokens, ce.correct};
   if (!backward) return stats;
 

@@ -182,6 +182,7 @@ class TrainableModel {
  private:
   struct Linear {
     Tensor w, bias;            // the weight used in the forward (base dtype for LoRA, F32 master for full)
+    Tensor w16;                // full, CUDA, 16-bit activations: w in their dtype (refresh_product_weights)
     Tensor grad_w, grad_bias;  // full only
     const LoraLinear* lora = nullptr;
     Tensor grad_a, grad_b;     // LoRA only
@@ -193,6 +194,15 @@ class TrainableModel {
     std::array<Linear, kLinearKinds> linears;
   };
   struct Activations;  // one layer's saved forward state (training.cpp)
+
+  // Full fine-tuning on CUDA with 16-bit activations: the products read the F32 master matrices in the activation
+  // dtype. They are cast once per forward (run()), into the base weights' storage when it fits (the model's own
+  // 16-bit weights, which then follow training), instead of in every product (forward, input gradient, recompute,
+  // LM head). Same bits: a product converted its F32 weight with the same rounding. SWIFT_PRODUCT_WEIGHTS=0: off.
+  void refresh_product_weights();
+  const Tensor& product_weight(const Linear& l) const { return l.w16.defined() ? l.w16 : l.w; }
+  const Tensor& product_embedding() const { return embed16_.defined() ? embed16_ : embed_; }
+  const Tensor& product_head() const { return head16_.defined() ? head16_ : lm_head_; }
 
   void layer_forward(int64_t layer, const MicroBatch& b, const Tensor& x_in, Activations& a, Tensor& x_out,
                      uint64_t dropout_seed, bool training) const;
@@ -239,6 +249,7 @@ class TrainableModel {
   std::vector<Parameter> params_;
   std::vector<Layer> layers_;
   Tensor embed_, grad_embed_, final_norm_, grad_final_norm_, lm_head_, grad_lm_head_;
+  Tensor embed16_, head16_;  // refresh_product_weights: the embedding's and the head's masters in 16 bits
   bool tied_ = false;
   int64_t padding_id_ = -1;  // config.pad_token_id: the embedding row that gets no gradient from lookups
   std::vector<std::array<Tensor, kLinearKinds>> dora_norms_;  // [layer][kind] DoRA weight norms of this micro-batch
