@@ -11,6 +11,8 @@
 // one pass instead of a copy of the residual, the product's read-modify-write and the B product's;
 // SWIFT_LORA_FOLD_RESIDUAL=0 for A/B measurements). A plain (unadapted) o / down reads the residual as its product's
 // C input (ops::linear_residual: no copy of the residual first; SWIFT_LINEAR_RESIDUAL=0 for A/B measurements).
+// Full fine-tuning on CUDA with 16-bit activations: the products read the F32 masters cast once per forward
+// (refresh_product_weights), not converted in each product.
 // The backward walks the same steps in reverse; the residual stream's gradient `d` is carried in place.
 // Sequence parallel (P ranks): T is this rank's share of the padded batch; q, k, v are exchanged right after their
 // projections (scatter_heads: all Ta = P*T tokens, H/P heads), so qk-norm, rope and attention run on whole sequences
