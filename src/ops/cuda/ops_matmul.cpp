@@ -17,6 +17,8 @@
 //        to the activation dtype with fp32 accumulation. g = dy b and db = scale dy^T xa, with b / xa rounded
 //        likewise: for r 8 and BF16 dy one tensor-core pass over dy (lora.cu launch_lora_dy; SWIFT_LORA_DY_FUSED=0
 //        for the two cuBLASLt products), else two cuBLASLt products against dy.
+//  - linear_residual (y = residual + x w^T): the residual is the product's C input (blas.h MatmulArgs::c), read in
+//    the epilogue as accumulate's old value would be, without a copy of it into y.
 //  - lora_linear with b_product false stops after xa; swiglu_lora adds gate's and up's B products in the swiglu's pass
 //    (r 8 and one-pass shapes: lora.cu's fused kernel, the rank update's arithmetic and rounding; else the rank
 //    updates then swiglu), so its bits are those of lora_linear + swiglu.
