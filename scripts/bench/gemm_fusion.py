@@ -6,24 +6,12 @@
 import argparse
 import torch
 
+from cuda_timing import median_ms  # a sibling module: the script's directory is on sys.path
+
 SHAPES = {  # tokens, C, F, q width, k/v width
     "qwen2.5-0.5b": (16384, 896, 4864, 896, 128),
     "qwen2.5-7b": (8192, 3584, 18944, 3584, 512),
 }
-
-
-def median_ms(fn, reps=20):
-    for _ in range(5):
-        fn()
-    start = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    end = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    for i in range(reps):
-        start[i].record()
-        fn()
-        end[i].record()
-    torch.cuda.synchronize()
-    times = sorted(s.elapsed_time(e) for s, e in zip(start, end))
-    return times[reps // 2]
 
 
 def group(name, t, c, widths):
@@ -65,7 +53,7 @@ def group(name, t, c, widths):
     print(f"{name}: T={t} C={c} N={widths}")
     for label, sep, fused in (("forward", fwd_sep, fwd_fused), ("dx", dx_sep, dx_fused), ("dw", dw_sep, dw_fused)):
         try:
-            a, b = median_ms(sep), median_ms(fused)
+            a, b = median_ms(sep, 20, 5), median_ms(fused, 20, 5)
             print(f"  {label:8s} separate {a:7.3f} ms ({flops / a / 1e9:6.1f} TFLOP/s)  fused {b:7.3f} ms "
                   f"({flops / b / 1e9:6.1f} TFLOP/s)  saved {a - b:6.3f} ms per layer")
         except Exception as e:  # noqa: BLE001 (out_dtype needs a recent torch)

@@ -9,19 +9,7 @@ of tests/gpu/test_cuda_matmul.cpp's BenchQwen05bLinears (same shapes, 16,384 tok
 import torch
 import torch.nn.functional as F
 
-
-def time_ms(fn, reps=5):
-    for _ in range(2):
-        fn()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    return sorted(times)[len(times) // 2]
+from cuda_timing import median_ms  # a sibling module: the script's directory is on sys.path
 
 
 def main():
@@ -38,9 +26,9 @@ def main():
         b = (torch.rand(fout, device=dev, generator=g) - 0.5).to(torch.bfloat16) * 0.1 if bias else None
         dy = (torch.rand(n, fout, device=dev, generator=g) - 0.5).to(torch.bfloat16) * 0.1
         flop = 2.0 * n * fin * fout
-        fwd = time_ms(lambda: F.linear(x, w, b))
-        bdx = time_ms(lambda: dy @ w)
-        bdw = time_ms(lambda: dy.t() @ x)
+        fwd = median_ms(lambda: F.linear(x, w, b), 5, 2)
+        bdx = median_ms(lambda: dy @ w, 5, 2)
+        bdw = median_ms(lambda: dy.t() @ x, 5, 2)
         total += fwd + bdx + bdw
         print("%-5s %10.4f %8.0f %10.4f %8.0f %10.4f %8.0f" % (name, fwd, flop / fwd / 1e9, bdx, flop / bdx / 1e9,
                                                              bdw, flop / bdw / 1e9))

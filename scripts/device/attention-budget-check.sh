@@ -9,12 +9,8 @@ out=${OUT:-/tmp}
 build_gpu budget bench_train_step
 q7="--config bench/configs/qwen2.5-7b.json --tuner lora --seq 2048 --batch 4"
 q05="--config bench/configs/qwen2.5-0.5b.json --tuner full --seq 2048 --batch 8"
-for model in q7 q7 q05; do
-  for setting in X=1 SWIFT_CUDNN_ATTENTION_BWD_WORKSPACE_MB=8192; do
-    echo "$model $setting: $(env $setting build-gpu/bench/bench_train_step ${!model} --steps 5 --warmup 2 \
-      2>>"$out/ab.log" | show_bench)"
-  done
-done
+AB_LABEL=7B ab_steps 2 "$q7 --steps 5 --warmup 2" X=1 SWIFT_CUDNN_ATTENTION_BWD_WORKSPACE_MB=8192
+AB_LABEL=0.5B ab_steps 1 "$q05 --steps 5 --warmup 2" X=1 SWIFT_CUDNN_ATTENTION_BWD_WORKSPACE_MB=8192
 for setting in X=1 SWIFT_CUDNN_ATTENTION_BWD_WORKSPACE_MB=8192; do
   env $setting SWIFT_PROFILE=events build-gpu/bench/bench_train_step $q7 --steps 3 --warmup 2 2> "$out/profile.txt" \
     > /dev/null

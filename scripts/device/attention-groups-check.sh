@@ -4,7 +4,6 @@
 # room for one launch everywhere, interleaved (ours only).
 # Carry .device-deps and .device-prebuilt (prebuild.sh bench_attention bench_train_step).
 source "$(dirname "$0")/env.sh"
-out=${OUT:-/tmp}
 build_gpu groups bench_attention bench_train_step
 for mb in 8192 0; do
   SWIFT_CUDNN_ATTENTION_BWD_WORKSPACE_MB=$mb build-gpu/bench/bench_attention --seqs 8 --len 2048 --hq 14 --hkv 2 \
@@ -16,8 +15,4 @@ for l in sys.stdin:
     else: print(l.strip())"
 done
 q05="--config bench/configs/qwen2.5-0.5b.json --tuner full --seq 2048 --batch 8 --steps 5 --warmup 2"
-for rep in 1 2; do
-  for setting in X=1 SWIFT_CUDNN_ATTENTION_BWD_WORKSPACE_MB=8192; do
-    echo "0.5B $setting: $(env $setting build-gpu/bench/bench_train_step $q05 2>>"$out/ab.log" | show_bench)"
-  done
-done
+ab_steps 2 "$q05" X=1 SWIFT_CUDNN_ATTENTION_BWD_WORKSPACE_MB=8192

@@ -7,6 +7,10 @@
 #                              need: CUDA on, Hopper sm_90a, Ninja; log NAME-build.log, its tail and exit 1 on failure)
 #   gpu_tests FILTER           test_gpu with that gtest filter (log gpu-suite.log), prints the summary lines
 #   show_bench                 one bench_train_step / peer JSON line on stdin -> "tokens/s GiB loss"
+#   ab_steps REPS "ARGS" SETTING...
+#                              interleaved A/B: REPS rounds of bench_train_step ARGS once under each SETTING (an
+#                              environment assignment; X=1 for none), a line "LABEL SETTING: tokens/s GiB loss" each
+#                              (LABEL: $AB_LABEL, default "rep N"; log ab.log)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
@@ -52,6 +56,15 @@ install_prebuilt() {
 }
 show_bench() {
   python3 -c 'import json, sys; r = json.loads(sys.stdin.read()); print("%.0f tokens/s %.2f GiB loss %.4f" % (r["tokens_per_s"], r["peak_allocated_gib"], r["last_loss"]))'
+}
+ab_steps() {
+  local reps=$1 args=$2 rep setting; shift 2
+  for rep in $(seq "$reps"); do
+    for setting in "$@"; do
+      echo "${AB_LABEL:-rep $rep} $setting: $(env $setting build-gpu/bench/bench_train_step $args \
+        2>>"${OUT:-/tmp}/ab.log" | show_bench)"
+    done
+  done
 }
 build_gpu() {
   local log="${OUT:-/tmp}/$1-build.log"; shift

@@ -4,12 +4,7 @@
 # without it (SWIFT_LINEAR_RESIDUAL=0), interleaved (ours only).
 # Carry .device-deps and .device-prebuilt (prebuild.sh test_gpu bench_train_step). Logs go to $OUT.
 source "$(dirname "$0")/env.sh"
-out=${OUT:-/tmp}
 build_gpu residual test_gpu bench_train_step
 gpu_tests "${GPU_TESTS:-OpsCudaMatmul.*:*CudaTraining*}"
 q05="--config bench/configs/qwen2.5-0.5b.json --tuner full --seq 2048 --batch 8 --steps 5 --warmup 2"
-for rep in 1 2 3; do
-  for setting in X=1 SWIFT_LINEAR_RESIDUAL=0; do
-    echo "0.5B $setting: $(env $setting build-gpu/bench/bench_train_step $q05 2>>"$out/ab.log" | show_bench)"
-  done
-done
+ab_steps 3 "$q05" X=1 SWIFT_LINEAR_RESIDUAL=0

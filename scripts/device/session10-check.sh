@@ -12,12 +12,7 @@ gpu_tests "${GPU_TESTS:-*}"
 q7="--config bench/configs/qwen2.5-7b.json --tuner lora --seq 2048 --batch 4 --lora_dropout 0.05"
 SWIFT_PROFILE=events build-gpu/bench/bench_train_step $q7 --steps 3 --warmup 2 2> "$out/profile-7b.txt" | show_bench
 grep -E "^lora_linear(_backward)?\.(xa|da|dx_lora|dy|keep_bits) |^breakdown" "$out/profile-7b.txt" || true
-for rep in 1 2; do
-  for setting in X=1 SWIFT_LORA_PREDRAW_MASK=0; do
-    echo "7b rep $rep $setting: $(env $setting build-gpu/bench/bench_train_step $q7 --steps 5 --warmup 2 \
-      2>> "$out/ab.log" | show_bench)"
-  done
-done
+ab_steps 2 "$q7 --steps 5 --warmup 2" X=1 SWIFT_LORA_PREDRAW_MASK=0
 bash scripts/device/bench-train.sh 05b-full
 q05="--config bench/configs/qwen2.5-0.5b.json --tuner full --seq 2048 --batch 8"
 SWIFT_PROFILE=events build-gpu/bench/bench_train_step $q05 --steps 3 --warmup 2 2> "$out/profile-05b.txt" | show_bench

@@ -206,7 +206,8 @@ INSTANTIATE_TEST_SUITE_P(WeightsBiasAccumulate, OpsLinear,
                                   (std::get<2>(info.param) ? "_accumulate" : "_assign");
                          });
 
-// linear_residual on the CPU: linear onto a copy of the residual, bit for bit; the residual untouched; y itself as
+// linear_residual on the CPU: linear onto a copy of the residual, bit for bit, and the reference's within linear's
+// tolerance; the residual untouched; y itself as
 // the residual is linear with accumulate; a residual of another shape or dtype, or overlapping y in part, refused.
 TEST(OpsLinearResidual, IsLinearOntoACopy) {
   const Tensor x = random_tensor({9, 13}, DType::F32, 1), w = random_tensor({7, 13}, DType::BF16, 2);
@@ -216,6 +217,9 @@ TEST(OpsLinearResidual, IsLinearOntoACopy) {
   ops::linear_residual(x, w, bias, residual, y);
   ops::linear(x, w, bias, want, /*accumulate=*/true);
   EXPECT_TRUE(bit_equal(y, want));
+  Tensor ref = residual.clone();  // the reference: linear accumulating onto the residual, in double
+  ops::ref::linear(x, w, bias, ref, /*accumulate=*/true);
+  EXPECT_TRUE(all_close(y, ref, dot_tol(13), kFinalAddRtol));
   EXPECT_TRUE(bit_equal(residual, kept));
   Tensor in_place = residual.clone();
   ops::linear_residual(x, w, bias, in_place, in_place);
