@@ -175,6 +175,7 @@ TrainableModel::TrainableModel(CausalLM& model, TunerType type, LoraAdapters lor
         }
       }
     }
+    if (full) pack_qkv_gradients(l);
     l.q_norm = weight(lw.q_norm, p + "self_attn.q_norm.weight", l.grad_q_norm);
     l.k_norm = weight(lw.k_norm, p + "self_attn.k_norm.weight", l.grad_k_norm);
     l.post_norm = weight(lw.post_attention_norm, p + "post_attention_layernorm.weight", l.grad_post_norm);
@@ -402,9 +403,18 @@ void TrainableModel::layer_forward(int64_t i, const MicroBatch& b, const Tensor&
   a.rstd1 = stat({T});
   ops::rmsnorm(x_in, l.input_norm, eps, a.h1, a.rstd1);
   Tensor q = act({T, Hq_r * D}), k = act({T, Hkv_r * D}), v = act({T, Hkv_r * D});
-  lin(LinearKind::Q, a.h1, q, false);
-  lin(LinearKind::K, a.h1, k, false);
-  lin(LinearKind::V, a.h1, v, false);
+  if (qkv_packed(i)) {  // one product, then its column blocks
+    const int64_t nq = Hq_r * D, nkv = Hkv_r * D;
+    Tensor qkv = act({T, nq + 2 * nkv});
+    ops::linear(a.h1, l.qkv16, l.qkv_bias, qkv);
+    ops::copy_columns(qkv, 0, q, 0, nq);
+    ops::copy_columns(qkv, nq, k, 0, nkv);
+    ops::copy_columns(qkv, nq + nkv, v, 0, nkv);
+  } else {
+    lin(LinearKind::Q, a.h1, q, false);
+    lin(LinearKind::K, a.h1, k, false);
+    lin(LinearKind::V, a.h1, v, false);
+  }
   a.q = q;
   a.k = k;
   a.v = v;
@@ -576,19 +586,90 @@ void TrainableModel::layer_backward(int64_t i, const MicroBatch& b, Activations&
     dv = dv_tokens;
   }
   norm_again(a.x_in, l.input_norm, a.h1);
-  lin_back(LinearKind::Q, dq, a.h1, d_h, false);
-  lin_back(LinearKind::K, dk, a.h1, d_h, true);
-  lin_back(LinearKind::V, dv, a.h1, d_h, true);
+  if (qkv_packed(i)) {  // the three gradients side by side: one input-gradient and one weight-gradient product
+    const int64_t nq = dq.size(1), nkv = dk.size(1);
+    Tensor dqkv = act({T, nq + 2 * nkv});
+    ops::copy_columns(dq, 0, dqkv, 0, nq);
+    ops::copy_columns(dk, 0, dqkv, nq, nkv);
+    ops::copy_columns(dv, 0, dqkv, nq + nkv, nkv);
+    ops::linear_backward(dqkv, a.h1, l.qkv16, d_h, l.qkv_grad, l.qkv_grad_bias, false);
+  } else {
+    lin_back(LinearKind::Q, dq, a.h1, d_h, false);
+    lin_back(LinearKind::K, dk, a.h1, d_h, true);
+    lin_back(LinearKind::V, dv, a.h1, d_h, true);
+  }
   if (tp != nullptr) tp->all_reduce(d_h);
   ops::rmsnorm_backward(d_h, a.x_in, l.input_norm, a.rstd1, d, l.grad_input_norm, /*accumulate_dx=*/true);
   (void)none;
 }
 
+namespace {
+
+constexpr std::array<LinearKind, 3> kQkv = {LinearKind::Q, LinearKind::K, LinearKind::V};
+
+// Whether `view` is rows [row0, row0 + view.size(0)) of `whole` (same storage, contiguous rows).
+bool is_row_block(const Tensor& view, const Tensor& whole, int64_t row0) {
+  if (!view.defined() || !whole.defined() || view.storage() != whole.storage() || whole.size(0) == 0) return false;
+  const size_t row_bytes = whole.nbytes() / static_cast<size_t>(whole.size(0));
+  return view.byte_offset() == whole.byte_offset() + static_cast<size_t>(row0) * row_bytes;
+}
+
+}  // namespace
+
+void TrainableModel::pack_qkv_gradients(Layer& l) {
+  std::array<Linear*, 3> lin{};
+  for (size_t k = 0; k < 3; ++k) lin[k] = &l.linears[static_cast<size_t>(kQkv[k])];
+  int biases = 0;
+  for (const Linear* L : lin) {
+    if (!L->grad_w.defined() || L->lora != nullptr || L->grad_w.size(1) != lin[0]->grad_w.size(1)) return;
+    biases += L->grad_bias.defined() ? 1 : 0;
+  }
+  if (biases != 0 && biases != 3) return;
+  int64_t rows = 0;
+  for (const Linear* L : lin) rows += L->grad_w.size(0);
+  l.qkv_grad = Tensor::zeros({rows, lin[0]->grad_w.size(1)}, DType::F32, device_, MemoryCategory::Gradients);
+  if (biases == 3) l.qkv_grad_bias = Tensor::zeros({rows}, DType::F32, device_, MemoryCategory::Gradients);
+  // The parameter whose gradient `handle` is takes the block instead (its Parameter and the model's handle).
+  auto rebind = [&](Tensor& handle, const Tensor& block) {
+    for (Parameter& p : params_) {
+      if (p.grad.storage() == handle.storage() && p.grad.byte_offset() == handle.byte_offset()) p.grad = block;
+    }
+    handle = block;
+  };
+  int64_t r0 = 0;
+  for (Linear* L : lin) {
+    const int64_t n = L->grad_w.size(0);
+    rebind(L->grad_w, l.qkv_grad.slice_rows(r0, r0 + n));
+    if (biases == 3) rebind(L->grad_bias, l.qkv_grad_bias.slice_rows(r0, r0 + n));
+    r0 += n;
+  }
+}
+
+bool TrainableModel::qkv_packed(int64_t i) const {
+  static const bool kOn = env_int("SWIFT_PACKED_QKV", 1) != 0;
+  if (!kOn || type_ != TunerType::Full || parallel_.tp_size() > 1 || parallel_.sp_size() > 1) return false;
+  const Layer& l = layers_[static_cast<size_t>(i)];
+  if (!l.qkv16.defined() || !l.qkv_grad.defined()) return false;
+  int64_t r0 = 0;
+  for (LinearKind kind : kQkv) {
+    const Linear& L = l.linears[static_cast<size_t>(kind)];
+    if (L.lora != nullptr || !is_row_block(L.w16, l.qkv16, r0) || !is_row_block(L.grad_w, l.qkv_grad, r0)) {
+      return false;
+    }
+    if (L.bias.defined() != l.qkv_bias.defined()) return false;
+    if (L.bias.defined() && !is_row_block(L.grad_bias, l.qkv_grad_bias, r0)) return false;
+    r0 += L.w.size(0);
+  }
+  return r0 == l.qkv16.size(0);
+}
+
 void TrainableModel::refresh_product_weights() {
   static const bool kOn = env_int("SWIFT_PRODUCT_WEIGHTS", 1) != 0;
-  const bool on = kOn && type_ == TunerType::Full && device_.is_cuda() && act_dtype_ != DType::F32;
-  // A matrix's 16-bit copy: `half` keeps its storage when it has the master's shape, the activation dtype and can
-  // be written (the base weight it starts as), else gets its own.
+  static const bool kPack = env_int("SWIFT_PACKED_QKV", 1) != 0;
+  const bool on = kOn && type_ == TunerType::Full &&
+                  (force_product_weights_ || (device_.is_cuda() && act_dtype_ != DType::F32));
+  // A matrix's copy in the activation dtype: `half` keeps its storage when it has the master's shape and dtype and
+  // can be written (the base weight it starts as), else gets its own.
   auto refresh = [&](const Tensor& master, Tensor& half) {
     if (!on || !master.defined() || master.dtype() != DType::F32) {
       half = Tensor();
@@ -601,7 +682,50 @@ void TrainableModel::refresh_product_weights() {
     ops::cast(master, half);
   };
   for (Layer& l : layers_) {
-    for (Linear& lin : l.linears) refresh(lin.w, lin.w16);
+    // q, k and v packed: one (Hq*D + 2 Hkv*D, C) matrix whose row blocks are their copies, and their biases in a row.
+    bool pack = on && kPack && parallel_.tp_size() == 1 && parallel_.sp_size() == 1;
+    int64_t rows = 0, biases = 0;
+    for (LinearKind kind : kQkv) {
+      const Linear& L = l.linears[static_cast<size_t>(kind)];
+      pack = pack && L.lora == nullptr && L.w.defined() && L.w.dtype() == DType::F32 &&
+             L.w.size(1) == l.linears[0].w.size(1);
+      if (!pack) break;
+      rows += L.w.size(0);
+      biases += L.bias.defined() ? 1 : 0;
+    }
+    pack = pack && (biases == 0 || biases == 3);
+    if (pack) {
+      const int64_t C = l.linears[0].w.size(1);
+      if (!l.qkv16.defined() || l.qkv16.size(0) != rows || l.qkv16.size(1) != C || l.qkv16.dtype() != act_dtype_) {
+        l.qkv16 = Tensor::empty({rows, C}, act_dtype_, device_, MemoryCategory::Weights);
+      }
+      if (biases == 3 && !(l.qkv_bias.defined() && l.qkv_bias.size(0) == rows)) {
+        l.qkv_bias = Tensor::empty({rows}, DType::F32, device_, MemoryCategory::Weights);
+      }
+      if (biases == 0) l.qkv_bias = Tensor();
+      int64_t r0 = 0;
+      for (LinearKind kind : kQkv) {
+        Linear& L = l.linears[static_cast<size_t>(kind)];
+        const int64_t n = L.w.size(0);
+        L.w16 = l.qkv16.slice_rows(r0, r0 + n);
+        ops::cast(L.w, L.w16);
+        if (biases == 3) {
+          Tensor block = l.qkv_bias.slice_rows(r0, r0 + n);
+          block.copy_from(L.bias);
+        }
+        r0 += n;
+      }
+    } else {
+      l.qkv16 = Tensor();
+      l.qkv_bias = Tensor();
+    }
+    for (Linear& lin : l.linears) {
+      if (!pack || (&lin != &l.linears[static_cast<size_t>(LinearKind::Q)] &&
+                    &lin != &l.linears[static_cast<size_t>(LinearKind::K)] &&
+                    &lin != &l.linears[static_cast<size_t>(LinearKind::V)])) {
+        refresh(lin.w, lin.w16);
+      }
+    }
   }
   refresh(embed_, embed16_);
   if (tied_) {

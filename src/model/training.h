@@ -111,6 +111,10 @@ class TrainableModel {
   // computes as the CPU does, up to summation order). Gradients w.r.t. activations take the same dtype.
   void set_activation_dtype(DType dtype);
   DType activation_dtype() const { return act_dtype_; }
+  // Tests: product weights (refresh_product_weights; packed q/k/v) also where they would not pay, e.g. F32 on the CPU.
+  void force_product_weights(bool on) { force_product_weights_ = on; }
+  // Whether the last forward ran layer i's q, k and v as one product.
+  bool packs_qkv(int64_t layer) const { return qkv_packed(layer); }
   // The sequence- and tensor-parallel groups of this rank (not owned; see the head comment), once, before training
   // (passing the same groups again changes nothing). Throws when the model's heads or intermediate size cannot be
   // split over them, and for quantized base weights with tensor parallelism.
@@ -192,6 +196,10 @@ class TrainableModel {
     Tensor input_norm, post_norm, q_norm, k_norm;              // weights used in the forward
     Tensor grad_input_norm, grad_post_norm, grad_q_norm, grad_k_norm;  // full only
     std::array<Linear, kLinearKinds> linears;
+    // Packed q/k/v (full): one product for the three (packs_qkv). qkv16: (Hq*D + 2 Hkv*D, C) in the activation
+    // dtype, whose row blocks are q's, k's and v's w16; qkv_bias: their F32 biases in a row (or undefined);
+    // qkv_grad / qkv_grad_bias: F32 gradients whose row blocks are q's, k's and v's grad_w / grad_bias.
+    Tensor qkv16, qkv_bias, qkv_grad, qkv_grad_bias;
   };
   struct Activations;  // one layer's saved forward state (training.cpp)
 
@@ -200,6 +208,12 @@ class TrainableModel {
   // 16-bit weights, which then follow training), instead of in every product (forward, input gradient, recompute,
   // LM head). Same bits: a product converted its F32 weight with the same rounding. SWIFT_PRODUCT_WEIGHTS=0: off.
   void refresh_product_weights();
+  // Whether layer i runs q, k and v as one product (and one input- and weight-gradient product): full fine-tuning
+  // without tensor or sequence parallelism, product weights packed by refresh_product_weights, and gradients still
+  // the row blocks of qkv_grad (a gradient provider or a reshard rebinds them). SWIFT_PACKED_QKV=0: never.
+  bool qkv_packed(int64_t layer) const;
+  // Full: q's, k's and v's gradients (and their biases') become row blocks of one buffer (Layer::qkv_grad).
+  void pack_qkv_gradients(Layer& l);
   const Tensor& product_weight(const Linear& l) const { return l.w16.defined() ? l.w16 : l.w; }
   const Tensor& product_embedding() const { return embed16_.defined() ? embed16_ : embed_; }
   const Tensor& product_head() const { return head16_.defined() ? head16_ : lm_head_; }
@@ -250,6 +264,7 @@ class TrainableModel {
   std::vector<Layer> layers_;
   Tensor embed_, grad_embed_, final_norm_, grad_final_norm_, lm_head_, grad_lm_head_;
   Tensor embed16_, head16_;  // refresh_product_weights: the embedding's and the head's masters in 16 bits
+  bool force_product_weights_ = false;
   bool tied_ = false;
   int64_t padding_id_ = -1;  // config.pad_token_id: the embedding row that gets no gradient from lookups
   std::vector<std::array<Tensor, kLinearKinds>> dora_norms_;  // [layer][kind] DoRA weight norms of this micro-batch

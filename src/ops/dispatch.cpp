@@ -77,6 +77,12 @@ void add(const Tensor& a, const Tensor& b, Tensor& out) {
            [&] { cuda::add(a, b, out); });
 }
 
+void copy_columns(const Tensor& x, int64_t x_col, Tensor& y, int64_t y_col, int64_t cols) {
+  require_writable("copy_columns", {&y});
+  dispatch("copy_columns", detail::check_copy_columns(x, x_col, y, y_col, cols),
+           [&] { cpu::copy_columns(x, x_col, y, y_col, cols); }, [&] { cuda::copy_columns(x, x_col, y, y_col, cols); });
+}
+
 void swap_outer_axes(const Tensor& x, Tensor& y) {
   require_writable("swap_outer_axes", {&y});
   dispatch("swap_outer_axes", detail::check_swap_outer_axes(x, y), [&] { cpu::swap_outer_axes(x, y); },

@@ -148,6 +148,22 @@ Device check_add_lora_residual(const char* op, const Tensor& y, const Tensor& re
   return device;
 }
 
+Device check_copy_columns(const Tensor& x, int64_t x_col, const Tensor& y, int64_t y_col, int64_t cols) {
+  const char* op = "copy_columns";
+  require_defined(op, "x", x);
+  require_defined(op, "y", y);
+  require_rank(op, "x", x, 2, "(N, X)");
+  require_rank(op, "y", y, 2, "(N, Y)");
+  if (x.size(0) != y.size(0)) fail("{}: x {} and y {} must have the same rows", op, desc(x), desc(y));
+  if (x.dtype() != y.dtype()) fail("{}: x {} and y {} must have the same dtype", op, desc(x), desc(y));
+  if (cols < 0 || x_col < 0 || y_col < 0 || x_col + cols > x.size(1) || y_col + cols > y.size(1)) {
+    fail("{}: columns [{}, {}) of x {} into [{}, {}) of y {} do not fit", op, x_col, x_col + cols, desc(x), y_col,
+         y_col + cols, desc(y));
+  }
+  if (overlaps(x, y)) fail("{}: y {} overlaps x {}; use a separate buffer", op, desc(y), desc(x));
+  return common_device(op, {&x, &y});
+}
+
 Device check_swap_outer_axes(const Tensor& x, const Tensor& y) {
   const char* op = "swap_outer_axes";
   require_defined(op, "x", x);

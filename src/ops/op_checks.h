@@ -50,6 +50,7 @@ Device check_swiglu_lora(const char* op, const Tensor& gate, const Tensor& up, c
 Device check_swiglu(const Tensor& gate, const Tensor& up, const Tensor& out);
 Device check_add_lora_residual(const char* op, const Tensor& y, const Tensor& residual, const Tensor& xa,
                                const Tensor& b);
+Device check_copy_columns(const Tensor& x, int64_t x_col, const Tensor& y, int64_t y_col, int64_t cols);
 Device check_swap_outer_axes(const Tensor& x, const Tensor& y);
 // vocab_offset >= 0: embedding_shard (ids >= 0, those outside the table's rows are another rank's); -1: embedding.
 Device check_embedding(const Tensor& table, const Tensor& ids, const Tensor& out, int64_t vocab_offset = -1);

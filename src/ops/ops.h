@@ -45,6 +45,11 @@ void swiglu(const Tensor& gate, const Tensor& up, Tensor& out);
 //                                            heads into (P, T, H/P * D) chunks for all_to_all and back; tensor
 //                                            parallelism joins gathered column shards (P, M, K/P) into (M, P, K/P).
 void swap_outer_axes(const Tensor& x, Tensor& y);
+// y[:, y_col + j] = x[:, x_col + j] for j < cols   x: (N, X); y: (N, Y); any dtype (bytes are copied), the same for
+//                                            both; x_col + cols <= X, y_col + cols <= Y; separate buffers. Splits a
+//                                            packed (N, Nq + 2 Nkv) q/k/v product into q, k and v, and packs their
+//                                            gradients back.
+void copy_columns(const Tensor& x, int64_t x_col, Tensor& y, int64_t y_col, int64_t cols);
 
 // ---- embedding ----------------------------------------------------------------------------------
 // out[t] = table[ids[t]]                      table: (V, C) F32/BF16/F16; ids: (T) I32; out: (T, C) F32.

@@ -1,4 +1,4 @@
-// tests/gpu/test_cuda_layout.cpp — swap_outer_axes on CUDA against the CPU reference: odd shapes (A, B, E in
+// tests/gpu/test_cuda_layout.cpp — swap_outer_axes and copy_columns on CUDA against the CPU reference: odd shapes (A, B, E in
 // 1..13, both A <= B and A > B, which take the two copy directions), byte widths 1, 2 and 4, guard bytes around
 // the device output. Compiled only in CUDA builds; label gpu: fails without a device.
 //
@@ -44,6 +44,30 @@ TEST(CudaSwapOuterAxes, BitEqualToTheReference) {
           }
           EXPECT_EQ(std::memcmp(host.data() + guard, ref.raw(), n), 0);
         }
+      }
+    }
+  }
+}
+
+TEST(CudaCopyColumns, BitEqualToTheReference) {
+  ops::init_backends();
+  ASSERT_GT(ops::cuda_device_count(), 0) << "no CUDA device";
+  for (DType dtype : {DType::F32, DType::BF16, DType::U8}) {
+    for (int64_t N : {1, 5, 300}) {
+      Tensor x = Tensor::empty({N, 1152}, dtype);
+      auto* bytes = static_cast<unsigned char*>(x.raw());
+      for (size_t i = 0; i < x.nbytes(); ++i) bytes[i] = static_cast<unsigned char>((i * 2654435761u + 3) >> 9);
+      for (auto [col, cols] : {std::pair<int64_t, int64_t>{0, 896}, {896, 128}, {1024, 128}, {1, 1151}}) {
+        SCOPED_TRACE(std::string(dtype_name(dtype)) + " N=" + std::to_string(N) + " col=" + std::to_string(col));
+        Tensor ref = Tensor::zeros({N, cols}, dtype);
+        ops::ref::copy_columns(x, col, ref, 0, cols);
+        Tensor y = Tensor::zeros({N, cols}, dtype, Device::cuda());
+        ops::copy_columns(x.to(Device::cuda()), col, y, 0, cols);
+        EXPECT_EQ(std::memcmp(y.to(Device::cpu()).raw(), ref.raw(), ref.nbytes()), 0);
+        Tensor packed = Tensor::zeros({N, 1152}, dtype, Device::cuda()), packed_ref = Tensor::zeros({N, 1152}, dtype);
+        ops::copy_columns(y, 0, packed, col, cols);
+        ops::ref::copy_columns(ref, 0, packed_ref, col, cols);
+        EXPECT_EQ(std::memcmp(packed.to(Device::cpu()).raw(), packed_ref.raw(), packed_ref.nbytes()), 0);
       }
     }
   }

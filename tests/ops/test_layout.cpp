@@ -1,5 +1,5 @@
 // tests/ops/test_layout.cpp — swap_outer_axes (the Ulysses head exchange's packing, tensor parallelism's shard
-// join): the CPU kernel against the element-by-element reference on odd shapes (A, B, E in 1..13) for byte widths
+// join) and copy_columns (the packed q/k/v split): the CPU kernel against the element-by-element reference on odd shapes (A, B, E in 1..13) for byte widths
 // 1, 2 and 4, with guard bytes around the output, and the argument errors.
 //
 // Tolerance: none. The op copies bytes; the CPU result must equal the reference bit for bit, and the reference is
@@ -72,6 +72,39 @@ TEST(SwapOuterAxes, ArgumentErrorsNameTheOpAndTheTensor) {
   Tensor buffer = Tensor::empty({48}, DType::F32);
   Tensor in = buffer.slice_rows(0, 24).view({2, 3, 4}), out = buffer.slice_rows(12, 36).view({3, 2, 4});
   EXPECT_TRUE(throws_error([&] { ops::swap_outer_axes(in, out); }, {"swap_outer_axes", "overlaps"}));
+}
+
+// copy_columns: every column block of a packed (N, 7 + 2 + 2) row (the q/k/v split) and back, odd widths, byte widths
+// 1, 2 and 4, guard bytes around the output; columns outside the block keep their bytes; bad ranges are refused.
+TEST(CopyColumns, CpuEqualsReferenceAndLeavesTheOtherColumns) {
+  for (DType dtype : {DType::F32, DType::BF16, DType::U8}) {
+    for (int64_t N : {1, 3, 17}) {
+      const Tensor packed = patterned({N, 11}, dtype, static_cast<uint32_t>(N));
+      for (auto [col, cols] : {std::pair<int64_t, int64_t>{0, 7}, {7, 2}, {9, 2}, {3, 0}}) {
+        SCOPED_TRACE(std::string(dtype_name(dtype)) + " N=" + std::to_string(N) + " col=" + std::to_string(col));
+        Guarded fast({N, cols}, dtype), ref({N, cols}, dtype);
+        ops::copy_columns(packed, col, fast.tensor, 0, cols);
+        ops::ref::copy_columns(packed, col, ref.tensor, 0, cols);
+        EXPECT_TRUE(fast.guards_intact());
+        ASSERT_EQ(std::memcmp(fast.tensor.raw(), ref.tensor.raw(), fast.tensor.nbytes()), 0);
+        const size_t elem = dtype_bytes(dtype, 1);
+        for (int64_t n = 0; n < N; ++n) {
+          ASSERT_EQ(std::memcmp(static_cast<const char*>(ref.tensor.raw()) + n * cols * elem,
+                                static_cast<const char*>(packed.raw()) + (n * 11 + col) * elem, cols * elem), 0);
+        }
+        // Back into a packed row of other bytes: only the block changes.
+        Tensor back = patterned({N, 11}, dtype, 99), want = back.clone();
+        ops::copy_columns(fast.tensor, 0, back, col, cols);
+        ops::ref::copy_columns(ref.tensor, 0, want, col, cols);
+        ASSERT_EQ(std::memcmp(back.raw(), want.raw(), back.nbytes()), 0);
+      }
+    }
+  }
+  Tensor x = Tensor::zeros({4, 6}, DType::F32), y = Tensor::zeros({4, 3}, DType::F32);
+  EXPECT_TRUE(throws_error([&] { ops::copy_columns(x, 4, y, 0, 3); }, {"copy_columns", "do not fit"}));
+  Tensor rows = Tensor::zeros({5, 3}, DType::F32);
+  EXPECT_TRUE(throws_error([&] { ops::copy_columns(x, 0, rows, 0, 3); }, {"copy_columns", "same rows"}));
+  EXPECT_TRUE(throws_error([&] { ops::copy_columns(x, 0, x, 3, 3); }, {"copy_columns", "overlaps"}));
 }
 
 }  // namespace

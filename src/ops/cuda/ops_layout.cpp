@@ -1,4 +1,5 @@
-// ops/cuda/ops_layout.cpp — layout ops on CUDA: swap_outer_axes as strided 2-D copies (cudaMemcpy2DAsync), no kernel.
+// ops/cuda/ops_layout.cpp — layout ops on CUDA: swap_outer_axes and copy_columns as strided 2-D copies
+// (cudaMemcpy2DAsync), no kernel.
 //
 // Invariants: arguments passed detail::check_swap_outer_axes (3-D, same dtype, same device, no overlap); copies are
 // enqueued on cuda::stream(device) and return at once; bytes are copied unchanged (bit-equal to the reference). One
@@ -30,6 +31,17 @@ void swap_outer_axes(const Tensor& x, Tensor& y) {
     }
   }
   if (status != cudaSuccess) fail("op swap_outer_axes: cudaMemcpy2DAsync failed: {}", cudaGetErrorString(status));
+}
+
+void copy_columns(const Tensor& x, int64_t x_col, Tensor& y, int64_t y_col, int64_t cols) {
+  const int64_t N = x.size(0);
+  const size_t elem = dtype_bytes(x.dtype(), 1), run = elem * static_cast<size_t>(cols);
+  if (run == 0 || N == 0) return;
+  const cudaError_t status = cudaMemcpy2DAsync(
+      static_cast<char*>(y.raw()) + elem * static_cast<size_t>(y_col), elem * static_cast<size_t>(y.size(1)),
+      static_cast<const char*>(x.raw()) + elem * static_cast<size_t>(x_col), elem * static_cast<size_t>(x.size(1)),
+      run, static_cast<size_t>(N), cudaMemcpyDeviceToDevice, stream(x.device().index));
+  if (status != cudaSuccess) fail("copy_columns: cudaMemcpy2DAsync failed: {}", cudaGetErrorString(status));
 }
 
 }  // namespace swift::ops::cuda

@@ -25,4 +25,20 @@ void swap_outer_axes(const Tensor& x, Tensor& y) {
   }
 }
 
+void copy_columns(const Tensor& x, int64_t x_col, Tensor& y, int64_t y_col, int64_t cols) {
+  detail::check_copy_columns(x, x_col, y, y_col, cols);
+  SWIFT_CHECK(x.device().is_cpu(), "ref::copy_columns: the reference runs on CPU tensors, got {}", x.str());
+  const int64_t N = x.size(0), X = x.size(1), Y = y.size(1);
+  const auto elem = static_cast<int64_t>(dtype_bytes(x.dtype(), 1));
+  const auto* src = static_cast<const unsigned char*>(x.raw());
+  auto* dst = static_cast<unsigned char*>(y.raw());
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t j = 0; j < cols; ++j) {
+      for (int64_t byte = 0; byte < elem; ++byte) {
+        dst[(n * Y + y_col + j) * elem + byte] = src[(n * X + x_col + j) * elem + byte];
+      }
+    }
+  }
+}
+
 }  // namespace swift::ops::ref
