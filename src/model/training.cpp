@@ -220,6 +220,11 @@ void TrainableModel::set_gradient_provider(std::function<Tensor(size_t)> provide
   for (size_t i = 0; i < params_.size(); ++i) {
     bind_gradient(i, gradient_provider_ ? Tensor() : zeros_like(params_[i].value, MemoryCategory::Gradients));
   }
+  for (Layer& l : layers_) {  // packed q/k/v gradients: none with a provider (it binds each), else packed again
+    l.qkv_grad = Tensor();
+    l.qkv_grad_bias = Tensor();
+    if (!gradient_provider_ && type_ == TunerType::Full) pack_qkv_gradients(l);
+  }
 }
 
 void TrainableModel::release_gradient(size_t param) {
@@ -1062,6 +1067,10 @@ void TrainableModel::shard_for_tensor_parallel() {
   for (size_t i = 0; i < layers_.size(); ++i) {
     Layer& l = layers_[i];
     const std::string prefix = "model.layers." + std::to_string(i) + ".";
+    if (full) {  // q/k/v run as three products under tensor parallelism: their own gradients (resharded below)
+      l.qkv_grad = Tensor();
+      l.qkv_grad_bias = Tensor();
+    }
     if (full && l.q_norm.defined()) {  // applied to this rank's heads only: partial gradients
       reshard(prefix + "self_attn.q_norm.weight", l.q_norm, l.grad_q_norm, Layout::Partial);
       reshard(prefix + "self_attn.k_norm.weight", l.k_norm, l.grad_k_norm, Layout::Partial);
