@@ -277,28 +277,40 @@ ops::Dropout TrainableModel::dropout_for(uint64_t seed, int64_t layer, int kind,
 
 // Rope over (T, H, D); dynamic NTK scaling depends on each sequence's length, so it goes sequence by sequence
 // exactly as CausalLM's forward does.
-void TrainableModel::apply_rope(Tensor& x, const MicroBatch& b, bool backward) const {
+void TrainableModel::rope_segments(const MicroBatch& b, const RopeSegmentFn& fn) const {
   const io::ModelConfig& c = model_.config();
-  auto run = [&](Tensor& xs, const Tensor& ps, int64_t seq_len) {
-    const ops::RopeFrequencies f = ops::rope_frequencies(c.rope, c.head_dim, seq_len);
-    backward ? ops::rope_backward(xs, ps, f) : ops::rope(xs, ps, f);
-  };
   const MicroBatch& host = host_batch_ != nullptr ? *host_batch_ : b;  // b may live on the device
   const int32_t* pos = host.positions.data<int32_t>();
   const int32_t* cu = host.cu_seqlens.data<int32_t>();
   if (c.rope.type != ops::RopeType::Dynamic) {
     int32_t max_pos = 0;
     for (int64_t t = 0; t < b.positions.numel(); ++t) max_pos = std::max(max_pos, pos[t]);
-    run(x, b.positions, int64_t{max_pos} + 1);
+    fn(0, b.positions.numel(), b.positions, ops::rope_frequencies(c.rope, c.head_dim, int64_t{max_pos} + 1));
     return;
   }
   for (int64_t s = 0; s + 1 < b.cu_seqlens.numel(); ++s) {
     if (cu[s + 1] == cu[s]) continue;
     int32_t max_pos = 0;
     for (int32_t t = cu[s]; t < cu[s + 1]; ++t) max_pos = std::max(max_pos, pos[t]);
-    Tensor xs = x.slice_rows(cu[s], cu[s + 1]);
-    run(xs, b.positions.slice_rows(cu[s], cu[s + 1]), int64_t{max_pos} + 1);
+    fn(cu[s], cu[s + 1], b.positions.slice_rows(cu[s], cu[s + 1]),
+       ops::rope_frequencies(c.rope, c.head_dim, int64_t{max_pos} + 1));
   }
+}
+
+void TrainableModel::apply_rope(Tensor& x, const MicroBatch& b, bool backward) const {
+  rope_segments(b, [&](int64_t t0, int64_t t1, const Tensor& ps, const ops::RopeFrequencies& f) {
+    Tensor xs = t0 == 0 && t1 == x.size(0) ? x : x.slice_rows(t0, t1);
+    backward ? ops::rope_backward(xs, ps, f) : ops::rope(xs, ps, f);
+  });
+}
+
+void TrainableModel::rope_columns(const Tensor& x, int64_t x_col, Tensor& y, int64_t y_col, int64_t heads,
+                                  const MicroBatch& b, bool backward) const {
+  rope_segments(b, [&](int64_t t0, int64_t t1, const Tensor& ps, const ops::RopeFrequencies& f) {
+    const bool whole = t0 == 0 && t1 == x.size(0);
+    Tensor ys = whole ? y : y.slice_rows(t0, t1);
+    ops::rope_columns(whole ? x : x.slice_rows(t0, t1), x_col, ys, y_col, heads, ps, f, backward);
+  });
 }
 
 // One linear of layer i in the forward: frozen, LoRA (with the CUDA keep-bits cache of its dropout mask) or DoRA;
@@ -408,12 +420,19 @@ void TrainableModel::layer_forward(int64_t i, const MicroBatch& b, const Tensor&
   a.rstd1 = stat({T});
   ops::rmsnorm(x_in, l.input_norm, eps, a.h1, a.rstd1);
   Tensor q = act({T, Hq_r * D}), k = act({T, Hkv_r * D}), v = act({T, Hkv_r * D});
+  bool roped = false;  // q and k already rotated (packed, without q/k-norm: roped straight out of the packed rows)
   if (qkv_packed(i)) {  // one product, then its column blocks
     const int64_t nq = Hq_r * D, nkv = Hkv_r * D;
     Tensor qkv = act({T, nq + 2 * nkv});
     ops::linear(a.h1, l.qkv16, l.qkv_bias, qkv);
-    ops::copy_columns(qkv, 0, q, 0, nq);
-    ops::copy_columns(qkv, nq, k, 0, nkv);
+    roped = !c.qk_norm;
+    if (roped) {
+      rope_columns(qkv, 0, q, 0, Hq_r, b, false);
+      rope_columns(qkv, nq, k, 0, Hkv_r, b, false);
+    } else {
+      ops::copy_columns(qkv, 0, q, 0, nq);
+      ops::copy_columns(qkv, nq, k, 0, nkv);
+    }
     ops::copy_columns(qkv, nq + nkv, v, 0, nkv);
   } else {
     lin(LinearKind::Q, a.h1, q, false);
@@ -450,8 +469,10 @@ void TrainableModel::layer_forward(int64_t i, const MicroBatch& b, const Tensor&
     a.q3 = a.q.view({Ta, hq, D});
     a.k3 = a.k.view({Ta, hkv, D});
   }
-  apply_rope(a.q3, b, false);
-  apply_rope(a.k3, b, false);
+  if (!roped) {
+    apply_rope(a.q3, b, false);
+    apply_rope(a.k3, b, false);
+  }
   a.attn_heads = act({Ta, hq, D});
   a.lse = stat({hq, Ta});
   ops::attention(a.q3, a.k3, a.v.view({Ta, hkv, D}), b.cu_seqlens, 1.0f / std::sqrt(static_cast<float>(D)),
@@ -563,8 +584,12 @@ void TrainableModel::layer_backward(int64_t i, const MicroBatch& b, Activations&
   Tensor dq3 = act({Ta, hq, D}), dk3 = act({Ta, hkv, D}), dv3 = act({Ta, hkv, D});
   ops::attention_backward(d_heads.view({Ta, hq, D}), a.q3, a.k3, a.v.view({Ta, hkv, D}), a.attn_heads, a.lse,
                           b.cu_seqlens, 1.0f / std::sqrt(static_cast<float>(D)), c.layer_window(i), dq3, dk3, dv3);
-  apply_rope(dq3, b, true);
-  apply_rope(dk3, b, true);
+  const bool packed = qkv_packed(i);
+  const bool rope_into_packed = packed && !c.qk_norm;  // dq, dk rotated back straight into the packed rows below
+  if (!rope_into_packed) {
+    apply_rope(dq3, b, true);
+    apply_rope(dk3, b, true);
+  }
   Tensor dq = dq3.view({Ta, hq * D}), dk = dk3.view({Ta, hkv * D}), dv = dv3.view({Ta, hkv * D});
   if (c.qk_norm) {
     dq = act({Ta, hq * D});
@@ -591,11 +616,16 @@ void TrainableModel::layer_backward(int64_t i, const MicroBatch& b, Activations&
     dv = dv_tokens;
   }
   norm_again(a.x_in, l.input_norm, a.h1);
-  if (qkv_packed(i)) {  // the three gradients side by side: one input-gradient and one weight-gradient product
+  if (packed) {  // the three gradients side by side: one input-gradient and one weight-gradient product
     const int64_t nq = dq.size(1), nkv = dk.size(1);
     Tensor dqkv = act({T, nq + 2 * nkv});
-    ops::copy_columns(dq, 0, dqkv, 0, nq);
-    ops::copy_columns(dk, 0, dqkv, nq, nkv);
+    if (rope_into_packed) {
+      rope_columns(dq, 0, dqkv, 0, hq, b, true);
+      rope_columns(dk, 0, dqkv, nq, hkv, b, true);
+    } else {
+      ops::copy_columns(dq, 0, dqkv, 0, nq);
+      ops::copy_columns(dk, 0, dqkv, nq, nkv);
+    }
     ops::copy_columns(dv, 0, dqkv, nq + nkv, nkv);
     ops::linear_backward(dqkv, a.h1, l.qkv16, d_h, l.qkv_grad, l.qkv_grad_bias, false);
   } else {

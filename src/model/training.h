@@ -236,6 +236,14 @@ class TrainableModel {
   bool residual_b_folded(int64_t layer, LinearKind kind) const;
   ops::LoraBProduct b_product_of(int64_t layer, LinearKind kind, const Activations& a) const;
   void apply_rope(Tensor& x, const MicroBatch& b, bool backward) const;
+  // The batch's rope segments: fn(rows [t0, t1), their positions, frequencies), once for the whole batch, or once per
+  // sequence where the frequencies depend on its length (dynamic NTK).
+  using RopeSegmentFn = std::function<void(int64_t t0, int64_t t1, const Tensor& positions,
+                                           const ops::RopeFrequencies& freqs)>;
+  void rope_segments(const MicroBatch& b, const RopeSegmentFn& fn) const;
+  // ops::rope_columns over the batch's rope segments (packed q/k/v: rope out of, or back into, the packed rows).
+  void rope_columns(const Tensor& x, int64_t x_col, Tensor& y, int64_t y_col, int64_t heads, const MicroBatch& b,
+                    bool backward) const;
   // The LoRA dropout of one linear: its seed is a function of (step seed, layer, kind) only, and its map places this
   // rank's (tokens, input columns) block in the one-process input (sequence parallel: the rank's first token;
   // tensor parallel's o / down: the rank's first input column), so every rank draws the one-process masks.

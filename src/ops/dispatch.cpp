@@ -148,6 +148,14 @@ void rope(Tensor& x, const Tensor& positions, const RopeFrequencies& freqs) {
            [&] { cuda::rope(x, positions, freqs); });
 }
 
+void rope_columns(const Tensor& x, int64_t x_col, Tensor& y, int64_t y_col, int64_t heads, const Tensor& positions,
+                  const RopeFrequencies& freqs, bool backward) {
+  require_writable("rope_columns", {&y});
+  dispatch("rope_columns", detail::check_rope_columns(x, x_col, y, y_col, heads, positions, freqs),
+           [&] { cpu::rope_columns(x, x_col, y, y_col, heads, positions, freqs, backward); },
+           [&] { cuda::rope_columns(x, x_col, y, y_col, heads, positions, freqs, backward); });
+}
+
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, float scale,
                int64_t window, Tensor& out, Tensor& lse) {
   require_writable("attention", {&out, &lse});

@@ -292,6 +292,37 @@ Device check_rmsnorm(const Tensor& x, const Tensor& weight, float eps, const Ten
   return common_device(op, {&x, &weight, &y, &rstd});
 }
 
+Device check_rope_columns(const Tensor& x, int64_t x_col, const Tensor& y, int64_t y_col, int64_t heads,
+                          const Tensor& positions, const RopeFrequencies& freqs) {
+  const char* op = "rope_columns";
+  require_defined(op, "x", x);
+  require_defined(op, "y", y);
+  require_defined(op, "positions", positions);
+  require_rank(op, "x", x, 2, "(T, X)");
+  require_rank(op, "y", y, 2, "(T, Y)");
+  require_activation(op, "x", x);
+  require_activation(op, "y", y, "x", &x);
+  require_rank(op, "positions", positions, 1, "(T)");
+  require_dtype(op, "positions", positions, DType::I32);
+  const int64_t cols = heads * 2 * static_cast<int64_t>(freqs.inv_freq.size());
+  if (x.size(0) != y.size(0) || positions.size(0) != x.size(0)) {
+    fail("{}: x {}, y {} and positions {} must have the same T", op, desc(x), desc(y), desc(positions));
+  }
+  if (heads < 0 || x_col < 0 || y_col < 0 || x_col + cols > x.size(1) || y_col + cols > y.size(1)) {
+    fail("{}: {} heads of D = {} at column {} of x {} and {} of y {} do not fit", op, heads,
+         2 * freqs.inv_freq.size(), x_col, desc(x), y_col, desc(y));
+  }
+  if (overlaps(x, y)) fail("{}: y {} overlaps x {}; use a separate buffer", op, desc(y), desc(x));
+  Device device = common_device(op, {&x, &y, &positions});
+  if (device.is_cpu()) {
+    const int32_t* pos = positions.data<int32_t>();
+    for (int64_t t = 0; t < positions.size(0); ++t) {
+      if (pos[t] < 0) fail("rope_columns: position {} at token {} is negative", pos[t], t);
+    }
+  }
+  return device;
+}
+
 Device check_rope(const Tensor& x, const Tensor& positions, const RopeFrequencies& freqs) {
   const char* op = "rope";
   require_defined(op, "x", x);

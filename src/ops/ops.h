@@ -110,6 +110,12 @@ RopeFrequencies rope_frequencies(const RopeConfig& config, int64_t head_dim, int
 // Rotates x in place (Hugging Face's rotate_half layout: pairs (i, i + D/2)).
 //   x: (T, H, D) F32; positions: (T) I32 (restart at 0 per packed sequence).
 void rope(Tensor& x, const Tensor& positions, const RopeFrequencies& freqs);
+// y[:, y_col : y_col + H*D] = rope(x[:, x_col : x_col + H*D]), each block seen as (T, H, D); with backward,
+// rope_backward's rotation instead. x: (T, X), y: (T, Y), one activation dtype, separate buffers; D = 2 *
+// freqs.inv_freq.size(). The same bits as copying the block (copy_columns) and rotating it in place. Packed q/k/v:
+// q and k roped out of the packed product, their gradients rotated back into the packed gradient.
+void rope_columns(const Tensor& x, int64_t x_col, Tensor& y, int64_t y_col, int64_t heads, const Tensor& positions,
+                  const RopeFrequencies& freqs, bool backward);
 
 // ---- attention ------------------------------------------------------------------------------------------
 // Causal scaled-dot-product attention over a packed variable-length batch with grouped-query heads.

@@ -107,5 +107,40 @@ TEST(CopyColumns, CpuEqualsReferenceAndLeavesTheOtherColumns) {
   EXPECT_TRUE(throws_error([&] { ops::copy_columns(x, 0, x, 3, 3); }, {"copy_columns", "overlaps"}));
 }
 
+// rope_columns: q's and k's blocks of a packed (T, 4*D + 2*2*D ...) row rotated out of it, and rotated back into it
+// (backward): the same bits as copy_columns followed by rope / rope_backward in place; other columns untouched.
+TEST(RopeColumns, IsCopyThenRopeInPlace) {
+  const int64_t T = 9, D = 6, hq = 4, hkv = 2, width = (hq + 2 * hkv) * D;
+  ops::RopeConfig config;
+  config.theta = 10000.0;
+  const ops::RopeFrequencies f = ops::rope_frequencies(config, D, 64);
+  std::vector<int32_t> pos(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) pos[static_cast<size_t>(t)] = static_cast<int32_t>((t * 7) % 11);
+  const Tensor positions = Tensor::from_i32({T}, pos);
+  const Tensor packed = random_tensor({T, width}, DType::F32, 5);
+  for (bool backward : {false, true}) {
+    for (auto [col, heads] : {std::pair<int64_t, int64_t>{0, hq}, {hq * D, hkv}}) {
+      SCOPED_TRACE(std::to_string(backward) + " col " + std::to_string(col));
+      Tensor got = Tensor::empty({T, heads * D}, DType::F32), want = Tensor::empty({T, heads * D}, DType::F32);
+      ops::rope_columns(packed, col, got, 0, heads, positions, f, backward);
+      ops::copy_columns(packed, col, want, 0, heads * D);
+      Tensor want3 = want.view({T, heads, D});
+      backward ? ops::rope_backward(want3, positions, f) : ops::rope(want3, positions, f);
+      ASSERT_EQ(std::memcmp(got.raw(), want.raw(), got.nbytes()), 0);
+      // Back into a packed row: only the block changes.
+      Tensor back = random_tensor({T, width}, DType::F32, 6), expect = back.clone();
+      ops::rope_columns(got, 0, back, col, heads, positions, f, backward);
+      Tensor rotated = got.clone();
+      Tensor rotated3 = rotated.view({T, heads, D});
+      backward ? ops::rope_backward(rotated3, positions, f) : ops::rope(rotated3, positions, f);
+      ops::copy_columns(rotated, 0, expect, col, heads * D);
+      ASSERT_EQ(std::memcmp(back.raw(), expect.raw(), back.nbytes()), 0);
+    }
+  }
+  Tensor small = Tensor::zeros({T, D}, DType::F32);
+  EXPECT_TRUE(throws_error([&] { ops::rope_columns(packed, width - D, small, 0, 2, positions, f, false); },
+                           {"rope_columns", "do not fit"}));
+}
+
 }  // namespace
 }  // namespace swift::test

@@ -2,8 +2,9 @@
 // the F32 masters cast once per forward for the products) and packed q/k/v (one product for the three, one input-
 // and one weight-gradient product in the backward), forced on the CPU (force_product_weights) where they would not
 // pay, against the plain path: the same loss and every gradient, over two AdamW steps (the second forward must take
-// the updated masters), on a grouped-query llama fixture without biases and a qwen2 fixture with q/k/v biases and a
-// tied head. The gradients of q, k and v stay the parameters' own (row blocks of one buffer): the optimizer moves
+// the updated masters), on a grouped-query llama fixture without biases, a qwen2 fixture with q/k/v biases and a
+// tied head, a dynamic-NTK llama (rope per sequence, q and k roped straight out of the packed rows: rope_columns) and
+// qwen3 with q/k-norm (the packed rows split by copies). The gradients of q, k and v stay the parameters' own (row blocks of one buffer): the optimizer moves
 // them as before. Label unit. (On CUDA the golden and training gpu tests run this path by default.)
 //
 // Tolerance: loss 1e-6 relative, gradients 1e-5 of their largest magnitude at the first step: one product sums q's,
@@ -53,7 +54,7 @@ double max_abs(const Tensor& t) {
 
 TEST(ProductWeights, PackedQkvGivesThePlainLossAndGradientsOverTwoSteps) {
   ops::init_backends();
-  for (const std::string fixture : {"llama_gqa_llama3", "qwen2_tied_1kv"}) {
+  for (const std::string fixture : {"llama_gqa_llama3", "qwen2_tied_1kv", "llama_dynamic", "qwen3_qknorm"}) {
     SCOPED_TRACE(fixture);
     const std::string dir = std::string(SWIFT_FIXTURES_DIR) + "/golden/" + fixture;
     auto plain_lm = model::CausalLM::load(dir);

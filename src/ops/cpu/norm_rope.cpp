@@ -57,11 +57,12 @@ void rmsnorm(const Tensor& x, const Tensor& weight, float eps, Tensor& y, Tensor
 
 namespace {
 
-// Rotates x (T, H, D) in place by angle * direction (direction = +1 forward, -1 backward).
-void rotate(Tensor& x, const Tensor& positions, const RopeFrequencies& freqs, float direction) {
-  const int64_t tokens = x.size(0), heads = x.size(1), d = x.size(2), half = d / 2;
+// Rotates (T, H, D) blocks by angle * direction (direction = +1 forward, -1 backward): token t's heads from
+// src + t * src_stride into dst + t * dst_stride (the same rows: in place).
+void rotate_rows(const float* src, int64_t src_stride, float* dst, int64_t dst_stride, int64_t tokens, int64_t heads,
+                 int64_t d, const Tensor& positions, const RopeFrequencies& freqs, float direction) {
+  const int64_t half = d / 2;
   if (tokens == 0 || half == 0) return;
-  float* px = x.data<float>();
   const int32_t* pos = positions.data<int32_t>();
   const float* inv_freq = freqs.inv_freq.data();
   const float scaling = freqs.attention_scaling;
@@ -79,17 +80,25 @@ void rotate(Tensor& x, const Tensor& positions, const RopeFrequencies& freqs, fl
         sn[i] = direction * (std::sin(angle) * scaling);
       }
       for (int64_t h = 0; h < heads; ++h) {
-        float* x1 = px + (t * heads + h) * d;
+        const float* s1 = src + t * src_stride + h * d;
+        const float* s2 = s1 + half;
+        float* x1 = dst + t * dst_stride + h * d;
         float* x2 = x1 + half;
 #pragma omp simd
         for (int64_t i = 0; i < half; ++i) {
-          const float a = x1[i], b = x2[i];
+          const float a = s1[i], b = s2[i];
           x1[i] = a * cs[i] - b * sn[i];
           x2[i] = b * cs[i] + a * sn[i];
         }
       }
     }
   }
+}
+
+void rotate(Tensor& x, const Tensor& positions, const RopeFrequencies& freqs, float direction) {
+  float* px = x.data<float>();
+  const int64_t row = x.size(1) * x.size(2);
+  rotate_rows(px, row, px, row, x.size(0), x.size(1), x.size(2), positions, freqs, direction);
 }
 
 // The weight as fp32: the tensor itself, or a converted copy in this thread's scratch.
@@ -110,6 +119,14 @@ void rope(Tensor& x, const Tensor& positions, const RopeFrequencies& freqs) {
 void rope_backward(Tensor& dx, const Tensor& positions, const RopeFrequencies& freqs) {
   SWIFT_PROFILE("rope_backward");
   rotate(dx, positions, freqs, -1.0f);
+}
+
+void rope_columns(const Tensor& x, int64_t x_col, Tensor& y, int64_t y_col, int64_t heads, const Tensor& positions,
+                  const RopeFrequencies& freqs, bool backward) {
+  SWIFT_PROFILE("rope_columns");
+  const int64_t d = 2 * static_cast<int64_t>(freqs.inv_freq.size());
+  rotate_rows(x.data<float>() + x_col, x.size(1), y.data<float>() + y_col, y.size(1), x.size(0), heads, d, positions,
+              freqs, backward ? -1.0f : 1.0f);
 }
 
 // xhat = x * rstd (fp32, as the forward); g = dy * w;

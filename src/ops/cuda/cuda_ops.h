@@ -51,6 +51,8 @@ void dropout(const Tensor& x, const Dropout& dropout, Tensor& out);
 // Byte copies through cudaMemcpy2DAsync (ops_layout.cpp).
 void swap_outer_axes(const Tensor& x, Tensor& y);
 void copy_columns(const Tensor& x, int64_t x_col, Tensor& y, int64_t y_col, int64_t cols);
+void rope_columns(const Tensor& x, int64_t x_col, Tensor& y, int64_t y_col, int64_t heads, const Tensor& positions,
+                  const RopeFrequencies& freqs, bool backward);
 void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config, int64_t step);
 float grad_norm(std::span<const Tensor> grads);
 float clip_grad_norm(std::span<const Tensor> grads, double max_norm);

@@ -137,8 +137,10 @@ cudaError_t layout_backward_scratch(void* base, int64_t tokens, BackwardScratch&
 }
 
 // ---- rope --------------------------------------------------------------------------------------------------------
+// Token t's heads from in + t * in_stride into out + t * out_stride (in place: the same pointer and stride).
 template <typename T>
-__global__ void rope_kernel(T* x, const int32_t* positions, int64_t heads, int64_t half, RopeParams params) {
+__global__ void rope_kernel(const T* in, int64_t in_stride, T* out, int64_t out_stride, const int32_t* positions,
+                            int64_t heads, int64_t half, RopeParams params) {
   __shared__ float cs[kRopeMaxHalf];
   __shared__ float sn[kRopeMaxHalf];
   const int64_t t = blockIdx.x;
@@ -153,13 +155,15 @@ __global__ void rope_kernel(T* x, const int32_t* positions, int64_t heads, int64
     sn[i] = __fmul_rn(params.direction, __fmul_rn(s, params.attention_scaling));
   }
   __syncthreads();
-  T* base = x + t * heads * 2 * half;
+  const T* src = in + t * in_stride;
+  T* dst = out + t * out_stride;
   const int64_t pairs = heads * half;
   for (int64_t q = threadIdx.x; q < pairs; q += blockDim.x) {
     const int64_t h = q / half, i = q - h * half;
-    T* x1 = base + h * 2 * half + i;
+    const T* s1 = src + h * 2 * half + i;
+    T* x1 = dst + h * 2 * half + i;
     T* x2 = x1 + half;
-    const float a = load_f32(x1, 0), b = load_f32(x2, 0);
+    const float a = load_f32(s1, 0), b = load_f32(s1 + half, 0);
     store_f32(x1, 0, __fsub_rn(__fmul_rn(a, cs[i]), __fmul_rn(b, sn[i])));
     store_f32(x2, 0, __fadd_rn(__fmul_rn(b, cs[i]), __fmul_rn(a, sn[i])));
   }
@@ -230,21 +234,24 @@ cudaError_t launch_embedding_backward(const void* dout, int dtype, const int32_t
   return cudaGetLastError();
 }
 
-cudaError_t launch_rope(void* x, int dtype, const int32_t* positions, int64_t tokens, int64_t heads, int64_t half,
-                        const RopeParams& params, cudaStream_t stream) {
+cudaError_t launch_rope(const void* in, int64_t in_stride, void* out, int64_t out_stride, int dtype,
+                        const int32_t* positions, int64_t tokens, int64_t heads, int64_t half, const RopeParams& params,
+                        cudaStream_t stream) {
   if (tokens == 0 || heads == 0 || half == 0) return cudaSuccess;
   if (half > kRopeMaxHalf || tokens > 0x7fffffff) return cudaErrorInvalidValue;
   const int64_t pairs = heads * half;
   const int threads = pairs >= 256 ? 256 : 128;
+  const auto grid = static_cast<unsigned>(tokens);
   if (dtype == 0) {
-    rope_kernel<<<static_cast<unsigned>(tokens), threads, 0, stream>>>(static_cast<float*>(x), positions, heads, half,
-                                                                       params);
+    rope_kernel<<<grid, threads, 0, stream>>>(static_cast<const float*>(in), in_stride, static_cast<float*>(out),
+                                              out_stride, positions, heads, half, params);
   } else if (dtype == 1) {
-    rope_kernel<<<static_cast<unsigned>(tokens), threads, 0, stream>>>(static_cast<__nv_bfloat16*>(x), positions,
-                                                                       heads, half, params);
+    rope_kernel<<<grid, threads, 0, stream>>>(static_cast<const __nv_bfloat16*>(in), in_stride,
+                                              static_cast<__nv_bfloat16*>(out), out_stride, positions, heads, half,
+                                              params);
   } else if (dtype == 2) {
-    rope_kernel<<<static_cast<unsigned>(tokens), threads, 0, stream>>>(static_cast<__half*>(x), positions, heads, half,
-                                                                       params);
+    rope_kernel<<<grid, threads, 0, stream>>>(static_cast<const __half*>(in), in_stride, static_cast<__half*>(out),
+                                              out_stride, positions, heads, half, params);
   } else {
     return cudaErrorInvalidValue;
   }

@@ -106,9 +106,11 @@ struct RopeParams {
   float direction;  // +1 forward, -1 backward (sin negated)
   int32_t error_op; // kDeviceErrorRope or kDeviceErrorRopeBackward
 };
-// x (tokens, heads, 2 * half) rotated in place; positions (tokens) I32.
-cudaError_t launch_rope(void* x, int dtype, const int32_t* positions, int64_t tokens, int64_t heads, int64_t half,
-                        const RopeParams& params, cudaStream_t stream);
+// Token t's (heads, 2 * half) block from in + t * in_stride (elements), rotated, into out + t * out_stride (in place
+// when in == out with one stride); positions (tokens) I32.
+cudaError_t launch_rope(const void* in, int64_t in_stride, void* out, int64_t out_stride, int dtype,
+                        const int32_t* positions, int64_t tokens, int64_t heads, int64_t half, const RopeParams& params,
+                        cudaStream_t stream);
 
 // ---- optimizer and gradient norms (optimizer.cu) ------------------------------------------------------------------
 // Work over many F32 tensors in one launch: chunks of kMultiTensorChunk elements, one block each, described by a

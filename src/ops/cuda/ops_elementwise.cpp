@@ -216,10 +216,10 @@ void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, c
 }
 
 namespace {
-void rotate(const char* op, Tensor& x, const Tensor& positions, const RopeFrequencies& freqs, bool backward) {
-  const int64_t half = x.size(2) / 2;
+RopeParams rope_params(const char* op, const Tensor& x, const RopeFrequencies& freqs, bool backward) {
+  const auto half = static_cast<int64_t>(freqs.inv_freq.size());
   if (half > kRopeMaxHalf) {
-    fail("{}: head dim {} exceeds the CUDA kernel's limit of {} (x {})", op, x.size(2), 2 * kRopeMaxHalf,
+    fail("{}: head dim {} exceeds the CUDA kernel's limit of {} (x {})", op, 2 * half, 2 * kRopeMaxHalf,
          detail::desc(x));
   }
   RopeParams params{};
@@ -227,10 +227,27 @@ void rotate(const char* op, Tensor& x, const Tensor& positions, const RopeFreque
   params.attention_scaling = freqs.attention_scaling;
   params.direction = backward ? -1.0f : 1.0f;
   params.error_op = backward ? kDeviceErrorRopeBackward : kDeviceErrorRope;
-  check_launch(op, launch_rope(x.raw(), code(x.dtype()), positions.data<int32_t>(), x.size(0), x.size(1), half,
-                               params, stream_of(x)));
+  return params;
+}
+
+void rotate(const char* op, Tensor& x, const Tensor& positions, const RopeFrequencies& freqs, bool backward) {
+  const RopeParams params = rope_params(op, x, freqs, backward);
+  const int64_t row = x.size(1) * x.size(2);
+  check_launch(op, launch_rope(x.raw(), row, x.raw(), row, code(x.dtype()), positions.data<int32_t>(), x.size(0),
+                               x.size(1), x.size(2) / 2, params, stream_of(x)));
 }
 }  // namespace
+
+void rope_columns(const Tensor& x, int64_t x_col, Tensor& y, int64_t y_col, int64_t heads, const Tensor& positions,
+                  const RopeFrequencies& freqs, bool backward) {
+  const RopeParams params = rope_params("rope_columns", x, freqs, backward);
+  const size_t elem = dtype_bytes(x.dtype(), 1);
+  check_launch("rope_columns",
+               launch_rope(static_cast<const char*>(x.raw()) + elem * static_cast<size_t>(x_col), x.size(1),
+                           static_cast<char*>(y.raw()) + elem * static_cast<size_t>(y_col), y.size(1),
+                           code(x.dtype()), positions.data<int32_t>(), x.size(0), heads,
+                           static_cast<int64_t>(freqs.inv_freq.size()), params, stream_of(x)));
+}
 
 void rope(Tensor& x, const Tensor& positions, const RopeFrequencies& freqs) {
   rotate("rope", x, positions, freqs, false);
