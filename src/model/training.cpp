@@ -29,6 +29,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <unordered_map>
 #include <cmath>
 #include <cstdlib>
 #include <numeric>
@@ -703,18 +704,47 @@ void TrainableModel::refresh_product_weights() {
   static const bool kPack = env_int("SWIFT_PACKED_QKV", 1) != 0;
   const bool on = kOn && type_ == TunerType::Full &&
                   (force_product_weights_ || (device_.is_cuda() && act_dtype_ != DType::F32));
+  last_product_casts_ = 0;
+  std::unordered_map<const void*, Parameter*> by_value;  // a master's Parameter (its product and flag)
+  for (Parameter& p : params_) {
+    if (p.value.defined()) by_value[p.value.raw()] = &p;
+  }
+  // `copy` becomes `master`'s product: cast from it unless the optimizer wrote this very copy with the last update.
+  auto take = [&](const Tensor& master, const Tensor& copy) {
+    const auto it = by_value.find(master.raw());
+    Parameter* p = it != by_value.end() ? it->second : nullptr;
+    const bool current = p != nullptr && p->product_current && p->product.defined() &&
+                         p->product.storage() == copy.storage() && p->product.byte_offset() == copy.byte_offset() &&
+                         p->product.dtype() == copy.dtype() && p->product.numel() == copy.numel();
+    if (p != nullptr) {
+      p->product = copy;
+      p->product_current = false;
+    }
+    if (!current) {
+      Tensor dst = copy;
+      ops::cast(master, dst);
+      ++last_product_casts_;
+    }
+  };
+  auto drop = [&](const Tensor& master) {
+    const auto it = by_value.find(master.defined() ? master.raw() : nullptr);
+    if (it == by_value.end()) return;
+    it->second->product = Tensor();
+    it->second->product_current = false;
+  };
   // A matrix's copy in the activation dtype: `half` keeps its storage when it has the master's shape and dtype and
   // can be written (the base weight it starts as), else gets its own.
   auto refresh = [&](const Tensor& master, Tensor& half) {
     if (!on || !master.defined() || master.dtype() != DType::F32) {
       half = Tensor();
+      drop(master);
       return;
     }
     if (!half.defined() || half.shape() != master.shape() || half.dtype() != act_dtype_ ||
         !(half.device() == master.device()) || !half.writable()) {
       half = Tensor::empty(master.shape(), act_dtype_, master.device(), MemoryCategory::Weights);
     }
-    ops::cast(master, half);
+    take(master, half);
   };
   for (Layer& l : layers_) {
     // q, k and v packed: one (Hq*D + 2 Hkv*D, C) matrix whose row blocks are their copies, and their biases in a row.
@@ -743,16 +773,14 @@ void TrainableModel::refresh_product_weights() {
         Linear& L = l.linears[static_cast<size_t>(kind)];
         const int64_t n = L.w.size(0);
         L.w16 = l.qkv16.slice_rows(r0, r0 + n);
-        ops::cast(L.w, L.w16);
-        if (biases == 3) {
-          Tensor block = l.qkv_bias.slice_rows(r0, r0 + n);
-          block.copy_from(L.bias);
-        }
+        take(L.w, L.w16);
+        if (biases == 3) take(L.bias, l.qkv_bias.slice_rows(r0, r0 + n));  // F32 copies of the F32 biases
         r0 += n;
       }
     } else {
       l.qkv16 = Tensor();
       l.qkv_bias = Tensor();
+      for (LinearKind kind : kQkv) drop(l.linears[static_cast<size_t>(kind)].bias);
     }
     for (Linear& lin : l.linears) {
       if (!pack || (&lin != &l.linears[static_cast<size_t>(LinearKind::Q)] &&

@@ -75,6 +75,11 @@ struct Parameter {
   std::string name;  // PEFT saved name (LoRA) or Hugging Face name (full)
   Tensor value;      // F32, trainable
   Tensor grad;       // F32, same shape
+  // Full fine-tuning's product weight (TrainableModel::refresh_product_weights): the copy of `value` the products read,
+  // or undefined. An optimizer that writes it with the update sets product_current; the next forward then takes it as
+  // is (and clears the flag) instead of casting `value` again.
+  Tensor product;
+  bool product_current = false;
   // Tensor parallel: how value and grad lie over the group (model/parallel.h); Replicated without it.
   TensorParallelLayout tp = TensorParallelLayout::Replicated;
 };
@@ -113,6 +118,8 @@ class TrainableModel {
   DType activation_dtype() const { return act_dtype_; }
   // Tests: product weights (refresh_product_weights; packed q/k/v) also where they would not pay, e.g. F32 on the CPU.
   void force_product_weights(bool on) { force_product_weights_ = on; }
+  // How many master tensors the last forward cast into their product copies (the others the optimizer had written).
+  int64_t last_product_casts() const { return last_product_casts_; }
   // Whether the last forward ran layer i's q, k and v as one product.
   bool packs_qkv(int64_t layer) const { return qkv_packed(layer); }
   // The sequence- and tensor-parallel groups of this rank (not owned; see the head comment), once, before training
@@ -273,6 +280,7 @@ class TrainableModel {
   Tensor embed_, grad_embed_, final_norm_, grad_final_norm_, lm_head_, grad_lm_head_;
   Tensor embed16_, head16_;  // refresh_product_weights: the embedding's and the head's masters in 16 bits
   bool force_product_weights_ = false;
+  int64_t last_product_casts_ = 0;
   bool tied_ = false;
   int64_t padding_id_ = -1;  // config.pad_token_id: the embedding row that gets no gradient from lookups
   std::vector<std::array<Tensor, kLinearKinds>> dora_norms_;  // [layer][kind] DoRA weight norms of this micro-batch

@@ -373,6 +373,16 @@ Device check_adamw(std::span<const AdamWTensor> tensors, const AdamWConfig& conf
     require_disjoint(w, "exp_avg", e.exp_avg, {{"grad", &e.grad}, {"exp_avg_sq", &e.exp_avg_sq}});
     require_disjoint(w, "exp_avg_sq", e.exp_avg_sq, {{"grad", &e.grad}});
     for (const Tensor* t : {&e.param, &e.exp_avg, &e.exp_avg_sq}) t->check_writable(op);
+    if (e.product.defined()) {
+      require_float(w, "product", e.product);
+      if (e.product.numel() != e.param.numel()) {
+        fail("{}: product {} must have param {}'s {} elements", w, desc(e.product), desc(e.param), e.param.numel());
+      }
+      require_disjoint(w, "product", e.product, {{"param", &e.param}, {"grad", &e.grad}, {"exp_avg", &e.exp_avg},
+                                                 {"exp_avg_sq", &e.exp_avg_sq}});
+      e.product.check_writable(op);
+      common_device(w, {&e.param, &e.product});
+    }
     Device d = common_device(w, {&e.param, &e.grad, &e.exp_avg, &e.exp_avg_sq});
     if (i == 0) device = d;
     else if (!(d == device)) fail("{}: tensors live on different devices ({} and {})", w, device.str(), d.str());

@@ -1,6 +1,8 @@
 // train/optimizer.cpp — AdamW with Trainer's decay groups; gradient clipping.
 #include "train/optimizer.h"
 
+#include <cstdlib>
+#include <cstring>
 #include <regex>
 
 #include "core/error.h"
@@ -16,7 +18,8 @@ bool weight_decay_applies(const std::string& name) {
   return !std::regex_search(lower, norm_pattern);
 }
 
-AdamW::AdamW(std::vector<model::Parameter>& params, const ops::AdamWConfig& config) : config_(config) {
+AdamW::AdamW(std::vector<model::Parameter>& params, const ops::AdamWConfig& config)
+    : config_(config), params_(&params) {
   SWIFT_CHECK(config.beta1 >= 0 && config.beta1 < 1 && config.beta2 >= 0 && config.beta2 < 1,
               "--adam_beta1 / --adam_beta2 must be in [0, 1), got {} / {}", config.beta1, config.beta2);
   SWIFT_CHECK(config.eps > 0, "--adam_epsilon must be positive, got {}", config.eps);
@@ -29,15 +32,29 @@ AdamW::AdamW(std::vector<model::Parameter>& params, const ops::AdamWConfig& conf
 }
 
 void AdamW::step(double lr, float grad_scale) {
+  static const bool kProducts = [] {
+    const char* e = std::getenv("SWIFT_ADAMW_PRODUCTS");
+    return e == nullptr || *e == 0 || std::strcmp(e, "0") != 0;
+  }();
   ++steps_;
   std::vector<ops::AdamWTensor> with_decay, without_decay;
-  for (size_t i = 0; i < states_.size(); ++i) (decay_[i] ? with_decay : without_decay).push_back(states_[i]);
+  for (size_t i = 0; i < states_.size(); ++i) {
+    ops::AdamWTensor t = states_[i];
+    model::Parameter& p = (*params_)[i];
+    p.product_current = false;
+    if (kProducts && p.product.defined() && p.product.numel() == t.param.numel()) t.product = p.product;
+    (decay_[i] ? with_decay : without_decay).push_back(t);
+  }
   ops::AdamWConfig c = config_;
   c.lr = lr;
   c.grad_scale = grad_scale;
   if (!with_decay.empty()) ops::adamw_step(with_decay, c, steps_);
   c.weight_decay = 0.0;
   if (!without_decay.empty()) ops::adamw_step(without_decay, c, steps_);
+  for (size_t i = 0; i < states_.size(); ++i) {
+    model::Parameter& p = (*params_)[i];
+    p.product_current = kProducts && p.product.defined() && p.product.numel() == states_[i].param.numel();
+  }
 }
 
 namespace {

@@ -25,6 +25,8 @@ class AdamW {
   // betas, eps and weight_decay from `config` (its lr is ignored: step() takes the scheduled lr).
   AdamW(std::vector<model::Parameter>& params, const ops::AdamWConfig& config);
   // grad_scale: each gradient read as grad * grad_scale (clip_coefficient of measure_gradients: the clip folded in).
+  // A parameter with a product copy (model::Parameter::product) gets it written with the update, and product_current
+  // set (SWIFT_ADAMW_PRODUCTS=0: not written; the next forward casts it).
   void step(double lr, float grad_scale = 1.0f);
   int64_t steps() const { return steps_; }
   void set_steps(int64_t steps) { steps_ = steps; }  // when restoring a checkpoint
@@ -35,6 +37,7 @@ class AdamW {
 
  private:
   ops::AdamWConfig config_;
+  std::vector<model::Parameter>* params_;  // the caller's, outliving this optimizer (their product copies)
   std::vector<ops::AdamWTensor> states_;
   std::vector<uint8_t> decay_;
   int64_t steps_ = 0;

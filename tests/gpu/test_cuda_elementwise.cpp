@@ -549,6 +549,34 @@ TEST(OpsCudaElementwise, AdamWEqualsCpuBitForBit) {
   }
 }
 
+// AdamWTensor::product: the updated param written in BF16, F16 and F32 as ops::cast would round it, the update itself
+// unchanged (bit for bit against the same step without a product).
+TEST(OpsCudaElementwise, AdamWWritesTheProductCopy) {
+  ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
+  const std::vector<int64_t> sizes = {1, 16385, 40001, 3};
+  ops::AdamWConfig config;
+  config.lr = 3e-4;
+  config.weight_decay = 0.01;
+  for (DType dtype : {DType::BF16, DType::F16, DType::F32}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    OptimizerState with = to_device(random_state(sizes, 3000)), without = to_device(random_state(sizes, 3000));
+    std::vector<ops::AdamWTensor> tensors = adam_tensors(with);
+    std::vector<Tensor> products;
+    for (ops::AdamWTensor& t : tensors) {
+      products.push_back(Tensor::zeros(t.param.shape(), dtype, Device::cuda()));
+      t.product = products.back();
+    }
+    ops::adamw_step(tensors, config, 2);
+    ops::adamw_step(adam_tensors(without), config, 2);
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      EXPECT_TRUE(bit_equal(with.p[i].to(Device::cpu()), without.p[i].to(Device::cpu())));
+      Tensor cast = Tensor::empty(with.p[i].shape(), dtype, Device::cuda());
+      ops::cast(with.p[i], cast);
+      EXPECT_TRUE(bit_equal(products[i].to(Device::cpu()), cast.to(Device::cpu()))) << "tensor " << i;
+    }
+  }
+}
+
 TEST(OpsCudaElementwise, GradNormAndClipMatchCpu) {
   ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
   for (const std::vector<int64_t>& sizes : {std::vector<int64_t>{1}, {5, 0, 16384, 16385, 3}, {1000003, 17, 250000}}) {

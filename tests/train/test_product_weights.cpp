@@ -2,7 +2,8 @@
 // the F32 masters cast once per forward for the products) and packed q/k/v (one product for the three, one input-
 // and one weight-gradient product in the backward), forced on the CPU (force_product_weights) where they would not
 // pay, against the plain path: the same loss and every gradient, over two AdamW steps (the second forward must take
-// the updated masters), on a grouped-query llama fixture without biases, a qwen2 fixture with q/k/v biases and a
+// the updated masters, which AdamW wrote into the copies itself: no cast in that forward), on a grouped-query llama
+// fixture without biases, a qwen2 fixture with q/k/v biases and a
 // tied head, a dynamic-NTK llama (rope per sequence, q and k roped straight out of the packed rows: rope_columns) and
 // qwen3 with q/k-norm (the packed rows split by copies). The gradients of q, k and v stay the parameters' own (row blocks of one buffer): the optimizer moves
 // them as before. Label unit. (On CUDA the golden and training gpu tests run this path by default.)
@@ -86,6 +87,12 @@ TEST(ProductWeights, PackedQkvGivesThePlainLossAndGradientsOverTwoSteps) {
         double worst = 0;
         for (int64_t e = 0; e < g0.numel(); ++e) worst = std::max(worst, std::fabs(g0.item(e) - g1.item(e)));
         EXPECT_LE(worst, (step == 0 ? 1e-5 : 1e-4) * scale) << plain.parameters()[i].name;
+      }
+      // The first forward casts every matrix; after an AdamW step the copies it wrote are taken as they are.
+      if (step == 0) {
+        EXPECT_GT(packed.last_product_casts(), 0);
+      } else {
+        EXPECT_EQ(packed.last_product_casts(), 0);
       }
       plain_opt.step(1e-3);
       packed_opt.step(1e-3);

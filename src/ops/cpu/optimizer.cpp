@@ -132,6 +132,10 @@ void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config,
     float* m = t.exp_avg.data<float>();
     float* v = t.exp_avg_sq.data<float>();
     adamw_chunk(k, p, g, m, v, ch.begin, ch.end);
+    if (t.product.defined()) {
+      from_f32(p + ch.begin, t.product.dtype(),
+               static_cast<char*>(t.product.raw()) + dtype_bytes(t.product.dtype(), ch.begin), ch.end - ch.begin);
+    }
   }
 }
 

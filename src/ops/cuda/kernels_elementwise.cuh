@@ -119,6 +119,8 @@ constexpr int64_t kMultiTensorChunk = 16384;
 struct MultiTensorChunk {
   float* p[4];      // adamw: param, grad, exp_avg, exp_avg_sq; norms and scaling: p[0] = grad
   int64_t begin, end;
+  void* product;          // adamw: the updated param also stored here (AdamWTensor::product), or null
+  int32_t product_dtype;  // 0 F32, 1 BF16, 2 F16
 };
 struct AdamWKernelScalars {
   float decay, w1, w1_m1, beta2, w2, bc2_sqrt, eps, step_size_neg;

@@ -285,7 +285,7 @@ void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config,
   k.eps = static_cast<float>(config.eps);
   k.small_weight = std::fabs(k.w1) < 0.5f ? 1 : 0;
   k.grad_scale = config.grad_scale;
-  const std::vector<MultiTensorChunk> chunks = chunks_of(
+  std::vector<MultiTensorChunk> chunks = chunks_of(
       tensors.size(),
       [&](size_t i, float** p) {
         p[0] = tensors[i].param.data<float>();
@@ -295,6 +295,15 @@ void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config,
       },
       [&](size_t i) { return tensors[i].param.numel(); });
   if (chunks.empty()) return;
+  {  // each chunk's product copy (the chunks of tensor i are consecutive and cover it in order)
+    size_t c = 0;
+    for (const AdamWTensor& t : tensors) {
+      for (int64_t b = 0; b < t.param.numel(); b += kMultiTensorChunk, ++c) {
+        chunks[c].product = t.product.defined() ? t.product.raw() : nullptr;
+        chunks[c].product_dtype = t.product.defined() ? code(t.product.dtype()) : 0;
+      }
+    }
+  }
   const int device = tensors[0].param.device().index;
   const cudaStream_t s = stream(device);
   ScratchLease lease("adamw_step", device, chunks.size() * sizeof(MultiTensorChunk));

@@ -2,13 +2,17 @@
 //
 // Invariants:
 //  - One launch covers every tensor: the host passes a device array of MultiTensorChunk (pointers, [begin, end)
-//    of kMultiTensorChunk elements at most); block b handles chunk b. Tensors are F32.
+//    of kMultiTensorChunk elements at most); block b handles chunk b. Tensors are F32; AdamW's optional product copy
+//    (F32/BF16/F16) takes the updated param rounded once, as ops::cast would.
 //  - AdamW is element-wise and written with explicit __fmaf_rn / __fmul_rn / __fdiv_rn / __fsqrt_rn in the order of
 //    ops/cpu/optimizer.cpp (decay multiply first, lerp as one fma, addcmul as one fma, IEEE sqrt and division), so
 //    param, exp_avg and exp_avg_sq equal the CPU kernel's bit for bit.
 //  - Sum of squares: each chunk is summed in fp64 by a fixed pattern (thread i takes elements i, i + 256, ... in
 //    order; warp shuffles; warp partials in order), then the chunk partials by one block in a fixed tree. The
 //    order depends only on the chunking (a function of the tensors' sizes), never on timing or the device.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include "ops/cuda/kernels_elementwise.cuh"
 
 namespace swift::ops::cuda {
@@ -33,9 +37,17 @@ __global__ void adamw_kernel(const MultiTensorChunk* chunks, AdamWKernelScalars 
     const float mi = __fmaf_rn(w, diff, k.small_weight ? m0 : gi);
     const float vi = __fmaf_rn(__fmul_rn(k.w2, gi), gi, __fmul_rn(v[i], k.beta2));
     const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), k.bc2_sqrt), k.eps);
-    p[i] = __fadd_rn(pi, __fdiv_rn(__fmul_rn(k.step_size_neg, mi), denom));
+    const float updated = __fadd_rn(pi, __fdiv_rn(__fmul_rn(k.step_size_neg, mi), denom));
+    p[i] = updated;
     m[i] = mi;
     v[i] = vi;
+    if (ch.product != nullptr) {
+      switch (ch.product_dtype) {
+        case 1: static_cast<__nv_bfloat16*>(ch.product)[i] = __float2bfloat16_rn(updated); break;
+        case 2: static_cast<__half*>(ch.product)[i] = __float2half_rn(updated); break;
+        default: static_cast<float*>(ch.product)[i] = updated; break;
+      }
+    }
   }
 }
 
