@@ -6,12 +6,7 @@
 # (ours only).
 # Carry .device-deps and .device-prebuilt (prebuild.sh test_gpu bench_train_step). Logs go to $OUT.
 source "$(dirname "$0")/env.sh"
-out=${OUT:-/tmp}
 build_gpu packed test_gpu bench_train_step
 gpu_tests "${GPU_TESTS:-*}"
 q05="--config bench/configs/qwen2.5-0.5b.json --tuner full --seq 2048 --batch 8 --steps 5 --warmup 2"
-for rep in 1 2 3; do
-  for setting in X=1 SWIFT_PACKED_QKV=0 SWIFT_ADAMW_PRODUCTS=0; do
-    echo "0.5B $setting: $(env $setting build-gpu/bench/bench_train_step $q05 2>>"$out/ab.log" | show_bench)"
-  done
-done
+ab_steps 3 "$q05" X=1 SWIFT_PACKED_QKV=0 SWIFT_ADAMW_PRODUCTS=0

@@ -1,11 +1,10 @@
 // train/optimizer.cpp — AdamW with Trainer's decay groups; gradient clipping.
 #include "train/optimizer.h"
 
-#include <cstdlib>
-#include <cstring>
 #include <regex>
 
 #include "core/error.h"
+#include "ops/env_switch.h"
 
 namespace swift::train {
 
@@ -32,10 +31,8 @@ AdamW::AdamW(std::vector<model::Parameter>& params, const ops::AdamWConfig& conf
 }
 
 void AdamW::step(double lr, float grad_scale) {
-  static const bool kProducts = [] {
-    const char* e = std::getenv("SWIFT_ADAMW_PRODUCTS");
-    return e == nullptr || *e == 0 || std::strcmp(e, "0") != 0;
-  }();
+  static ops::EnvSwitch products_switch("SWIFT_ADAMW_PRODUCTS", true);  // =0: the next forward casts them
+  const bool kProducts = products_switch.on();
   ++steps_;
   std::vector<ops::AdamWTensor> with_decay, without_decay;
   for (size_t i = 0; i < states_.size(); ++i) {
