@@ -78,7 +78,7 @@ struct Parameter {
   // Full fine-tuning's product weight (TrainableModel::refresh_product_weights): the copy of `value` the products read,
   // or undefined. An optimizer that writes it with the update sets product_current; the next forward then takes it as
   // is (and clears the flag) instead of casting `value` again.
-  Tensor product;
+  Tensor product{};
   bool product_current = false;
   // Tensor parallel: how value and grad lie over the group (model/parallel.h); Replicated without it.
   TensorParallelLayout tp = TensorParallelLayout::Replicated;

@@ -342,8 +342,8 @@ struct AdamWConfig {
 };
 struct AdamWTensor {
   Tensor param, grad, exp_avg, exp_avg_sq;  // F32, one shape; exp_avg and exp_avg_sq start at zero
-  Tensor product;  // optional: the updated param also written here (F32, BF16 or F16, param's element count), rounded
-                   // once: the copy the products of the next forward read (full fine-tuning's product weights)
+  Tensor product{};  // optional: the updated param also written here (F32, BF16 or F16, param's element count), rounded
+                     // once: the copy the products of the next forward read (full fine-tuning's product weights)
 };
 // One step over every tensor; step = the step count including this one (torch's state["step"], 1 first).
 void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config, int64_t step);

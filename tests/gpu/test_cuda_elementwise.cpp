@@ -24,6 +24,7 @@
 
 #include "gpu/gpu_timing.h"
 #include "ops/backends.h"
+#include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/kernels_elementwise.cuh"
 #include "ops/op_test_util.h"
 #include "ops/ops.h"
@@ -298,10 +299,22 @@ TEST(OpsCudaElementwise, EmbeddingBackwardIsDeterministicAndMatchesCpu) {
 
 // ---- rmsnorm ----------------------------------------------------------------------------------------------------
 // C % 8 == 0 past 1024 (up to 8192) takes the register-resident kernels (1, 2 or 4 groups of 8 per thread); 8200 and
-// the odd widths the strided ones.
+// the odd widths the strided ones; the backward of 256 <= C <= 1024 with C % 8 == 0 the narrow one-pass kernel (its
+// dweight chunks of 32 rows: 130 rows make five, the last partial), or with set_rmsnorm_narrow(false) the strided.
 const std::vector<Shape> kNormShapes = {{1, 1},     {5, 7},    {37, 128},  {19, 1000}, {7, 1025},
                                         {3, 4099},  {300, 2048}, {33, 3584}, {17, 2056}, {9, 4104},
-                                        {5, 8192},  {3, 8200},  {4, 1032}};
+                                        {5, 8192},  {3, 8200},  {4, 1032},  {130, 896}, {70, 256}, {9, 1024}};
+
+// Runs body with the narrow rmsnorm backward on, then off (the process default restored: on).
+template <typename Body>
+void for_narrow_and_strided(Body&& body) {
+  for (bool narrow : {true, false}) {
+    SCOPED_TRACE(narrow ? "narrow kernels" : "strided kernels");
+    ops::cuda::set_rmsnorm_narrow(narrow);
+    body();
+  }
+  ops::cuda::set_rmsnorm_narrow(true);
+}
 
 TEST(OpsCudaElementwise, RmsnormMatchesReference) {
   ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
@@ -333,58 +346,60 @@ TEST(OpsCudaElementwise, RmsnormMatchesReference) {
 TEST(OpsCudaElementwise, RmsnormBackwardMatchesReference) {
   ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
   uint32_t seed = 700;
-  for (DType act : kActs) {
-    for (DType wdt : {DType::F32, DType::BF16}) {
-      for (const Shape& shape : kNormShapes) {
-        SCOPED_TRACE(std::string(name(act)) + " weight " + name(wdt) + " " + shape_str(shape));
-        const int64_t n = shape[0], c = shape[1];
-        const Tensor x = rounded(random_tensor(shape, DType::F32, ++seed, -3.0f, 3.0f), act);
-        const Tensor dy = rounded(random_tensor(shape, DType::F32, ++seed), act);
-        const Tensor w = random_tensor({c}, wdt, ++seed, 0.5f, 1.5f);
-        Tensor y = Tensor::empty(shape, DType::F32), rstd = Tensor::empty({n}, DType::F32);
-        ops::ref::rmsnorm(x, w, 1e-5f, y, rstd);
-        const Tensor dx_init = rounded(random_tensor(shape, DType::F32, ++seed), act);
-        const Tensor dw_init = random_tensor({c}, DType::F32, ++seed);
-        Tensor rdx = Tensor::empty(shape, DType::F32), rdx_acc = dx_init.clone(), rdw = dw_init.clone();
-        Tensor none;
-        ops::ref::rmsnorm_backward(dy, x, w, rstd, rdx, rdw);
-        ops::ref::rmsnorm_backward(dy, x, w, rstd, rdx_acc, none, true);
-        const Tensor ddy = on_device(dy, act), dx_ = on_device(x, act), dw_ = w.to(Device::cuda());
-        const Tensor drstd = rstd.to(Device::cuda());
-        // dx is a difference of two terms of size ~|dy w rstd| that cancel (exactly 0 when C = 1): an absolute floor
-        // relative to the terms, not to the result.
-        const double scale = std::max(max_abs(rdx), max_abs(dy) * max_abs(w) * max_abs(rstd));
-        const double f32_atol = 2e-6 * scale, bf16_atol = 4e-3 * scale;
-        // With C = 1, dx is 0 in exact arithmetic (x^2 rstd^2 = 1 up to eps): the result is rounding noise of the
-        // terms, so only the absolute floor applies (no rel-norm against a noise-sized reference).
-        auto close_dx = [&](const Tensor& got, const Tensor& want, double bf16_floor) {
-          if (c > 1) return close(got, want, act, f32_atol, 1e-5, bf16_floor);
-          return act == DType::F32 ? all_close(got, want, f32_atol, 1e-5) : all_close(got, want, bf16_floor, 1.0 / 256);
-        };
-        {  // dx =, dweight +=
-          DeviceOut dx(shape, act), dw({c}, DType::F32, &dw_init);
-          ops::rmsnorm_backward(ddy, dx_, dw_, drstd, dx.tensor, dw.tensor);
-          EXPECT_TRUE(close_dx(dx.host(), rdx, bf16_atol));
-          EXPECT_TRUE(all_close(dw.host(), rdw, 1e-5, 1e-5));
-          EXPECT_TRUE(dx.guards_intact());
-          EXPECT_TRUE(dw.guards_intact());
-        }
-        {  // dx += (accumulate_dx), dweight undefined
-          DeviceOut dx(shape, act, &dx_init);
-          ops::rmsnorm_backward(ddy, dx_, dw_, drstd, dx.tensor, none, true);
-          EXPECT_TRUE(close_dx(dx.host(), rdx_acc, bf16_atol + 1e-6));
-        }
-        {  // dx = dy in place, and dx undefined (dweight only)
-          Tensor inplace = on_device(dy, act);
-          ops::rmsnorm_backward(inplace, dx_, dw_, drstd, inplace, none);
-          EXPECT_TRUE(close_dx(host_f32(inplace), rdx, bf16_atol));
-          DeviceOut dw({c}, DType::F32, &dw_init);
-          ops::rmsnorm_backward(ddy, dx_, dw_, drstd, none, dw.tensor);
-          EXPECT_TRUE(all_close(dw.host(), rdw, 1e-5, 1e-5));
+  for_narrow_and_strided([&] {
+    for (DType act : kActs) {
+      for (DType wdt : {DType::F32, DType::BF16}) {
+        for (const Shape& shape : kNormShapes) {
+          SCOPED_TRACE(std::string(name(act)) + " weight " + name(wdt) + " " + shape_str(shape));
+          const int64_t n = shape[0], c = shape[1];
+          const Tensor x = rounded(random_tensor(shape, DType::F32, ++seed, -3.0f, 3.0f), act);
+          const Tensor dy = rounded(random_tensor(shape, DType::F32, ++seed), act);
+          const Tensor w = random_tensor({c}, wdt, ++seed, 0.5f, 1.5f);
+          Tensor y = Tensor::empty(shape, DType::F32), rstd = Tensor::empty({n}, DType::F32);
+          ops::ref::rmsnorm(x, w, 1e-5f, y, rstd);
+          const Tensor dx_init = rounded(random_tensor(shape, DType::F32, ++seed), act);
+          const Tensor dw_init = random_tensor({c}, DType::F32, ++seed);
+          Tensor rdx = Tensor::empty(shape, DType::F32), rdx_acc = dx_init.clone(), rdw = dw_init.clone();
+          Tensor none;
+          ops::ref::rmsnorm_backward(dy, x, w, rstd, rdx, rdw);
+          ops::ref::rmsnorm_backward(dy, x, w, rstd, rdx_acc, none, true);
+          const Tensor ddy = on_device(dy, act), dx_ = on_device(x, act), dw_ = w.to(Device::cuda());
+          const Tensor drstd = rstd.to(Device::cuda());
+          // dx is a difference of two terms of size ~|dy w rstd| that cancel (exactly 0 when C = 1): an absolute floor
+          // relative to the terms, not to the result.
+          const double scale = std::max(max_abs(rdx), max_abs(dy) * max_abs(w) * max_abs(rstd));
+          const double f32_atol = 2e-6 * scale, bf16_atol = 4e-3 * scale;
+          // With C = 1, dx is 0 in exact arithmetic (x^2 rstd^2 = 1 up to eps): the result is rounding noise of the
+          // terms, so only the absolute floor applies (no rel-norm against a noise-sized reference).
+          auto close_dx = [&](const Tensor& got, const Tensor& want, double bf16_floor) {
+            if (c > 1) return close(got, want, act, f32_atol, 1e-5, bf16_floor);
+            return act == DType::F32 ? all_close(got, want, f32_atol, 1e-5) : all_close(got, want, bf16_floor, 1.0 / 256);
+          };
+          {  // dx =, dweight +=
+            DeviceOut dx(shape, act), dw({c}, DType::F32, &dw_init);
+            ops::rmsnorm_backward(ddy, dx_, dw_, drstd, dx.tensor, dw.tensor);
+            EXPECT_TRUE(close_dx(dx.host(), rdx, bf16_atol));
+            EXPECT_TRUE(all_close(dw.host(), rdw, 1e-5, 1e-5));
+            EXPECT_TRUE(dx.guards_intact());
+            EXPECT_TRUE(dw.guards_intact());
+          }
+          {  // dx += (accumulate_dx), dweight undefined
+            DeviceOut dx(shape, act, &dx_init);
+            ops::rmsnorm_backward(ddy, dx_, dw_, drstd, dx.tensor, none, true);
+            EXPECT_TRUE(close_dx(dx.host(), rdx_acc, bf16_atol + 1e-6));
+          }
+          {  // dx = dy in place, and dx undefined (dweight only)
+            Tensor inplace = on_device(dy, act);
+            ops::rmsnorm_backward(inplace, dx_, dw_, drstd, inplace, none);
+            EXPECT_TRUE(close_dx(host_f32(inplace), rdx, bf16_atol));
+            DeviceOut dw({c}, DType::F32, &dw_init);
+            ops::rmsnorm_backward(ddy, dx_, dw_, drstd, none, dw.tensor);
+            EXPECT_TRUE(all_close(dw.host(), rdw, 1e-5, 1e-5));
+          }
         }
       }
     }
-  }
+  });
 }
 
 // ---- rope ---------------------------------------------------------------------------------------------------------
@@ -633,13 +648,17 @@ TEST(OpsCudaElementwise, ScaleGradientsMatchesCpu) {
 }
 
 // Opt-in timing (SWIFT_GPU_BENCH=1) of rmsnorm_backward at Qwen2.5-0.5B's full fine-tuning shape (16,384 x 896,
-// BF16 activations, F32 weight): dx only, dweight only, both. A yardstick, not an assertion.
+// BF16 activations, F32 weight; the narrow and the strided kernels) and at 3584: dx only, dweight only, both. A
+// yardstick, not an assertion.
 TEST(OpsCudaElementwise, BenchRmsnormBackward) {
   if (std::getenv("SWIFT_GPU_BENCH") == nullptr) GTEST_SKIP() << "set SWIFT_GPU_BENCH=1 to time model-sized calls";
   ASSERT_TRUE(have_device());
   const Device d = Device::cuda();
   auto time = [](auto&& fn) { return time_ms(fn, 20); };
-  for (const int64_t c : {int64_t{896}, int64_t{3584}}) {
+  for (const int64_t c : {int64_t{896}, int64_t{3584}})
+  for (const bool narrow : {true, false}) {
+    if (!narrow && c > 1024) continue;  // the switch only chooses kernels for C <= 1024
+    ops::cuda::set_rmsnorm_narrow(narrow);
     const int64_t n = 16384;
     const Tensor x = on_device(random_tensor({n, c}, DType::F32, 1, -3.0f, 3.0f), DType::BF16);
     const Tensor dy = on_device(random_tensor({n, c}, DType::F32, 2), DType::BF16);
@@ -652,10 +671,12 @@ TEST(OpsCudaElementwise, BenchRmsnormBackward) {
     const double both_ms = time([&] { ops::rmsnorm_backward(dy, x, w, rstd, dx, dw); });
     const double acc_ms = time([&] { ops::rmsnorm_backward(dy, x, w, rstd, dx, dw, /*accumulate_dx=*/true); });
     const double fwd_ms = time([&] { ops::rmsnorm(x, w, 1e-6f, y, rstd); });
-    std::printf("rmsnorm %ld x %ld bf16: backward both with dx += %.3f ms\n", n, c, acc_ms);
-    std::printf("rmsnorm %ld x %ld bf16: forward %.3f ms; backward dx %.3f ms, dweight %.3f ms, both %.3f ms\n", n, c,
-                fwd_ms, dx_ms, dw_ms, both_ms);
+    const char* kernels = c > 1024 ? "" : narrow ? " narrow" : " strided";
+    std::printf("rmsnorm %ld x %ld bf16%s: backward both with dx += %.3f ms\n", n, c, kernels, acc_ms);
+    std::printf("rmsnorm %ld x %ld bf16%s: forward %.3f ms; backward dx %.3f ms, dweight %.3f ms, both %.3f ms\n", n,
+                c, kernels, fwd_ms, dx_ms, dw_ms, both_ms);
   }
+  ops::cuda::set_rmsnorm_narrow(true);
 }
 
 }  // namespace

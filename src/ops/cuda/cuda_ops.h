@@ -86,6 +86,10 @@ void set_lora_b_first(bool on);
 // SWIFT_LORA_DY_FUSED=0 (A/B measurements); set_lora_dy_fused overrides it for the process (tests).
 bool lora_dy_fused();
 void set_lora_dy_fused(bool on);
+
+// SWIFT_RMSNORM_NARROW (default on): the backward of rows of 256 <= C <= 1024 takes rmsnorm.cu's one-pass warp-per-row
+// kernel; 0 keeps the strided kernels (A/B). set_rmsnorm_narrow overrides it for the process (tests).
+void set_rmsnorm_narrow(bool on);
 // The forward's xa = dropout(x) a^T and the backward's da += scale g^T dropout(x) on tensor cores (lora.cu
 // lora_x_mma_kernel; r 8, BF16 x; the fp32 factor split into three bf16 terms, so every product is exact) instead of
 // the CUDA-core kernels. On unless SWIFT_LORA_X_MMA=0 (A/B measurements); set_lora_x_mma overrides it (tests).

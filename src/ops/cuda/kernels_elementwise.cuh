@@ -93,11 +93,14 @@ cudaError_t launch_rmsnorm(const void* x, const void* weight, int weight_dtype, 
                            int64_t n, int64_t c, float eps, cudaStream_t stream);
 // dx = (dy * w) * rstd + x * coef (+= with accumulate_dx; dx may be dy without accumulate_dx), coef =
 // float(-rstd^3 * sum(double(dy * w) * x) / c); dweight (c) += sum over rows of dy * (x * rstd) in fp64,
-// per-row-chunk partials in scratch then a fixed-order reduction. dx or dweight may be null.
+// per-row-chunk partials in scratch then a fixed-order reduction. dx or dweight may be null. narrow_kernels: rows of
+// 256 <= C <= 1024 (C % 8 == 0, 16-byte aligned) take one warp-per-row pass of 16-byte accesses for dx and the
+// partials together (SWIFT_RMSNORM_NARROW=0 keeps the strided kernels: A/B).
 size_t rmsnorm_backward_scratch_bytes(int64_t n, int64_t c);
 cudaError_t launch_rmsnorm_backward(const void* dy, const void* x, const void* weight, int weight_dtype,
                                     const float* rstd, void* dx, float* dweight, int dtype, int64_t n, int64_t c,
-                                    bool accumulate_dx, void* scratch, size_t scratch_bytes, cudaStream_t stream);
+                                    bool accumulate_dx, bool narrow_kernels, void* scratch, size_t scratch_bytes,
+                                    cudaStream_t stream);
 
 constexpr int kRopeMaxHalf = 256;  // D / 2 at most (head dims up to 512)
 struct RopeParams {

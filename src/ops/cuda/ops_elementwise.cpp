@@ -14,6 +14,7 @@
 //    the single stream, so a later op cannot overwrite scratch that an earlier kernel still reads. Growing
 //    synchronises the stream before freeing the old buffer.
 #include "ops/cuda/cuda_ops.h"
+#include "ops/env_switch.h"
 
 #include <algorithm>
 #include <array>
@@ -194,6 +195,15 @@ void embedding_shard_backward(const Tensor& dout, const Tensor& ids, int64_t voc
   embedding_backward_any("embedding_shard_backward", dout, ids, dtable, padding_id, vocab_offset);
 }
 
+namespace {
+EnvSwitch& rmsnorm_narrow_switch() {
+  static EnvSwitch sw("SWIFT_RMSNORM_NARROW", true);
+  return sw;
+}
+}  // namespace
+
+void set_rmsnorm_narrow(bool on) { rmsnorm_narrow_switch().set(on); }
+
 void rmsnorm(const Tensor& x, const Tensor& weight, float eps, Tensor& y, Tensor& rstd) {
   check_launch("rmsnorm", launch_rmsnorm(x.raw(), weight.raw(), code(weight.dtype()), y.raw(),
                                          rstd.defined() ? rstd.data<float>() : nullptr, code(x.dtype()), x.size(0),
@@ -211,7 +221,8 @@ void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, c
                launch_rmsnorm_backward(dy.raw(), x.raw(), weight.raw(), code(weight.dtype()), rstd.data<float>(),
                                        dx.defined() ? dx.raw() : nullptr,
                                        dweight.defined() ? dweight.data<float>() : nullptr, code(x.dtype()), n, c,
-                                       accumulate_dx, lease ? lease->data() : nullptr, lease ? lease->bytes() : 0,
+                                       accumulate_dx, rmsnorm_narrow_switch().on(), lease ? lease->data() : nullptr,
+                                       lease ? lease->bytes() : 0,
                                        stream_of(x)));
 }
 

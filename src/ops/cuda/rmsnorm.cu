@@ -11,11 +11,15 @@
 //  - Forward: rstd = 1 / sqrt(float(sum(x^2) / C) + eps); y = weight * (x * rstd), each product rounded as torch.
 //  - Backward: coef = float(-rstd^3 * sum(double(dy * w) * x) / C) in double; dx = (dy * w) * rstd + x * coef.
 //    dweight (F32, +=) is deterministic without atomics: pass 1 writes fp64 partial column sums of dy * (x * rstd)
-//    per chunk of rows_per_chunk(N) rows (in order), pass 2 adds the chunks in order and rounds once into dweight.
-//    Pass 1 runs before dx is written (dx may be dy).
+//    per chunk of rows_per_chunk(N) rows (in order), pass 2 adds the chunks in a fixed order and rounds once into
+//    dweight. Pass 1 runs before dx is written (dx may be dy).
+//  - Narrow rows (256 <= C <= 1024, C % 8 == 0, 16-byte aligned; SWIFT_RMSNORM_NARROW, default on): the backward's
+//    dx and pass 1 are one kernel over chunks of narrow_rows_per_chunk(N) rows (each warp adds its rows in order
+//    into fp64 column sums in shared memory, the block adds its warps in order): dy and x are read once.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <atomic>
 #include <cstdint>
 #include <initializer_list>
 
@@ -225,6 +229,118 @@ __global__ void __launch_bounds__(kBlock) rmsnorm_dx_vec_kernel(const T* dy, con
   }
 }
 
+// The backward of narrow rows (256 <= C <= 1024, C % 8 == 0, 16-byte aligned activations; Qwen2.5-0.5B's C = 896):
+// a warp per row, each lane holding its (at most kNarrowVecs) groups of 8 consecutive elements in registers, 16-byte
+// accesses. Same formulas and rounding as the kernels above (the row sums add per lane, then warp_sum's fixed tree).
+// Its dweight chunks are narrow_rows_per_chunk(n) rows (smaller than the strided kernels': more blocks in flight).
+constexpr int kNarrowVecs = 4;  // 4 x 32 lanes x 8 = C up to 1024
+constexpr int kNarrowWarps = 4;
+constexpr int kNarrowThreads = kNarrowWarps * 32;
+constexpr int64_t kNarrowMinRowsPerChunk = 32;
+
+__host__ __device__ int64_t narrow_rows_per_chunk(int64_t n) {
+  const int64_t spread = (n + kMaxChunks - 1) / kMaxChunks;
+  return spread > kNarrowMinRowsPerChunk ? spread : kNarrowMinRowsPerChunk;
+}
+
+bool narrow_row_ok(int64_t c, std::initializer_list<const void*> ptrs) {
+  if (c < 256 || c > 1024 || c % 8 != 0) return false;  // below 256 a row would leave lanes idle: the strided kernels
+  for (const void* p : ptrs) {
+    if (p != nullptr && reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+  }
+  return true;
+}
+
+// The backward of narrow rows in one pass over dy and x: a block of kNarrowWarps warps takes one dweight chunk of
+// `rows` rows (narrow_rows_per_chunk(n)), warp w its rows w, w + kNarrowWarps, ... in order. Per row as rmsnorm_dx_*; with
+// partials, each warp also adds dy * (x * rstd) of its rows into fp64 column sums in shared memory (laid out
+// [warp][group][element][lane]: consecutive lanes, consecutive doubles), and the block then writes the chunk's
+// partial column sums (warps added in order: fixed, deterministic). dx may be null (dweight only), partials null
+// (dx only). Every element is read before the same thread writes it: dx may be dy without accumulate.
+template <typename T, typename W, bool kPartials>
+__global__ void __launch_bounds__(kNarrowThreads) rmsnorm_backward_narrow_kernel(const T* dy, const T* x,
+                                                                                 const W* weight, const float* rstd,
+                                                                                 T* dx, double* partials, int64_t n,
+                                                                                 int64_t c, int64_t rows,
+                                                                                 bool accumulate) {
+  __shared__ double column_sums[kPartials ? kNarrowWarps * kNarrowVecs * 8 * 32 : 1];  // 32 KiB with partials
+  __shared__ float w_s[1024];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int64_t j = threadIdx.x; j < c; j += kNarrowThreads) w_s[j] = load_f32(weight, j);
+  double* sums = column_sums + warp * (kNarrowVecs * 8 * 32);
+  if constexpr (kPartials) {
+    for (int k = lane; k < kNarrowVecs * 8 * 32; k += 32) sums[k] = 0.0;
+  }
+  __syncthreads();
+  const int64_t r0 = blockIdx.x * rows;
+  const int64_t r1 = r0 + rows < n ? r0 + rows : n;
+  for (int64_t row = r0 + warp; row < r1; row += kNarrowWarps) {
+    const T* gr = dy + row * c;
+    const T* xr = x + row * c;
+    float g[kNarrowVecs][8], v[kNarrowVecs][8];
+    double sum = 0.0;
+#pragma unroll
+    for (int i = 0; i < kNarrowVecs; ++i) {
+      const int64_t j = (int64_t{i} * 32 + lane) * 8;
+      if (j < c) {
+        load8_f32(gr, j, g[i]);
+        load8_f32(xr, j, v[i]);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kNarrowVecs; ++i) {
+      const int64_t j = (int64_t{i} * 32 + lane) * 8;
+      if (j < c) {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) sum += static_cast<double>(__fmul_rn(g[i][e], w_s[j + e])) * v[i][e];
+      }
+    }
+    sum = warp_sum(sum);
+    const float inv = rstd[row];
+    if constexpr (kPartials) {
+#pragma unroll
+      for (int i = 0; i < kNarrowVecs; ++i) {
+        if ((int64_t{i} * 32 + lane) * 8 < c) {
+#pragma unroll
+          for (int e = 0; e < 8; ++e) {
+            sums[(i * 8 + e) * 32 + lane] += static_cast<double>(__fmul_rn(g[i][e], __fmul_rn(v[i][e], inv)));
+          }
+        }
+      }
+    }
+    if (dx == nullptr) continue;
+    const double inv_d = inv;
+    const float coef = static_cast<float>(__dmul_rn(__dmul_rn(__dmul_rn(__dmul_rn(-inv_d, inv_d), inv_d), sum),
+                                                    1.0 / static_cast<double>(c)));
+    T* out = dx + row * c;
+#pragma unroll
+    for (int i = 0; i < kNarrowVecs; ++i) {
+      const int64_t j = (int64_t{i} * 32 + lane) * 8;
+      if (j < c) {
+        float o[8], old[8];
+        if (accumulate) load8_f32(out, j, old);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          const float r = __fadd_rn(__fmul_rn(__fmul_rn(g[i][e], w_s[j + e]), inv), __fmul_rn(v[i][e], coef));
+          o[e] = accumulate ? __fadd_rn(old[e], r) : r;
+        }
+        store8_f32(out, j, o);
+      }
+    }
+  }
+  if constexpr (kPartials) {
+    __syncthreads();
+    for (int64_t j = threadIdx.x; j < c; j += kNarrowThreads) {
+      const int64_t group = j / 8;
+      const int k = static_cast<int>(((group / 32) * 8 + j % 8) * 32 + group % 32);
+      double total = 0.0;
+#pragma unroll
+      for (int w = 0; w < kNarrowWarps; ++w) total += column_sums[w * (kNarrowVecs * 8 * 32) + k];
+      partials[blockIdx.x * c + j] = total;
+    }
+  }
+}
+
 // partials[chunk * c + j] = sum over the chunk's rows (in order) of dy[r, j] * (x[r, j] * rstd[r]), fp64.
 template <typename T>
 __global__ void rmsnorm_dweight_partial_kernel(const T* dy, const T* x, const float* rstd, double* partials, int64_t n,
@@ -256,21 +372,35 @@ __global__ void rmsnorm_dweight_partial_kernel(const T* dy, const T* x, const fl
   partials[chunk * c + j] = acc;
 }
 
-// One column per thread, chunks added in order; kUnroll loads in flight per thread (same order, same result).
-__global__ void rmsnorm_dweight_reduce_kernel(const double* partials, float* dweight, int64_t chunks, int64_t c) {
-  constexpr int kUnroll = 16;
-  for (int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; j < c; j += int64_t{gridDim.x} * blockDim.x) {
-    double total = 0.0;
-    int64_t k = 0;
-    for (; k + kUnroll <= chunks; k += kUnroll) {
+// dweight[j] += the sum of the chunks' partials of column j: a block of 32 columns x kReduceWarps warps, warp w adding
+// chunks w, w + kReduceWarps, ... in order (kUnroll loads in flight), then the warps' sums added in order (a fixed
+// tree: deterministic). Enough loads in flight for the hundreds of chunks of a model-sized call.
+constexpr int kReduceWarps = kBlock / 32;
+__global__ void __launch_bounds__(kBlock) rmsnorm_dweight_reduce_kernel(const double* partials, float* dweight,
+                                                                        int64_t chunks, int64_t c) {
+  constexpr int kUnroll = 8;
+  __shared__ double warp_totals[kReduceWarps][32];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t j = blockIdx.x * int64_t{32} + lane;
+  double total = 0.0;
+  if (j < c) {
+    int64_t k = warp;
+    for (; k + int64_t{kUnroll - 1} * kReduceWarps < chunks; k += int64_t{kUnroll} * kReduceWarps) {
       double p[kUnroll];
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) p[u] = partials[(k + u) * c + j];
+      for (int u = 0; u < kUnroll; ++u) p[u] = partials[(k + int64_t{u} * kReduceWarps) * c + j];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) total += p[u];
     }
-    for (; k < chunks; ++k) total += partials[k * c + j];
-    dweight[j] = static_cast<float>(static_cast<double>(dweight[j]) + total);
+    for (; k < chunks; k += kReduceWarps) total += partials[k * c + j];
+  }
+  warp_totals[warp][lane] = total;
+  __syncthreads();
+  if (warp == 0 && j < c) {
+    double sum = 0.0;
+#pragma unroll
+    for (int w = 0; w < kReduceWarps; ++w) sum += warp_totals[w][lane];
+    dweight[j] = static_cast<float>(static_cast<double>(dweight[j]) + sum);
   }
 }
 
@@ -348,36 +478,89 @@ cudaError_t rmsnorm_dx_typed(const void* dy, const void* x, const void* weight, 
   return cudaGetLastError();
 }
 
+template <typename T, typename W>
+cudaError_t rmsnorm_backward_narrow(const void* dy, const void* x, const void* weight, const float* rstd, void* dx,
+                                    double* partials, int64_t n, int64_t c, bool accumulate, cudaStream_t stream) {
+  const int64_t rows = narrow_rows_per_chunk(n);
+  const auto blocks = static_cast<unsigned>((n + rows - 1) / rows);  // <= kMaxChunks
+  const T* pdy = static_cast<const T*>(dy);
+  const T* px = static_cast<const T*>(x);
+  const W* pw = static_cast<const W*>(weight);
+  T* pdx = static_cast<T*>(dx);
+  if (partials == nullptr) {
+    rmsnorm_backward_narrow_kernel<T, W, false><<<blocks, kNarrowThreads, 0, stream>>>(pdy, px, pw, rstd, pdx, nullptr,
+                                                                                       n, c, rows, accumulate);
+    return cudaGetLastError();
+  }
+  // 36 KiB of shared memory per block: ask for the largest shared-memory carveout so that blocks, not the L1 split,
+  // bound the SM's occupancy. The attribute is per device: set once on each (bit = ordinal, < 64).
+  static std::atomic<uint64_t> devices_set{0};
+  int device = 0;
+  cudaError_t status = cudaGetDevice(&device);
+  if (status != cudaSuccess) return status;
+  const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
+  if (bit == 0 || (devices_set.load() & bit) == 0) {
+    status = cudaFuncSetAttribute(rmsnorm_backward_narrow_kernel<T, W, true>,
+                                  cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+    if (status != cudaSuccess) return status;
+    devices_set.fetch_or(bit);
+  }
+  rmsnorm_backward_narrow_kernel<T, W, true><<<blocks, kNarrowThreads, 0, stream>>>(pdy, px, pw, rstd, pdx, partials,
+                                                                                    n, c, rows, accumulate);
+  return cudaGetLastError();
+}
+
 template <typename T>
 cudaError_t rmsnorm_backward_act(const void* dy, const void* x, const void* weight, int weight_dtype,
                                  const float* rstd, void* dx, float* dweight, int64_t n, int64_t c, bool accumulate,
-                                 void* scratch, size_t scratch_bytes, cudaStream_t stream) {
+                                 bool narrow_kernels, void* scratch, size_t scratch_bytes, cudaStream_t stream) {
+  const bool narrow = narrow_kernels && narrow_row_ok(c, {dy, x, dx});
+  const int64_t rows = narrow ? narrow_rows_per_chunk(n) : rows_per_chunk(n);
+  const int64_t chunks = (n + rows - 1) / rows;
+  double* partials = nullptr;
   if (dweight != nullptr) {
-    const int64_t rows = rows_per_chunk(n);
-    const int64_t chunks = (n + rows - 1) / rows;
     if (scratch == nullptr || scratch_bytes < static_cast<size_t>(chunks * c) * sizeof(double)) {
       return cudaErrorInvalidValue;
     }
-    double* partials = static_cast<double*>(scratch);
-    const dim3 grid(static_cast<unsigned>((c + kColumnsPerBlock - 1) / kColumnsPerBlock),
-                    static_cast<unsigned>(chunks));
-    rmsnorm_dweight_partial_kernel<<<grid, kColumnsPerBlock, 0, stream>>>(
-        static_cast<const T*>(dy), static_cast<const T*>(x), rstd, partials, n, c, rows);
-    cudaError_t status = cudaGetLastError();
-    if (status != cudaSuccess) return status;
-    const int64_t blocks = (c + kBlock - 1) / kBlock;
-    rmsnorm_dweight_reduce_kernel<<<static_cast<unsigned>(blocks < 4096 ? blocks : 4096), kBlock, 0, stream>>>(
-        partials, dweight, chunks, c);
-    status = cudaGetLastError();
-    if (status != cudaSuccess) return status;
+    partials = static_cast<double*>(scratch);
   }
-  if (dx == nullptr) return cudaSuccess;
-  switch (weight_dtype) {
-    case 0: return rmsnorm_dx_typed<T, float>(dy, x, weight, rstd, dx, n, c, accumulate, stream);
-    case 1: return rmsnorm_dx_typed<T, __nv_bfloat16>(dy, x, weight, rstd, dx, n, c, accumulate, stream);
-    case 2: return rmsnorm_dx_typed<T, __half>(dy, x, weight, rstd, dx, n, c, accumulate, stream);
-    default: return cudaErrorInvalidValue;
+  cudaError_t status = cudaSuccess;
+  if (narrow) {  // dx and the partials in one pass
+    switch (weight_dtype) {
+      case 0: status = rmsnorm_backward_narrow<T, float>(dy, x, weight, rstd, dx, partials, n, c, accumulate, stream);
+        break;
+      case 1:
+        status = rmsnorm_backward_narrow<T, __nv_bfloat16>(dy, x, weight, rstd, dx, partials, n, c, accumulate, stream);
+        break;
+      case 2: status = rmsnorm_backward_narrow<T, __half>(dy, x, weight, rstd, dx, partials, n, c, accumulate, stream);
+        break;
+      default: return cudaErrorInvalidValue;
+    }
+    if (status != cudaSuccess || dweight == nullptr) return status;
+  } else {
+    if (dweight != nullptr) {
+      const dim3 grid(static_cast<unsigned>((c + kColumnsPerBlock - 1) / kColumnsPerBlock),
+                      static_cast<unsigned>(chunks));
+      rmsnorm_dweight_partial_kernel<<<grid, kColumnsPerBlock, 0, stream>>>(
+          static_cast<const T*>(dy), static_cast<const T*>(x), rstd, partials, n, c, rows);
+      status = cudaGetLastError();
+      if (status != cudaSuccess) return status;
+    }
+    if (dx != nullptr) {  // after the partials: dx may be dy
+      switch (weight_dtype) {
+        case 0: status = rmsnorm_dx_typed<T, float>(dy, x, weight, rstd, dx, n, c, accumulate, stream); break;
+        case 1: status = rmsnorm_dx_typed<T, __nv_bfloat16>(dy, x, weight, rstd, dx, n, c, accumulate, stream); break;
+        case 2: status = rmsnorm_dx_typed<T, __half>(dy, x, weight, rstd, dx, n, c, accumulate, stream); break;
+        default: return cudaErrorInvalidValue;
+      }
+      if (status != cudaSuccess) return status;
+    }
+    if (dweight == nullptr) return cudaSuccess;
   }
+  const int64_t blocks = (c + 31) / 32;
+  if (!grid_ok(blocks)) return cudaErrorInvalidValue;
+  rmsnorm_dweight_reduce_kernel<<<static_cast<unsigned>(blocks), kBlock, 0, stream>>>(partials, dweight, chunks, c);
+  return cudaGetLastError();
 }
 
 }  // namespace
@@ -394,25 +577,26 @@ cudaError_t launch_rmsnorm(const void* x, const void* weight, int weight_dtype, 
 }
 
 size_t rmsnorm_backward_scratch_bytes(int64_t n, int64_t c) {
-  const int64_t rows = rows_per_chunk(n);
+  const int64_t rows = narrow_rows_per_chunk(n);  // <= rows_per_chunk(n): enough for either kernel set's chunks
   const int64_t chunks = (n + rows - 1) / rows;
   return static_cast<size_t>(chunks * c) * sizeof(double);
 }
 
 cudaError_t launch_rmsnorm_backward(const void* dy, const void* x, const void* weight, int weight_dtype,
                                     const float* rstd, void* dx, float* dweight, int dtype, int64_t n, int64_t c,
-                                    bool accumulate_dx, void* scratch, size_t scratch_bytes, cudaStream_t stream) {
+                                    bool accumulate_dx, bool narrow_kernels, void* scratch, size_t scratch_bytes,
+                                    cudaStream_t stream) {
   if (n == 0 || c == 0) return cudaSuccess;
   switch (dtype) {
     case 0:
-      return rmsnorm_backward_act<float>(dy, x, weight, weight_dtype, rstd, dx, dweight, n, c, accumulate_dx, scratch,
-                                         scratch_bytes, stream);
+      return rmsnorm_backward_act<float>(dy, x, weight, weight_dtype, rstd, dx, dweight, n, c, accumulate_dx,
+                                         narrow_kernels, scratch, scratch_bytes, stream);
     case 1:
       return rmsnorm_backward_act<__nv_bfloat16>(dy, x, weight, weight_dtype, rstd, dx, dweight, n, c, accumulate_dx,
-                                                 scratch, scratch_bytes, stream);
+                                                 narrow_kernels, scratch, scratch_bytes, stream);
     case 2:
-      return rmsnorm_backward_act<__half>(dy, x, weight, weight_dtype, rstd, dx, dweight, n, c, accumulate_dx, scratch,
-                                          scratch_bytes, stream);
+      return rmsnorm_backward_act<__half>(dy, x, weight, weight_dtype, rstd, dx, dweight, n, c, accumulate_dx,
+                                          narrow_kernels, scratch, scratch_bytes, stream);
     default: return cudaErrorInvalidValue;
   }
 }
