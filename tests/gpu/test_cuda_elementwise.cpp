@@ -448,6 +448,52 @@ TEST(OpsCudaElementwise, RopeMatchesReference) {
   }
 }
 
+// The 16-byte rope kernel (half % 8 == 0, aligned rows) against the per-pair kernel (set_rope_vectorized(false)):
+// the same bits, in place and out of / into packed rows (rope_columns), forward and backward, over token counts that
+// leave the last block of tokens partial. A column offset of 4 elements is not 16-byte aligned: both take the
+// per-pair kernel there (still equal).
+TEST(OpsCudaElementwise, RopeVectorizedEqualsPerPairKernel) {
+  ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
+  ops::RopeConfig config;
+  config.theta = 1000000.0;
+  uint32_t seed = 4200;
+  auto run = [](bool vectorized, auto&& fn) {
+    ops::cuda::set_rope_vectorized(vectorized);
+    fn();
+    ops::cuda::set_rope_vectorized(true);
+  };
+  for (DType act : kActs) {
+    for (auto [t, h, d] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 16}, {37, 14, 64}, {300, 2, 64},
+                           {129, 28, 128}, {5, 3, 512}}) {
+      for (int64_t col : {int64_t{0}, int64_t{8}, int64_t{4}}) {
+        SCOPED_TRACE(std::string(name(act)) + " T=" + std::to_string(t) + " H=" + std::to_string(h) +
+                     " D=" + std::to_string(d) + " col " + std::to_string(col));
+        const ops::RopeFrequencies freqs = ops::rope_frequencies(config, d, 32768);
+        std::mt19937 gen(++seed);
+        std::vector<int32_t> pos(static_cast<size_t>(t));
+        for (auto& p : pos) p = static_cast<int32_t>(gen() % 32768);
+        const Tensor positions = Tensor::from_i32({t}, pos).to(Device::cuda());
+        const int64_t width = col + h * d + 8;  // the heads sit at column col of a wider row
+        const Tensor packed = on_device(random_tensor({t, width}, DType::F32, ++seed, -2.0f, 2.0f), act);
+        for (bool backward : {false, true}) {
+          Tensor got_cols = Tensor::zeros({t, width}, act, Device::cuda());
+          Tensor want_cols = Tensor::zeros({t, width}, act, Device::cuda());
+          run(true, [&] { ops::rope_columns(packed, col, got_cols, col, h, positions, freqs, backward); });
+          run(false, [&] { ops::rope_columns(packed, col, want_cols, col, h, positions, freqs, backward); });
+          EXPECT_TRUE(bit_equal(got_cols.to(Device::cpu()), want_cols.to(Device::cpu()))) << "rope_columns";
+          if (col != 0) continue;
+          Tensor got = on_device(random_tensor({t, h, d}, DType::F32, seed, -2.0f, 2.0f), act);
+          Tensor want = got.to(Device::cpu()).to(Device::cuda());
+          run(true, [&] { backward ? ops::rope_backward(got, positions, freqs) : ops::rope(got, positions, freqs); });
+          run(false,
+              [&] { backward ? ops::rope_backward(want, positions, freqs) : ops::rope(want, positions, freqs); });
+          EXPECT_TRUE(bit_equal(got.to(Device::cpu()), want.to(Device::cpu()))) << "in place";
+        }
+      }
+    }
+  }
+}
+
 // ---- dropout ------------------------------------------------------------------------------------------------------
 TEST(OpsCudaElementwise, DropoutMaskEqualsCpuBitForBit) {
   ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";

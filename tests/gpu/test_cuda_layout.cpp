@@ -51,6 +51,7 @@ TEST(CudaSwapOuterAxes, BitEqualToTheReference) {
   }
 }
 
+// Aligned blocks take the 16-byte copy kernel, column 1 (odd byte offsets) the 2-D copy: both bit-equal.
 TEST(CudaCopyColumns, BitEqualToTheReference) {
   ops::init_backends();
   ASSERT_GT(ops::cuda_device_count(), 0) << "no CUDA device";

@@ -90,6 +90,11 @@ void set_lora_dy_fused(bool on);
 // SWIFT_RMSNORM_NARROW (default on): the backward of rows of 256 <= C <= 1024 takes rmsnorm.cu's one-pass warp-per-row
 // kernel; 0 keeps the strided kernels (A/B). set_rmsnorm_narrow overrides it for the process (tests).
 void set_rmsnorm_narrow(bool on);
+
+// SWIFT_ROPE_VEC (default on): rope / rope_backward / rope_columns rotate groups of 8 pairs with 16-byte accesses,
+// several tokens per block, where half % 8 == 0 and rows are 16-byte aligned (the same bits); 0 keeps the per-pair
+// kernel (A/B). set_rope_vectorized overrides it for the process (tests).
+void set_rope_vectorized(bool on);
 // The forward's xa = dropout(x) a^T and the backward's da += scale g^T dropout(x) on tensor cores (lora.cu
 // lora_x_mma_kernel; r 8, BF16 x; the fp32 factor split into three bf16 terms, so every product is exact) instead of
 // the CUDA-core kernels. On unless SWIFT_LORA_X_MMA=0 (A/B measurements); set_lora_x_mma overrides it (tests).

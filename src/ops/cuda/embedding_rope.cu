@@ -12,7 +12,9 @@
 //  - rope: one block per token computes cos/sin of its D/2 angles once in shared memory (angle = float(position)
 //    * inv_freq[i] in fp32, c = cos * scaling, s = direction * (sin * scaling)), then rotates every head's pairs
 //    (i, i + D/2): x1' = x1 c - x2 s, x2' = x2 c + x1 s, each product and sum rounded (no contraction).
-//    sincosf is CUDA's (<= 2 ulp), not glibc's: results match the CPU to a few ulp, not bit for bit.
+//    sincosf is CUDA's (<= 2 ulp), not glibc's: results match the CPU to a few ulp, not bit for bit. With
+//    half % 8 == 0 and 16-byte aligned rows (and `vectorized`, SWIFT_ROPE_VEC) rope_vec_kernel does the same
+//    arithmetic over several tokens per block with 16-byte accesses: the same bits.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -169,6 +171,84 @@ __global__ void rope_kernel(const T* in, int64_t in_stride, T* out, int64_t out_
   }
 }
 
+// The same rotation with 16-byte accesses (half % 8 == 0, 16-byte aligned rows): a block takes `per_block` tokens,
+// computes their cos / sin once into shared memory (as rope_kernel), then each thread rotates groups of 8 pairs
+// (x1[i .. i + 7], x2[i .. i + 7]) of one head of one token. Every element is rounded as in rope_kernel: the same
+// bits. In place: each group is read and written by one thread.
+constexpr int kRopeVecThreads = 256;
+constexpr int kRopeVecMaxTokens = 16;  // cos / sin of 16 tokens x 256 pairs: 32 KiB of shared memory
+
+template <typename T>
+__global__ void __launch_bounds__(kRopeVecThreads) rope_vec_kernel(const T* in, int64_t in_stride, T* out,
+                                                                   int64_t out_stride, const int32_t* positions,
+                                                                   int64_t tokens, int64_t heads, int64_t half,
+                                                                   int per_block, RopeParams params) {
+  __shared__ float cs[kRopeVecMaxTokens * kRopeMaxHalf];
+  __shared__ float sn[kRopeVecMaxTokens * kRopeMaxHalf];
+  const int64_t t0 = blockIdx.x * int64_t{per_block};
+  const int64_t count = tokens - t0 < per_block ? tokens - t0 : per_block;
+  for (int64_t k = threadIdx.x; k < count * half; k += kRopeVecThreads) {
+    const int64_t tt = k / half, i = k - tt * half;
+    const int32_t pos = positions[t0 + tt];
+    if (pos < 0 && i == 0) record_error(params.error_op, t0 + tt, pos, 0);
+    const float angle = __fmul_rn(static_cast<float>(pos), params.inv_freq[i]);
+    float sv, cv;
+    sincosf(angle, &sv, &cv);
+    cs[k] = __fmul_rn(cv, params.attention_scaling);
+    sn[k] = __fmul_rn(params.direction, __fmul_rn(sv, params.attention_scaling));
+  }
+  __syncthreads();
+  const int64_t groups = half / 8, per_token = heads * groups;
+  for (int64_t k = threadIdx.x; k < count * per_token; k += kRopeVecThreads) {
+    const int64_t tt = k / per_token, r = k - tt * per_token;
+    const int64_t h = r / groups, i0 = (r - h * groups) * 8;
+    const T* s1 = in + (t0 + tt) * in_stride + h * 2 * half + i0;
+    T* d1 = out + (t0 + tt) * out_stride + h * 2 * half + i0;
+    float a[8], b[8], x1[8], x2[8];
+    load8_f32(s1, 0, a);
+    load8_f32(s1 + half, 0, b);
+    const float* c = cs + tt * half + i0;
+    const float* sv = sn + tt * half + i0;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      x1[e] = __fsub_rn(__fmul_rn(a[e], c[e]), __fmul_rn(b[e], sv[e]));
+      x2[e] = __fadd_rn(__fmul_rn(b[e], c[e]), __fmul_rn(a[e], sv[e]));
+    }
+    store8_f32(d1, 0, x1);
+    store8_f32(d1 + half, 0, x2);
+  }
+}
+
+template <typename T>
+bool rope_vec_fits(const void* in, int64_t in_stride, const void* out, int64_t out_stride, int64_t half) {
+  const auto aligned = [](int64_t bytes) { return bytes % 16 == 0; };
+  return half % 8 == 0 && aligned(static_cast<int64_t>(reinterpret_cast<uintptr_t>(in))) &&
+         aligned(static_cast<int64_t>(reinterpret_cast<uintptr_t>(out))) &&
+         aligned(in_stride * static_cast<int64_t>(sizeof(T))) && aligned(out_stride * static_cast<int64_t>(sizeof(T)));
+}
+
+template <typename T>
+cudaError_t launch_rope_typed(const void* in, int64_t in_stride, void* out, int64_t out_stride,
+                              const int32_t* positions, int64_t tokens, int64_t heads, int64_t half,
+                              const RopeParams& params, bool vectorized, cudaStream_t stream) {
+  const T* src = static_cast<const T*>(in);
+  T* dst = static_cast<T*>(out);
+  if (vectorized && rope_vec_fits<T>(in, in_stride, out, out_stride, half)) {
+    // Tokens per block: about two groups per thread, within the shared-memory table.
+    const int64_t per_token = heads * (half / 8);
+    const int64_t want = (2 * kRopeVecThreads + per_token - 1) / per_token;
+    const int per_block = static_cast<int>(want < 1 ? 1 : want > kRopeVecMaxTokens ? kRopeVecMaxTokens : want);
+    const int64_t blocks = (tokens + per_block - 1) / per_block;
+    rope_vec_kernel<<<static_cast<unsigned>(blocks), kRopeVecThreads, 0, stream>>>(
+        src, in_stride, dst, out_stride, positions, tokens, heads, half, per_block, params);
+    return cudaGetLastError();
+  }
+  const int threads = heads * half >= 256 ? 256 : 128;
+  rope_kernel<<<static_cast<unsigned>(tokens), threads, 0, stream>>>(src, in_stride, dst, out_stride, positions,
+                                                                     heads, half, params);
+  return cudaGetLastError();
+}
+
 }  // namespace
 
 cudaError_t device_error_read_and_clear(DeviceErrorRecord* out, cudaStream_t stream) {
@@ -236,26 +316,18 @@ cudaError_t launch_embedding_backward(const void* dout, int dtype, const int32_t
 
 cudaError_t launch_rope(const void* in, int64_t in_stride, void* out, int64_t out_stride, int dtype,
                         const int32_t* positions, int64_t tokens, int64_t heads, int64_t half, const RopeParams& params,
-                        cudaStream_t stream) {
+                        bool vectorized, cudaStream_t stream) {
   if (tokens == 0 || heads == 0 || half == 0) return cudaSuccess;
   if (half > kRopeMaxHalf || tokens > 0x7fffffff) return cudaErrorInvalidValue;
-  const int64_t pairs = heads * half;
-  const int threads = pairs >= 256 ? 256 : 128;
-  const auto grid = static_cast<unsigned>(tokens);
-  if (dtype == 0) {
-    rope_kernel<<<grid, threads, 0, stream>>>(static_cast<const float*>(in), in_stride, static_cast<float*>(out),
-                                              out_stride, positions, heads, half, params);
-  } else if (dtype == 1) {
-    rope_kernel<<<grid, threads, 0, stream>>>(static_cast<const __nv_bfloat16*>(in), in_stride,
-                                              static_cast<__nv_bfloat16*>(out), out_stride, positions, heads, half,
-                                              params);
-  } else if (dtype == 2) {
-    rope_kernel<<<grid, threads, 0, stream>>>(static_cast<const __half*>(in), in_stride, static_cast<__half*>(out),
-                                              out_stride, positions, heads, half, params);
-  } else {
-    return cudaErrorInvalidValue;
+  switch (dtype) {
+    case 0: return launch_rope_typed<float>(in, in_stride, out, out_stride, positions, tokens, heads, half, params,
+                                            vectorized, stream);
+    case 1: return launch_rope_typed<__nv_bfloat16>(in, in_stride, out, out_stride, positions, tokens, heads, half,
+                                                    params, vectorized, stream);
+    case 2: return launch_rope_typed<__half>(in, in_stride, out, out_stride, positions, tokens, heads, half, params,
+                                             vectorized, stream);
+    default: return cudaErrorInvalidValue;
   }
-  return cudaGetLastError();
 }
 
 }  // namespace swift::ops::cuda

@@ -69,6 +69,9 @@ cudaError_t launch_dropout(const void* x, void* out, int dtype, int64_t n, uint6
 // cols) (ops/philox.h DropoutMap: its place in the full tensor; the identity map is the call above).
 cudaError_t launch_dropout(const void* x, void* out, int dtype, int64_t n, int64_t cols, uint64_t seed,
                            uint32_t threshold, float keep_scale, const DropoutMap& map, cudaStream_t stream);
+// rows runs of `run` bytes from src + r * src_pitch to dst + r * dst_pitch (bytes; no overlap), on stream.
+cudaError_t launch_copy_rows(const void* src, int64_t src_pitch, void* dst, int64_t dst_pitch, int64_t run,
+                             int64_t rows, cudaStream_t stream);
 
 // ---- embedding (embedding_rope.cu, which also owns the device error record) ------------------------------------
 // out[t] = table[ids[t]]: table (vocab, c) table_dtype; ids (tokens) I32; out (tokens, c) out_dtype. An id outside
@@ -110,10 +113,11 @@ struct RopeParams {
   int32_t error_op; // kDeviceErrorRope or kDeviceErrorRopeBackward
 };
 // Token t's (heads, 2 * half) block from in + t * in_stride (elements), rotated, into out + t * out_stride (in place
-// when in == out with one stride); positions (tokens) I32.
+// when in == out with one stride); positions (tokens) I32. vectorized: 16-byte accesses where half % 8 == 0 and the
+// rows are 16-byte aligned (the same bits; SWIFT_ROPE_VEC=0 keeps the per-pair kernel: A/B).
 cudaError_t launch_rope(const void* in, int64_t in_stride, void* out, int64_t out_stride, int dtype,
                         const int32_t* positions, int64_t tokens, int64_t heads, int64_t half, const RopeParams& params,
-                        cudaStream_t stream);
+                        bool vectorized, cudaStream_t stream);
 
 // ---- optimizer and gradient norms (optimizer.cu) ------------------------------------------------------------------
 // Work over many F32 tensors in one launch: chunks of kMultiTensorChunk elements, one block each, described by a

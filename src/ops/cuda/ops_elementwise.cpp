@@ -204,6 +204,15 @@ EnvSwitch& rmsnorm_narrow_switch() {
 
 void set_rmsnorm_narrow(bool on) { rmsnorm_narrow_switch().set(on); }
 
+namespace {
+EnvSwitch& rope_vec_switch() {
+  static EnvSwitch sw("SWIFT_ROPE_VEC", true);
+  return sw;
+}
+}  // namespace
+
+void set_rope_vectorized(bool on) { rope_vec_switch().set(on); }
+
 void rmsnorm(const Tensor& x, const Tensor& weight, float eps, Tensor& y, Tensor& rstd) {
   check_launch("rmsnorm", launch_rmsnorm(x.raw(), weight.raw(), code(weight.dtype()), y.raw(),
                                          rstd.defined() ? rstd.data<float>() : nullptr, code(x.dtype()), x.size(0),
@@ -245,7 +254,7 @@ void rotate(const char* op, Tensor& x, const Tensor& positions, const RopeFreque
   const RopeParams params = rope_params(op, x, freqs, backward);
   const int64_t row = x.size(1) * x.size(2);
   check_launch(op, launch_rope(x.raw(), row, x.raw(), row, code(x.dtype()), positions.data<int32_t>(), x.size(0),
-                               x.size(1), x.size(2) / 2, params, stream_of(x)));
+                               x.size(1), x.size(2) / 2, params, rope_vec_switch().on(), stream_of(x)));
 }
 }  // namespace
 
@@ -257,7 +266,8 @@ void rope_columns(const Tensor& x, int64_t x_col, Tensor& y, int64_t y_col, int6
                launch_rope(static_cast<const char*>(x.raw()) + elem * static_cast<size_t>(x_col), x.size(1),
                            static_cast<char*>(y.raw()) + elem * static_cast<size_t>(y_col), y.size(1),
                            code(x.dtype()), positions.data<int32_t>(), x.size(0), heads,
-                           static_cast<int64_t>(freqs.inv_freq.size()), params, stream_of(x)));
+                           static_cast<int64_t>(freqs.inv_freq.size()), params, rope_vec_switch().on(),
+                           stream_of(x)));
 }
 
 void rope(Tensor& x, const Tensor& positions, const RopeFrequencies& freqs) {

@@ -1,5 +1,5 @@
-// ops/cuda/ops_layout.cpp — layout ops on CUDA: swap_outer_axes and copy_columns as strided 2-D copies
-// (cudaMemcpy2DAsync), no kernel.
+// ops/cuda/ops_layout.cpp — layout ops on CUDA: swap_outer_axes as strided 2-D copies (cudaMemcpy2DAsync), and
+// copy_columns through launch_copy_rows (a 16-byte copy kernel where aligned, else a 2-D copy).
 //
 // Invariants: arguments passed detail::check_swap_outer_axes (3-D, same dtype, same device, no overlap); copies are
 // enqueued on cuda::stream(device) and return at once; bytes are copied unchanged (bit-equal to the reference). One
@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/kernels_elementwise.cuh"
 
 namespace swift::ops::cuda {
 
@@ -35,13 +36,13 @@ void swap_outer_axes(const Tensor& x, Tensor& y) {
 
 void copy_columns(const Tensor& x, int64_t x_col, Tensor& y, int64_t y_col, int64_t cols) {
   const int64_t N = x.size(0);
-  const size_t elem = dtype_bytes(x.dtype(), 1), run = elem * static_cast<size_t>(cols);
-  if (run == 0 || N == 0) return;
-  const cudaError_t status = cudaMemcpy2DAsync(
-      static_cast<char*>(y.raw()) + elem * static_cast<size_t>(y_col), elem * static_cast<size_t>(y.size(1)),
-      static_cast<const char*>(x.raw()) + elem * static_cast<size_t>(x_col), elem * static_cast<size_t>(x.size(1)),
-      run, static_cast<size_t>(N), cudaMemcpyDeviceToDevice, stream(x.device().index));
-  if (status != cudaSuccess) fail("copy_columns: cudaMemcpy2DAsync failed: {}", cudaGetErrorString(status));
+  const auto elem = static_cast<int64_t>(dtype_bytes(x.dtype(), 1));
+  if (cols == 0 || N == 0) return;
+  const cudaError_t status =
+      launch_copy_rows(static_cast<const char*>(x.raw()) + elem * x_col, elem * x.size(1),
+                       static_cast<char*>(y.raw()) + elem * y_col, elem * y.size(1), elem * cols, N,
+                       stream(x.device().index));
+  if (status != cudaSuccess) fail("copy_columns: the row copy failed: {}", cudaGetErrorString(status));
 }
 
 }  // namespace swift::ops::cuda
