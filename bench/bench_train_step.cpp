@@ -6,7 +6,7 @@
 //
 //   bench_train_step --config bench/configs/qwen2.5-7b.json --tuner lora --seq 2048 --batch 4
 //       [--gradient_checkpointing] [--recompute_num_layers N] [--recompute_modules layernorm,act,mlp]
-//       [--cpu_offloading_num_layers N] [--steps 6] [--warmup 2] [--clip_in_place]
+//       [--cpu_offloading_num_layers N] [--steps 6] [--warmup 2] [--clip_in_place] [--zero_grad_first]
 //       [--device cuda|cpu]
 //   NPROC_PER_NODE=N bench_train_step ... [--zero 0|1|2] [--bucket_mb 25] [--no_overlap]   data parallel
 //   SWIFT_PROFILE=1 bench_train_step ...   adds a per-op time table of the timed steps (ops bracketed by synchronisations)
@@ -137,9 +137,13 @@ int main(int argc, char** argv) {
                  "activation offloading of N kept layers' MLP intermediates (swift sft --cpu_offloading_num_layers)")
       ->check(CLI::NonNegativeNumber);
   bool clip_in_place = false;
+  bool zero_grad_first = false;
   app.add_flag("--clip_in_place", clip_in_place,
                "clip the gradients in a pass of their own before AdamW (the trainer folds the clip into AdamW's step; "
                "for A/B measurements, the same bits)");
+  app.add_flag("--zero_grad_first", zero_grad_first,
+               "zero the gradients at the start of each step (the trainer zeroes them right after each update, queued "
+               "behind it; for A/B measurements)");
   int zero_stage = 0;
   int64_t bucket_mb = train::GradientReducer::kDefaultBucketBytes >> 20;
   bool no_overlap = false;
@@ -221,7 +225,7 @@ int main(int argc, char** argv) {
       model::MicroBatch mb = random_batch(config.vocab_size, seq, batch, seed);
       const auto t0 = std::chrono::steady_clock::now();
       SWIFT_PROFILE("(whole step: forward, backward, clip, adamw)");  // SWIFT_PROFILE=1: the ops' share of it
-      trainable.zero_grad();
+      if (zero_grad_first || step == 0) trainable.zero_grad();
       if (overlap) reducer->expect_last_backward();
       last_stats = trainable.forward_backward(mb, loss_scale, seed, checkpointing);
       if (reducer) reducer->finish();
@@ -239,6 +243,7 @@ int main(int argc, char** argv) {
       } else {
         optimizer->step(1e-4, clip_scale);
       }
+      if (!zero_grad_first) trainable.zero_grad();  // as the trainer: queued behind the update, for the next step
       (void)ops::grad_norm(std::span<const Tensor>(&params[0].grad, 1));  // sync after the update
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (step >= warmup) times.push_back(seconds);

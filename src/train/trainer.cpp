@@ -262,13 +262,15 @@ TrainResult Trainer::train_loop() {
     return micro;
   };
 
+  // Gradients are zeroed once here, then right after each step's update (below): those memsets queue behind the
+  // optimizer's kernels while the host logs and loads the next batch, instead of delaying the next forward.
+  model_.zero_grad();
   while (state.global_step < max_steps_) {
     const int64_t step = state.global_step;
     std::vector<data::Batch> micro = step_batches();
     int64_t n = 0;  // target tokens of the micro-batches this step has (on every rank): the loss normaliser
     for (const auto& b : micro) n += counts_batches() ? b.num_target_tokens : 0;
     if (dp) n = static_cast<int64_t>(sum_across_ranks(*c.comm, {static_cast<double>(n)})[0]);
-    model_.zero_grad();
     model::StepStats step_stats;
     // The loss gradient's coefficient: 1 / tokens, times the loss scale (a power of two: exact) under fp16.
     const float grad_coefficient = n > 0 ? (1.0f / static_cast<float>(n)) * (scaler ? scaler->scale() : 1.0f) : 0.0f;
@@ -359,6 +361,7 @@ TrainResult Trainer::train_loop() {
                        static_cast<long long>(step + 1), loss, grad_norm);
         }
         ++state.global_step;
+        model_.zero_grad();
         continue;
       }
       const std::string dir = save();
@@ -382,6 +385,7 @@ TrainResult Trainer::train_loop() {
     ++interval_steps;
     result.last_loss = loss;
     if (c.on_step) c.on_step(state.global_step, micro, n, loss);
+    model_.zero_grad();  // for the next step (see above the loop)
 
     const bool last = state.global_step == max_steps_;
     const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
