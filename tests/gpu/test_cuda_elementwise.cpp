@@ -610,6 +610,37 @@ TEST(OpsCudaElementwise, AdamWEqualsCpuBitForBit) {
   }
 }
 
+// Views one element into their storage (no 16-byte alignment: AdamW's element-by-element path) and sizes with a tail
+// past the last group of 4 (the 4-wide path's remainder), with a BF16 product copy one element in as well: the CPU
+// kernel's bits, and the elements before the views untouched.
+TEST(OpsCudaElementwise, AdamWMisalignedViewsEqualCpu) {
+  ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
+  ops::AdamWConfig config;
+  config.lr = 3e-4;
+  config.weight_decay = 0.01;
+  for (int64_t n : {int64_t{5}, int64_t{16387}, int64_t{40001}}) {
+    for (int64_t offset : {int64_t{0}, int64_t{1}}) {
+      SCOPED_TRACE("n " + std::to_string(n) + " offset " + std::to_string(offset));
+      const OptimizerState full = random_state({n + 1, n + 1, n + 1, n + 1}, 7000);  // p, g, m, v storages
+      auto view = [&](const Tensor& t, DType dtype) {
+        return Tensor(t.storage(), t.byte_offset() + static_cast<size_t>(offset) * dtype_bytes(dtype, 1), {n}, dtype);
+      };
+      auto run = [&](Device d) {
+        std::vector<Tensor> storages = {full.p[0].to(d), full.g[1].to(d), full.m[2].to(d), full.v[3].to(d),
+                                        Tensor::zeros({n + 1}, DType::BF16, d)};
+        const std::vector<ops::AdamWTensor> tensors = {{view(storages[0], DType::F32), view(storages[1], DType::F32),
+                                                        view(storages[2], DType::F32), view(storages[3], DType::F32),
+                                                        view(storages[4], DType::BF16)}};
+        for (int64_t step = 1; step <= 2; ++step) ops::adamw_step(tensors, config, step);
+        for (Tensor& s : storages) s = s.to(Device::cpu());
+        return storages;
+      };
+      const std::vector<Tensor> cpu = run(Device::cpu()), dev = run(Device::cuda());
+      for (size_t i = 0; i < cpu.size(); ++i) EXPECT_TRUE(bit_equal(dev[i], cpu[i])) << "storage " << i;
+    }
+  }
+}
+
 // AdamWTensor::product: the updated param written in BF16, F16 and F32 as ops::cast would round it, the update itself
 // unchanged (bit for bit against the same step without a product).
 TEST(OpsCudaElementwise, AdamWWritesTheProductCopy) {
