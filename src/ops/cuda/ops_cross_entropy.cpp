@@ -19,9 +19,10 @@
 //    and as the CPU reference up to fp32 rounding (bf16 logits would move each by up to 2^-9 relative, ~0.03 at
 //    |z| = 16, and create argmax ties). dz is rounded once to the activation dtype, as before.
 //  - Workspace bound: the logits block R x ld x 4 bytes <= B, and a converted head copy (or piece) <= B, where
-//    B = options.device_workspace_bytes or kDefaultWorkspaceBytes, lowered to a quarter of the device memory
-//    available (free + the caching allocator's free blocks) when that is less. R >= 1 and balanced over the chunks:
-//    never O(T x V).
+//    B = options.device_workspace_bytes, else 1 GiB, or 4 GiB when dhead is computed (each row chunk then reads and
+//    writes all of dhead; SWIFT_CE_WORKSPACE_MB overrides both, for measurements), lowered to a quarter of the
+//    device memory available (free + the caching allocator's free blocks) when that is less. R >= 1 and balanced
+//    over the chunks: never O(T x V).
 //  - A head whose dtype differs from the activations is converted to it: once per call when the whole copy fits B,
 //    else per vocabulary piece of at most B bytes each time a product needs it (two conversions per row chunk).
 //  - The chunking depends on (valid tokens, V, C, dtypes, B) only; kernels are deterministic and products use fixed
@@ -33,6 +34,7 @@
 //  - Everything runs on cuda::stream(device); host reads (labels in, stats out) go through Tensor::to, whose
 //    synchronous copies are ordered after the stream's work.
 #include <algorithm>
+#include <cstdlib>
 #include <optional>
 #include <vector>
 
@@ -51,11 +53,32 @@ using namespace support;
 
 namespace {
 
-// Default bound B on the logits block (and on a converted head copy). At Qwen2's V = 152064 it holds 1765 rows of
-// fp32 logits: products of >= 1024 rows run the tensor cores at full rate, and dhead's F32 read-modify-write per
-// chunk stays small against its product (the Timing test in tests/gpu/test_cuda_cross_entropy.cpp sweeps B).
+// Default bound B on the logits block (and on a converted head copy). At Qwen2's V = 152064 1 GiB holds 1765 rows of
+// fp32 logits: products of >= 1024 rows run the tensor cores at full rate (the Timing test in
+// tests/gpu/test_cuda_cross_entropy.cpp sweeps B). With dhead (full fine-tuning) every row chunk also reads and
+// writes the whole F32 head gradient (0.54 GB at the 0.5B's V x 896): 4 GiB makes 4 chunks of a 16,384-token step
+// instead of 10, 2-3% of the 0.5B step for 2.2 GiB more peak (PERFORMANCE run 14); without dhead the chunks cost
+// nothing extra and B stays 1 GiB (the 7B LoRA's within-30-GiB configurations keep their peak).
 constexpr int64_t kDefaultWorkspaceBytes = int64_t{1} << 30;
+constexpr int64_t kDefaultWorkspaceBytesWithHeadGradient = int64_t{4} << 30;
 constexpr int64_t kLogitsRowAlign = 4;  // ld % 4 == 0: every fp32 row (and 16-bit dz row) is 16-byte aligned
+
+// B when the caller leaves it to the backend: SWIFT_CE_WORKSPACE_MB (MiB, for measurements; 0 when unset), else
+// the default for calls with or without dhead.
+int64_t default_workspace_bytes(const char* op, bool with_head_gradient) {
+  static const int64_t from_env = [op] {
+    const char* e = std::getenv("SWIFT_CE_WORKSPACE_MB");
+    if (e == nullptr || *e == 0) return int64_t{0};
+    char* end = nullptr;
+    const long long mb = std::strtoll(e, &end, 10);
+    if (end == e || *end != 0 || mb < 1 || mb > (1LL << 20)) {
+      fail("op {}: SWIFT_CE_WORKSPACE_MB='{}' is not a number of MiB in [1, 2^20]", op, e);
+    }
+    return static_cast<int64_t>(mb) << 20;
+  }();
+  if (from_env > 0) return from_env;
+  return with_head_gradient ? kDefaultWorkspaceBytesWithHeadGradient : kDefaultWorkspaceBytes;
+}
 
 // Splits `total` into the fewest chunks of at most `most` and returns the balanced chunk size.
 int64_t balanced_chunk(int64_t total, int64_t most) {
@@ -218,7 +241,7 @@ CrossEntropyStats run_lm_head(const LmHeadJob& job) {
 
   // Workspace bound and chunks.
   const int64_t requested = job.options.device_workspace_bytes > 0 ? job.options.device_workspace_bytes
-                                                                   : kDefaultWorkspaceBytes;
+                                                                   : default_workspace_bytes(op, job.dhead != nullptr);
   const int64_t budget = std::min(requested, available_bytes(op, device) / 4);
   const int64_t ld = (vocab + kLogitsRowAlign - 1) / kLogitsRowAlign * kLogitsRowAlign;
   const int64_t rows = balanced_chunk(tv, std::clamp<int64_t>(budget / (ld * 4), 1, tv));
