@@ -292,6 +292,16 @@ Device check_rmsnorm(const Tensor& x, const Tensor& weight, float eps, const Ten
   return common_device(op, {&x, &weight, &y, &rstd});
 }
 
+namespace {
+// CPU positions are checked here (CUDA kernels record a negative one and it surfaces at the next synchronising op).
+void require_nonnegative_positions(const char* op, const Tensor& positions) {
+  const int32_t* pos = positions.data<int32_t>();
+  for (int64_t t = 0; t < positions.size(0); ++t) {
+    if (pos[t] < 0) fail("{}: position {} at token {} is negative", op, pos[t], t);
+  }
+}
+}  // namespace
+
 Device check_rope_columns(const Tensor& x, int64_t x_col, const Tensor& y, int64_t y_col, int64_t heads,
                           const Tensor& positions, const RopeFrequencies& freqs) {
   const char* op = "rope_columns";
@@ -314,12 +324,7 @@ Device check_rope_columns(const Tensor& x, int64_t x_col, const Tensor& y, int64
   }
   if (overlaps(x, y)) fail("{}: y {} overlaps x {}; use a separate buffer", op, desc(y), desc(x));
   Device device = common_device(op, {&x, &y, &positions});
-  if (device.is_cpu()) {
-    const int32_t* pos = positions.data<int32_t>();
-    for (int64_t t = 0; t < positions.size(0); ++t) {
-      if (pos[t] < 0) fail("rope_columns: position {} at token {} is negative", pos[t], t);
-    }
-  }
+  if (device.is_cpu()) require_nonnegative_positions(op, positions);
   return device;
 }
 
@@ -338,12 +343,7 @@ Device check_rope(const Tensor& x, const Tensor& positions, const RopeFrequencie
   }
   if (positions.size(0) != x.size(0)) fail("rope: positions {} must have T = {} entries (x {})", desc(positions), x.size(0), desc(x));
   Device device = common_device(op, {&x, &positions});
-  if (device.is_cpu()) {
-    const int32_t* pos = positions.data<int32_t>();
-    for (int64_t t = 0; t < positions.size(0); ++t) {
-      if (pos[t] < 0) fail("rope: position {} at token {} is negative", pos[t], t);
-    }
-  }
+  if (device.is_cpu()) require_nonnegative_positions(op, positions);
   return device;
 }
 

@@ -23,29 +23,10 @@
 #include "model/training.h"
 #include "ops/backends.h"
 #include "train/optimizer.h"
+#include "train/parallel_test_util.h"
 
 namespace swift::test {
 namespace {
-
-model::MicroBatch micro_batch(int64_t vocab) {
-  const std::vector<int32_t> lengths = {23, 17};
-  std::vector<int32_t> ids, positions, cu = {0}, labels;
-  uint32_t x = 4242;
-  for (int32_t len : lengths) {
-    for (int32_t t = 0; t < len; ++t) {
-      x = x * 1664525u + 1013904223u;
-      ids.push_back(static_cast<int32_t>((x >> 8) % static_cast<uint32_t>(vocab)));
-      positions.push_back(t);
-    }
-    cu.push_back(cu.back() + len);
-  }
-  for (size_t s = 0; s + 1 < cu.size(); ++s) {
-    for (int32_t t = cu[s]; t < cu[s + 1]; ++t) labels.push_back(t + 1 < cu[s + 1] ? ids[static_cast<size_t>(t) + 1] : -100);
-  }
-  const auto n = static_cast<int64_t>(ids.size());
-  return {Tensor::from_i32({n}, ids), Tensor::from_i32({n}, positions),
-          Tensor::from_i32({static_cast<int64_t>(cu.size())}, cu), Tensor::from_i32({n}, labels)};
-}
 
 double max_abs(const Tensor& t) {
   double m = 0;
@@ -66,7 +47,7 @@ TEST(ProductWeights, PackedQkvGivesThePlainLossAndGradientsOverTwoSteps) {
     ops::AdamWConfig config;
     config.weight_decay = 0.01;
     train::AdamW plain_opt(plain.parameters(), config), packed_opt(packed.parameters(), config);
-    const model::MicroBatch b = micro_batch(plain_lm->config().vocab_size);
+    const model::MicroBatch b = random_micro_batch({23, 17}, plain_lm->config().vocab_size, 4242, 0);
     for (int step = 0; step < 2; ++step) {
       SCOPED_TRACE("step " + std::to_string(step));
       plain.zero_grad();

@@ -200,17 +200,13 @@ EnvSwitch& rmsnorm_narrow_switch() {
   static EnvSwitch sw("SWIFT_RMSNORM_NARROW", true);
   return sw;
 }
-}  // namespace
-
-void set_rmsnorm_narrow(bool on) { rmsnorm_narrow_switch().set(on); }
-
-namespace {
 EnvSwitch& rope_vec_switch() {
   static EnvSwitch sw("SWIFT_ROPE_VEC", true);
   return sw;
 }
 }  // namespace
 
+void set_rmsnorm_narrow(bool on) { rmsnorm_narrow_switch().set(on); }
 void set_rope_vectorized(bool on) { rope_vec_switch().set(on); }
 
 void rmsnorm(const Tensor& x, const Tensor& weight, float eps, Tensor& y, Tensor& rstd) {
