@@ -7,7 +7,7 @@
 //   bench_train_step --config bench/configs/qwen2.5-7b.json --tuner lora --seq 2048 --batch 4
 //       [--gradient_checkpointing] [--recompute_num_layers N] [--recompute_modules layernorm,act,mlp]
 //       [--cpu_offloading_num_layers N] [--steps 6] [--warmup 2] [--clip_in_place] [--zero_grad_first]
-//       [--device cuda|cpu]
+//       [--no_defer_zero_grad] [--device cuda|cpu]
 //   NPROC_PER_NODE=N bench_train_step ... [--zero 0|1|2] [--bucket_mb 25] [--no_overlap]   data parallel
 //   SWIFT_PROFILE=1 bench_train_step ...   adds a per-op time table of the timed steps (ops bracketed by synchronisations)
 //   SWIFT_PROFILE=events bench_train_step ...   the same table from CUDA events (no synchronisations), and both modes
@@ -16,7 +16,8 @@
 //
 // Invariants: prints exactly one JSON line (fields as the peer's) on success; the FLOP count is the peer's
 // formula (forward FLOPs per token x2 for LoRA, x3 for full); times are medians of the timed steps, each step
-// ending with a host read of the gradient norm (a device synchronisation).
+// ending with a host read of one row of the first parameter (a device synchronisation; until session 12 the
+// gradient norm of its gradient, a pass the trainer does not make).
 // Data parallel (NPROC_PER_NODE=N, the launcher of `swift`, dist/launcher.h): rank r runs on cuda:LOCAL_RANK
 // (NCCL) or the CPU (shared-memory process group), every rank times the same per-device shape (weak scaling)
 // on its own random batches (seed step * N + r + 1: rank 0 of one process draws what the single-process run
@@ -138,12 +139,17 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   bool clip_in_place = false;
   bool zero_grad_first = false;
+  bool no_defer_zero_grad = false;
   app.add_flag("--clip_in_place", clip_in_place,
                "clip the gradients in a pass of their own before AdamW (the trainer folds the clip into AdamW's step; "
                "for A/B measurements, the same bits)");
   app.add_flag("--zero_grad_first", zero_grad_first,
                "zero the gradients at the start of each step (the trainer zeroes them right after each update, queued "
                "behind it; for A/B measurements)");
+  app.add_flag("--no_defer_zero_grad", no_defer_zero_grad,
+               "clear every gradient after the update (the trainer defers the clear of full fine-tuning's linear "
+               "weight gradients to the next backward's products: TrainableModel::defer_zero_grad; for A/B "
+               "measurements, the same bits)");
   int zero_stage = 0;
   int64_t bucket_mb = train::GradientReducer::kDefaultBucketBytes >> 20;
   bool no_overlap = false;
@@ -243,8 +249,10 @@ int main(int argc, char** argv) {
       } else {
         optimizer->step(1e-4, clip_scale);
       }
-      if (!zero_grad_first) trainable.zero_grad();  // as the trainer: queued behind the update, for the next step
-      (void)ops::grad_norm(std::span<const Tensor>(&params[0].grad, 1));  // sync after the update
+      if (!zero_grad_first && no_defer_zero_grad) trainable.zero_grad();
+      if (!zero_grad_first && !no_defer_zero_grad) trainable.defer_zero_grad();  // as the trainer, for the next step
+      (void)params[0].value.slice_rows(0, 1).to(Device::cpu());  // sync after the update (a small read: the trainer
+                                                                  // has no such pass over a gradient)
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (step >= warmup) times.push_back(seconds);
       last_loss = last_stats.loss_sum / static_cast<double>(std::max<int64_t>(last_stats.tokens, 1));

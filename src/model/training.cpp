@@ -12,7 +12,8 @@
 // SWIFT_LORA_FOLD_RESIDUAL=0 for A/B measurements). A plain (unadapted) o / down reads the residual as its product's
 // C input (ops::linear_residual: no copy of the residual first; SWIFT_LINEAR_RESIDUAL=0 for A/B measurements).
 // Full fine-tuning on CUDA with 16-bit activations: the products read the F32 masters cast once per forward
-// (refresh_product_weights), not converted in each product.
+// (refresh_product_weights), not converted in each product; q, k and v run as one product (q and k roped and v
+// copied out of it by one ops::rope_qkv), with one input- and one weight-gradient product in the backward.
 // The backward walks the same steps in reverse; the residual stream's gradient `d` is carried in place.
 // Sequence parallel (P ranks): T is this rank's share of the padded batch; q, k, v are exchanged right after their
 // projections (scatter_heads: all Ta = P*T tokens, H/P heads), so qk-norm, rope and attention run on whole sequences
@@ -29,6 +30,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <set>
 #include <unordered_map>
 #include <cmath>
 #include <cstdlib>
@@ -214,6 +216,38 @@ void TrainableModel::zero_grad() {
   for (Parameter& p : params_) {
     if (p.grad.defined()) p.grad.zero_();  // with a gradient provider, only the ones bound now
   }
+  for (Layer& l : layers_) {
+    for (Linear& L : l.linears) L.grad_w_stale = false;
+  }
+}
+
+void TrainableModel::defer_zero_grad() {
+  if (type_ != TunerType::Full || gradient_provider_ || parallel_.tp_size() > 1) return zero_grad();
+  std::set<const void*> deferred;  // the grad_w storage the next backward writes
+  for (Layer& l : layers_) {
+    for (Linear& L : l.linears) {
+      if (L.lora != nullptr || !L.grad_w.defined()) continue;
+      L.grad_w_stale = true;
+      deferred.insert(L.grad_w.raw());
+    }
+  }
+  for (Parameter& p : params_) {
+    if (p.grad.defined() && deferred.count(p.grad.raw()) == 0) p.grad.zero_();
+  }
+}
+
+bool TrainableModel::take_accumulate_dw(Linear& L) {
+  const bool accumulate = !L.grad_w_stale;
+  L.grad_w_stale = false;
+  return accumulate;
+}
+
+void TrainableModel::settle_deferred_zeros(Layer& l) {
+  for (Linear& L : l.linears) {
+    if (!L.grad_w_stale) continue;
+    L.grad_w.zero_();
+    L.grad_w_stale = false;
+  }
 }
 
 void TrainableModel::set_gradient_provider(std::function<Tensor(size_t)> provider) {
@@ -305,12 +339,13 @@ void TrainableModel::apply_rope(Tensor& x, const MicroBatch& b, bool backward) c
   });
 }
 
-void TrainableModel::rope_columns(const Tensor& x, int64_t x_col, Tensor& y, int64_t y_col, int64_t heads,
-                                  const MicroBatch& b, bool backward) const {
+void TrainableModel::rope_qkv(Tensor& packed, Tensor& q, Tensor& k, Tensor& v, const MicroBatch& b,
+                              bool backward) const {
   rope_segments(b, [&](int64_t t0, int64_t t1, const Tensor& ps, const ops::RopeFrequencies& f) {
-    const bool whole = t0 == 0 && t1 == x.size(0);
-    Tensor ys = whole ? y : y.slice_rows(t0, t1);
-    ops::rope_columns(whole ? x : x.slice_rows(t0, t1), x_col, ys, y_col, heads, ps, f, backward);
+    if (t0 == 0 && t1 == packed.size(0)) return ops::rope_qkv(packed, q, k, v, ps, f, backward);
+    Tensor packed_s = packed.slice_rows(t0, t1), q_s = q.slice_rows(t0, t1), k_s = k.slice_rows(t0, t1),
+           v_s = v.slice_rows(t0, t1);
+    ops::rope_qkv(packed_s, q_s, k_s, v_s, ps, f, backward);
   });
 }
 
@@ -428,13 +463,12 @@ void TrainableModel::layer_forward(int64_t i, const MicroBatch& b, const Tensor&
     ops::linear(a.h1, l.qkv16, l.qkv_bias, qkv);
     roped = !c.qk_norm;
     if (roped) {
-      rope_columns(qkv, 0, q, 0, Hq_r, b, false);
-      rope_columns(qkv, nq, k, 0, Hkv_r, b, false);
+      rope_qkv(qkv, q, k, v, b, false);
     } else {
       ops::copy_columns(qkv, 0, q, 0, nq);
       ops::copy_columns(qkv, nq, k, 0, nkv);
+      ops::copy_columns(qkv, nq + nkv, v, 0, nkv);
     }
-    ops::copy_columns(qkv, nq + nkv, v, 0, nkv);
   } else {
     lin(LinearKind::Q, a.h1, q, false);
     lin(LinearKind::K, a.h1, k, false);
@@ -524,7 +558,8 @@ void TrainableModel::layer_backward(int64_t i, const MicroBatch& b, Activations&
   auto lin_back = [&](LinearKind kind, const Tensor& dy, const Tensor& x, Tensor& dx, bool accumulate_dx) {
     Linear& L = l.linears[static_cast<size_t>(kind)];
     if (L.lora == nullptr) {
-      return ops::linear_backward(dy, x, product_weight(L), dx, L.grad_w, L.grad_bias, accumulate_dx);
+      return ops::linear_backward(dy, x, product_weight(L), dx, L.grad_w, L.grad_bias, accumulate_dx,
+                                  take_accumulate_dw(L));
     }
     if (L.lora->dora()) {
       return ops::dora_linear_backward(dy, x, L.w, L.lora->a, L.lora->b, L.lora->magnitude,
@@ -621,14 +656,13 @@ void TrainableModel::layer_backward(int64_t i, const MicroBatch& b, Activations&
     const int64_t nq = dq.size(1), nkv = dk.size(1);
     Tensor dqkv = act({T, nq + 2 * nkv});
     if (rope_into_packed) {
-      rope_columns(dq, 0, dqkv, 0, hq, b, true);
-      rope_columns(dk, 0, dqkv, nq, hkv, b, true);
+      rope_qkv(dqkv, dq, dk, dv, b, true);
     } else {
       ops::copy_columns(dq, 0, dqkv, 0, nq);
       ops::copy_columns(dk, 0, dqkv, nq, nkv);
+      ops::copy_columns(dv, 0, dqkv, nq + nkv, nkv);
     }
-    ops::copy_columns(dv, 0, dqkv, nq + nkv, nkv);
-    ops::linear_backward(dqkv, a.h1, l.qkv16, d_h, l.qkv_grad, l.qkv_grad_bias, false);
+    ops::linear_backward(dqkv, a.h1, l.qkv16, d_h, l.qkv_grad, l.qkv_grad_bias, false, take_accumulate_dw_qkv(l));
   } else {
     lin_back(LinearKind::Q, dq, a.h1, d_h, false);
     lin_back(LinearKind::K, dk, a.h1, d_h, true);
@@ -679,6 +713,21 @@ void TrainableModel::pack_qkv_gradients(Layer& l) {
     if (biases == 3) rebind(L->grad_bias, l.qkv_grad_bias.slice_rows(r0, r0 + n));
     r0 += n;
   }
+}
+
+bool TrainableModel::take_accumulate_dw_qkv(Layer& l) {
+  size_t stale = 0;
+  for (LinearKind kind : kQkv) stale += l.linears[static_cast<size_t>(kind)].grad_w_stale ? 1 : 0;
+  if (stale > 0 && stale < kQkv.size()) {  // a mix: zero the stale ones, then add onto all three
+    for (LinearKind kind : kQkv) {
+      Linear& L = l.linears[static_cast<size_t>(kind)];
+      if (L.grad_w_stale) L.grad_w.zero_();
+      L.grad_w_stale = false;
+    }
+    return true;
+  }
+  for (LinearKind kind : kQkv) l.linears[static_cast<size_t>(kind)].grad_w_stale = false;
+  return stale == 0;
 }
 
 bool TrainableModel::qkv_packed(int64_t i) const {
@@ -931,6 +980,7 @@ StepStats TrainableModel::run(const MicroBatch& host_batch, float grad_scale, ui
     }
     provide_gradients(i);
     layer_backward(i, b, a, d, seed);
+    settle_deferred_zeros(layers_[static_cast<size_t>(i)]);
     sum_partial_gradients(i);  // gradients on demand: this layer's partial gradients, before the hook reduces them
     if (backward_hook_) backward_hook_(i);
     a = Activations{};  // free this block's activations before the next

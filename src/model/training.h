@@ -136,6 +136,14 @@ class TrainableModel {
   std::vector<Parameter>& parameters() { return params_; }
   int64_t trainable_count() const;
   void zero_grad();
+  // zero_grad for a backward that comes next: full fine-tuning's plain linear weight gradients (most of the
+  // gradient bytes) are not cleared; the next backward's weight-gradient product writes them (=) instead of adding
+  // (+=), and every other gradient is zeroed as by zero_grad. Between this call and the end of the next
+  // forward_backward those linear gradients hold stale values: call it only where nothing reads gradients before that
+  // backward (the trainer, right after an update). A linear the backward does not reach is zeroed at the end of its
+  // layer's backward. With a gradient provider, tensor parallelism or LoRA it is zero_grad. Same bits as zero_grad
+  // (0 + x = x), but one pass over those gradients less (the memset) and no read of them in the product.
+  void defer_zero_grad();
   // Called with i right after layer i's backward (L-1 .. 0), then with -1 after the embedding's: those parameters'
   // gradients are final for this micro-batch (data parallel starts reducing them). Empty: none.
   void set_backward_hook(std::function<void(int64_t layer)> hook) { backward_hook_ = std::move(hook); }
@@ -195,6 +203,7 @@ class TrainableModel {
     Tensor w, bias;            // the weight used in the forward (base dtype for LoRA, F32 master for full)
     Tensor w16;                // full, CUDA, 16-bit activations: w in their dtype (refresh_product_weights)
     Tensor grad_w, grad_bias;  // full only
+    bool grad_w_stale = false;  // defer_zero_grad: grad_w still holds the last step's sums (the next product writes)
     const LoraLinear* lora = nullptr;
     Tensor grad_a, grad_b;     // LoRA only
     Tensor grad_m;             // DoRA only: the magnitude's gradient
@@ -248,9 +257,9 @@ class TrainableModel {
   using RopeSegmentFn = std::function<void(int64_t t0, int64_t t1, const Tensor& positions,
                                            const ops::RopeFrequencies& freqs)>;
   void rope_segments(const MicroBatch& b, const RopeSegmentFn& fn) const;
-  // ops::rope_columns over the batch's rope segments (packed q/k/v: rope out of, or back into, the packed rows).
-  void rope_columns(const Tensor& x, int64_t x_col, Tensor& y, int64_t y_col, int64_t heads, const MicroBatch& b,
-                    bool backward) const;
+  // ops::rope_qkv over the batch's rope segments (packed q/k/v: q, k roped and v copied out of the packed rows, or
+  // their gradients back into the packed gradient).
+  void rope_qkv(Tensor& packed, Tensor& q, Tensor& k, Tensor& v, const MicroBatch& b, bool backward) const;
   // The LoRA dropout of one linear: its seed is a function of (step seed, layer, kind) only, and its map places this
   // rank's (tokens, input columns) block in the one-process input (sequence parallel: the rank's first token;
   // tensor parallel's o / down: the rank's first input column), so every rank draws the one-process masks.
@@ -271,6 +280,14 @@ class TrainableModel {
   // provider: this micro-batch's gradients) or, with nullopt, every Partial gradient (the step's accumulated sums).
   void sum_partial_gradients(std::optional<int64_t> stage);
   void bind_gradient(size_t param, const Tensor& grad);
+  // Whether the next weight-gradient product of L adds onto grad_w (false once after defer_zero_grad: it writes);
+  // the deferred zero is then consumed.
+  static bool take_accumulate_dw(Linear& L);
+  // The same for packed q/k/v's one weight-gradient product: it writes only when all three were zeroed lazily (a mix
+  // is zeroed first, then added onto).
+  static bool take_accumulate_dw_qkv(Layer& l);
+  // The end of layer l's backward: zeroes the deferred weight gradients its backward did not write.
+  static void settle_deferred_zeros(Layer& l);
 
   CausalLM& model_;
   TunerType type_;

@@ -156,6 +156,18 @@ void rope_columns(const Tensor& x, int64_t x_col, Tensor& y, int64_t y_col, int6
            [&] { cuda::rope_columns(x, x_col, y, y_col, heads, positions, freqs, backward); });
 }
 
+void rope_qkv(Tensor& packed, Tensor& q, Tensor& k, Tensor& v, const Tensor& positions, const RopeFrequencies& freqs,
+              bool backward) {
+  if (backward) {
+    require_writable("rope_qkv", {&packed});
+  } else {
+    require_writable("rope_qkv", {&q, &k, &v});
+  }
+  dispatch("rope_qkv", detail::check_rope_qkv(packed, q, k, v, positions, freqs),
+           [&] { cpu::rope_qkv(packed, q, k, v, positions, freqs, backward); },
+           [&] { cuda::rope_qkv(packed, q, k, v, positions, freqs, backward); });
+}
+
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, float scale,
                int64_t window, Tensor& out, Tensor& lse) {
   require_writable("attention", {&out, &lse});
@@ -182,11 +194,11 @@ void embedding_shard_backward(const Tensor& dout, const Tensor& ids, int64_t voc
 }
 
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw, Tensor& dbias,
-                     bool accumulate_dx) {
+                     bool accumulate_dx, bool accumulate_dw) {
   require_writable("linear_backward", {&dx, &dw, &dbias});
   dispatch("linear_backward", detail::check_linear_backward(dy, x, w, dx, dw, dbias, accumulate_dx),
-           [&] { cpu::linear_backward(dy, x, w, dx, dw, dbias, accumulate_dx); },
-           [&] { cuda::linear_backward(dy, x, w, dx, dw, dbias, accumulate_dx); });
+           [&] { cpu::linear_backward(dy, x, w, dx, dw, dbias, accumulate_dx, accumulate_dw); },
+           [&] { cuda::linear_backward(dy, x, w, dx, dw, dbias, accumulate_dx, accumulate_dw); });
 }
 
 void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd, Tensor& dx,

@@ -328,6 +328,33 @@ Device check_rope_columns(const Tensor& x, int64_t x_col, const Tensor& y, int64
   return device;
 }
 
+Device check_rope_qkv(const Tensor& packed, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& positions,
+                      const RopeFrequencies& freqs) {
+  const char* op = "rope_qkv";
+  for (const auto& [name, t] : {std::pair{"packed", &packed}, {"q", &q}, {"k", &k}, {"v", &v}}) {
+    require_defined(op, name, *t);
+    require_rank(op, name, *t, 2, "(T, columns)");
+  }
+  const int64_t d = 2 * static_cast<int64_t>(freqs.inv_freq.size());
+  const int64_t nq = q.size(1), nkv = k.size(1);
+  if (d == 0 || nq % d != 0 || nkv % d != 0 || v.size(1) != nkv || packed.size(1) != nq + 2 * nkv) {
+    fail("{}: packed {} must be q {}, k {} and v {} side by side (k and v alike), each a whole number of heads of "
+         "D = {}", op, desc(packed), desc(q), desc(k), desc(v), d);
+  }
+  check_rope_columns(packed, 0, q, 0, nq / d, positions, freqs);
+  check_rope_columns(packed, nq, k, 0, nkv / d, positions, freqs);
+  check_copy_columns(packed, nq + nkv, v, 0, nkv);
+  for (const Tensor* t : {&q, &k, &v}) {
+    if (t->dtype() != packed.dtype() || t->size(0) != packed.size(0)) {
+      fail("{}: {} must have packed {}'s rows and dtype", op, desc(*t), desc(packed));
+    }
+  }
+  if (overlaps(q, k) || overlaps(q, v) || overlaps(k, v)) {
+    fail("{}: q {}, k {} and v {} must be separate buffers", op, desc(q), desc(k), desc(v));
+  }
+  return common_device(op, {&packed, &q, &k, &v, &positions});
+}
+
 Device check_rope(const Tensor& x, const Tensor& positions, const RopeFrequencies& freqs) {
   const char* op = "rope";
   require_defined(op, "x", x);

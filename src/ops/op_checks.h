@@ -62,6 +62,8 @@ Device check_rmsnorm(const Tensor& x, const Tensor& weight, float eps, const Ten
 Device check_rope(const Tensor& x, const Tensor& positions, const RopeFrequencies& freqs);
 Device check_rope_columns(const Tensor& x, int64_t x_col, const Tensor& y, int64_t y_col, int64_t heads,
                           const Tensor& positions, const RopeFrequencies& freqs);
+Device check_rope_qkv(const Tensor& packed, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& positions,
+                      const RopeFrequencies& freqs);
 Device check_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, float scale,
                        int64_t window, const Tensor& out, const Tensor& lse);
 

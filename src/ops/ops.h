@@ -116,6 +116,14 @@ void rope(Tensor& x, const Tensor& positions, const RopeFrequencies& freqs);
 // q and k roped out of the packed product, their gradients rotated back into the packed gradient.
 void rope_columns(const Tensor& x, int64_t x_col, Tensor& y, int64_t y_col, int64_t heads, const Tensor& positions,
                   const RopeFrequencies& freqs, bool backward);
+// Packed q/k/v in one op (full fine-tuning's one q/k/v product): forward (backward false) q = rope(packed[:, 0 : nq]),
+// k = rope(packed[:, nq : nq + nkv]), v = packed[:, nq + nkv :]; backward: the packed gradient's three blocks =
+// rope_backward(q), rope_backward(k) and v (q, k, v holding dq, dk, dv). The same bits as rope_columns twice and
+// copy_columns (one launch on CUDA where rows are 16-byte aligned and D % 16 == 0).
+//   packed: (T, nq + 2 nkv); q: (T, nq); k, v: (T, nkv); nq, nkv multiples of D = 2 * freqs.inv_freq.size(); one
+//   activation dtype; positions: (T) I32.
+void rope_qkv(Tensor& packed, Tensor& q, Tensor& k, Tensor& v, const Tensor& positions, const RopeFrequencies& freqs,
+              bool backward);
 
 // ---- attention ------------------------------------------------------------------------------------------
 // Causal scaled-dot-product attention over a packed variable-length batch with grouped-query heads.
@@ -167,10 +175,11 @@ void embedding_shard_backward(const Tensor& dout, const Tensor& ids, int64_t voc
 // Backward of y = x w^T (+ bias).
 //   dy: (N, M) F32; x: (N, K) F32 (read only for dw; may be undefined otherwise); w: (M, K) F32/BF16/F16.
 //   dx: (N, K) F32 = dy @ w (+= with accumulate_dx: q/k/v share their input), or undefined.
-//   dw: (M, K) F32 += dy^T @ x, or undefined (frozen weight).
+//   dw: (M, K) F32 += dy^T @ x (= with accumulate_dw false: its old values are not read, as a gradient zeroed
+//   lazily by TrainableModel::defer_zero_grad), or undefined (frozen weight).
 //   dbias: (M) F32 += sum over the N rows of dy, or undefined.
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw, Tensor& dbias,
-                     bool accumulate_dx = false);
+                     bool accumulate_dx = false, bool accumulate_dw = true);
 
 // Backward of rmsnorm, from its input and the rstd it saved (Hugging Face's fp32 LlamaRMSNorm math:
 // xhat = x * rstd, g = dy * weight, dx = rstd * g - x * rstd^3 * mean(g * x), dweight += sum_rows dy * xhat).

@@ -28,7 +28,7 @@ void embedding_backward(const Tensor& dout, const Tensor& ids, Tensor& dtable, i
 void embedding_shard_backward(const Tensor& dout, const Tensor& ids, int64_t vocab_offset, Tensor& dtable,
                               int64_t padding_id = -1);
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw, Tensor& dbias,
-                     bool accumulate_dx = false);
+                     bool accumulate_dx = false, bool accumulate_dw = true);
 void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd, Tensor& dx,
                       Tensor& dweight, bool accumulate_dx = false);
 void rope_backward(Tensor& dx, const Tensor& positions, const RopeFrequencies& freqs);

@@ -263,7 +263,9 @@ TrainResult Trainer::train_loop() {
   };
 
   // Gradients are zeroed once here, then right after each step's update (below): those memsets queue behind the
-  // optimizer's kernels while the host logs and loads the next batch, instead of delaying the next forward.
+  // optimizer's kernels while the host logs and loads the next batch, instead of delaying the next forward. After an
+  // update the zeroing is deferred (TrainableModel::defer_zero_grad): full fine-tuning's linear weight gradients are
+  // written (=) by the next backward instead of being cleared and added to; nothing reads them before it.
   model_.zero_grad();
   while (state.global_step < max_steps_) {
     const int64_t step = state.global_step;
@@ -385,7 +387,7 @@ TrainResult Trainer::train_loop() {
     ++interval_steps;
     result.last_loss = loss;
     if (c.on_step) c.on_step(state.global_step, micro, n, loss);
-    model_.zero_grad();  // for the next step (see above the loop)
+    model_.defer_zero_grad();  // for the next step (see above the loop)
 
     const bool last = state.global_step == max_steps_;
     const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();

@@ -494,6 +494,54 @@ TEST(OpsCudaElementwise, RopeVectorizedEqualsPerPairKernel) {
   }
 }
 
+// rope_qkv (packed q/k/v: q, k roped and v copied in one launch where aligned) against rope_columns twice and
+// copy_columns on CUDA: the same bits, forward (out of the packed rows) and backward (into them), with the fused kernel
+// and with set_rope_qkv_fused(false) (the three launches), over token counts that leave a block partial.
+TEST(OpsCudaElementwise, RopeQkvEqualsTwoRopeColumnsAndACopy) {
+  ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
+  ops::RopeConfig config;
+  config.theta = 1000000.0;
+  uint32_t seed = 5200;
+  for (DType act : kActs) {
+    for (auto [t, hq, hkv, d] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{1, 1, 1, 16}, {37, 14, 2, 64},
+                                 {300, 28, 4, 128}, {129, 4, 4, 64}, {5, 2, 1, 512}}) {
+      SCOPED_TRACE(std::string(name(act)) + " T=" + std::to_string(t) + " Hq=" + std::to_string(hq) +
+                   " Hkv=" + std::to_string(hkv) + " D=" + std::to_string(d));
+      const int64_t nq = hq * d, nkv = hkv * d;
+      const ops::RopeFrequencies freqs = ops::rope_frequencies(config, d, 32768);
+      std::mt19937 gen(++seed);
+      std::vector<int32_t> pos(static_cast<size_t>(t));
+      for (auto& p : pos) p = static_cast<int32_t>(gen() % 32768);
+      const Tensor positions = Tensor::from_i32({t}, pos).to(Device::cuda());
+      for (bool backward : {false, true}) {
+        for (bool vectorized : {true, false}) {
+          SCOPED_TRACE(std::string(backward ? "backward" : "forward") + (vectorized ? " fused" : " three launches"));
+          auto make = [&](int64_t cols) { return on_device(random_tensor({t, cols}, DType::F32, ++seed, -2.0f, 2.0f), act); };
+          Tensor packed = make(nq + 2 * nkv), q = make(nq), k = make(nkv), v = make(nkv);
+          Tensor want_packed = packed.to(Device::cpu()).to(Device::cuda()), want_q = q.to(Device::cpu()).to(Device::cuda());
+          Tensor want_k = k.to(Device::cpu()).to(Device::cuda()), want_v = v.to(Device::cpu()).to(Device::cuda());
+          ops::cuda::set_rope_qkv_fused(vectorized);
+          ops::rope_qkv(packed, q, k, v, positions, freqs, backward);
+          ops::cuda::set_rope_qkv_fused(true);
+          if (backward) {
+            ops::rope_columns(want_q, 0, want_packed, 0, hq, positions, freqs, true);
+            ops::rope_columns(want_k, 0, want_packed, nq, hkv, positions, freqs, true);
+            ops::copy_columns(want_v, 0, want_packed, nq + nkv, nkv);
+          } else {
+            ops::rope_columns(want_packed, 0, want_q, 0, hq, positions, freqs, false);
+            ops::rope_columns(want_packed, nq, want_k, 0, hkv, positions, freqs, false);
+            ops::copy_columns(want_packed, nq + nkv, want_v, 0, nkv);
+          }
+          EXPECT_TRUE(bit_equal(packed.to(Device::cpu()), want_packed.to(Device::cpu()))) << "packed";
+          EXPECT_TRUE(bit_equal(q.to(Device::cpu()), want_q.to(Device::cpu()))) << "q";
+          EXPECT_TRUE(bit_equal(k.to(Device::cpu()), want_k.to(Device::cpu()))) << "k";
+          EXPECT_TRUE(bit_equal(v.to(Device::cpu()), want_v.to(Device::cpu()))) << "v";
+        }
+      }
+    }
+  }
+}
+
 // ---- dropout ------------------------------------------------------------------------------------------------------
 TEST(OpsCudaElementwise, DropoutMaskEqualsCpuBitForBit) {
   ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";

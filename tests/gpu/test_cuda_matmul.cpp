@@ -231,11 +231,12 @@ TEST(OpsCudaMatmul, LinearBackwardMatchesReference) {
       for (DType wd : {DType::F32, DType::BF16}) {
         ++variant;
         const bool accumulate_dx = variant % 2 == 1;
+        const bool accumulate_dw = variant % 5 != 0;  // else dw is written (=) over its stale values
         const bool want_dx = variant % 4 != 3, want_dw = variant % 4 != 2, want_db = variant % 3 != 0;
         if (cs.k == 4096 && !(act == DType::F32 && wd == DType::BF16)) continue;  // chunked conversion only
         g_tag = std::string("linear_backward ") + name(act);
-        SCOPED_TRACE(fmt::format("N={} K={} M={} act={} w={} dx={} acc={} dw={} db={}", cs.n, cs.k, cs.m, name(act),
-                                 name(wd), want_dx, accumulate_dx, want_dw, want_db));
+        SCOPED_TRACE(fmt::format("N={} K={} M={} act={} w={} dx={} acc={} dw={} acc_dw={} db={}", cs.n, cs.k, cs.m,
+                                 name(act), name(wd), want_dx, accumulate_dx, want_dw, accumulate_dw, want_db));
         Input dy = make_input({cs.n, cs.m}, act, ++seed);
         Input x = make_input({cs.n, cs.k}, act, ++seed);
         Input w = make_weight({cs.m, cs.k}, wd, ++seed);
@@ -252,10 +253,10 @@ TEST(OpsCudaMatmul, LinearBackwardMatchesReference) {
         }
         Tensor none;
         ops::linear_backward(dy.dev, x.dev, w.dev, want_dx ? dx.tensor : none, want_dw ? dw.tensor : none,
-                             want_db ? db.tensor : none, accumulate_dx);
+                             want_db ? db.tensor : none, accumulate_dx, accumulate_dw);
         Tensor n1, n2, n3;
         ops::ref::linear_backward(dy.ref, x.ref, w.ref, want_dx ? dx_ref : n1, want_dw ? dw_ref : n2,
-                                  want_db ? db_ref : n3, accumulate_dx);
+                                  want_db ? db_ref : n3, accumulate_dx, accumulate_dw);
         if (want_dx) {
           expect_close(dx.fetch(), dx_ref, tol_for(act), "dx");
         } else {

@@ -41,9 +41,11 @@ namespace fs = std::filesystem;
 // rope theta, a missing un-permutation, a dequantization slip in one block) moves logits by 1e-1 or more.
 constexpr double kMaxAbsTol = 1e-3;
 constexpr double kRelL2Tol = 2e-5;
-// Rows of the packed run vs each sequence alone: same code, same rows; only BLAS blocking may differ.
+// Rows of the packed run vs each sequence alone: same code, same rows; only BLAS blocking may differ, which reorders
+// fp32 sums: up to about twice one fp32 run's own error (rel L2 1.8e-6 against fp64, above). Measured 2.14e-6 for a
+// 5-token sequence on an AMD EPYC build (2026-11-30; 0 on others), so the bound is 5e-6, far below a real bug's 1e-1.
 constexpr double kAloneMaxAbsTol = 1e-4;
-constexpr double kAloneRelL2Tol = 2e-6;
+constexpr double kAloneRelL2Tol = 5e-6;
 // Where HF's best and second-best logits are closer than this, the argmax may legitimately flip.
 constexpr double kArgmaxMargin = 4 * kMaxAbsTol;
 

@@ -135,6 +135,19 @@ TEST_P(OpsLinearBackward, MatchesReference) {
     Tensor none;
     ops::linear_backward(dy, Tensor(), w, dx_only.tensor, none, none, accumulate);
     EXPECT_TRUE(bit_equal(dx_only.tensor, dx.tensor));
+    // dw written (=, accumulate_dw false) over stale values: the reference's, and the bits of += onto zeros.
+    Guarded dw_set({s.m, s.k}, DType::F32), dw_set_ref({s.m, s.k}, DType::F32), dw_zero({s.m, s.k}, DType::F32);
+    dw_set.set(dw0);
+    dw_set_ref.set(dw0);
+    dw_zero.set(Tensor::zeros({s.m, s.k}, DType::F32));
+    ops::linear_backward(dy, x, w, none, dw_set.tensor, none, false, /*accumulate_dw=*/false);
+    ops::ref::linear_backward(dy, x, w, none, dw_set_ref.tensor, none, false, /*accumulate_dw=*/false);
+    ops::linear_backward(dy, x, w, none, dw_zero.tensor, none, false);
+    EXPECT_TRUE(dw_set.guards_intact());
+    EXPECT_TRUE(close_in(margin, dw_set.tensor, dw_set_ref.tensor, sum_tol(s.n), kFinalAddRtol));
+    for (int64_t i = 0; i < dw_set.tensor.numel(); ++i) {
+      ASSERT_EQ(dw_set.tensor.item(i), dw_zero.tensor.item(i)) << "element " << i;
+    }
   }
 }
 
@@ -156,7 +169,7 @@ TEST(OpsLinearBackwardFd, FiniteDifferences) {
   for (bool use_ref : {false, true}) {
     SCOPED_TRACE(use_ref ? "reference" : "fast");
     Tensor dx = Tensor::empty({n, k}, DType::F32), dw = Tensor::zeros({m, k}, DType::F32), db = Tensor::zeros({m}, DType::F32);
-    (use_ref ? ops::ref::linear_backward : ops::linear_backward)(dy, x, w, dx, dw, db, false);
+    (use_ref ? ops::ref::linear_backward : ops::linear_backward)(dy, x, w, dx, dw, db, false, true);
     EXPECT_TRUE(matches_fd(margin, dx, fd_x, kFdRel, kFdRtol));
     EXPECT_TRUE(matches_fd(margin, dw, fd_w, kFdRel, kFdRtol));
     EXPECT_TRUE(matches_fd(margin, db, fd_b, kFdRel, kFdRtol));

@@ -142,5 +142,42 @@ TEST(RopeColumns, IsCopyThenRopeInPlace) {
                            {"rope_columns", "do not fit"}));
 }
 
+// rope_qkv: forward = q and k roped out of the packed row, v copied (rope_columns twice + copy_columns, bit for bit);
+// backward writes every column of the packed row from dq, dk (rotated back) and dv; bad layouts are named.
+TEST(RopeQkv, IsTwoRopeColumnsAndACopy) {
+  const int64_t T = 7, D = 6, hq = 4, hkv = 2, nq = hq * D, nkv = hkv * D;
+  ops::RopeConfig config;
+  config.theta = 10000.0;
+  const ops::RopeFrequencies f = ops::rope_frequencies(config, D, 64);
+  std::vector<int32_t> pos(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) pos[static_cast<size_t>(t)] = static_cast<int32_t>((t * 5) % 9);
+  const Tensor positions = Tensor::from_i32({T}, pos);
+  for (bool backward : {false, true}) {
+    SCOPED_TRACE(backward ? "backward" : "forward");
+    Tensor packed = random_tensor({T, nq + 2 * nkv}, DType::F32, 11);
+    Tensor q = random_tensor({T, nq}, DType::F32, 12), k = random_tensor({T, nkv}, DType::F32, 13);
+    Tensor v = random_tensor({T, nkv}, DType::F32, 14);
+    Tensor want_packed = packed.clone(), want_q = q.clone(), want_k = k.clone(), want_v = v.clone();
+    ops::rope_qkv(packed, q, k, v, positions, f, backward);
+    if (backward) {
+      ops::rope_columns(want_q, 0, want_packed, 0, hq, positions, f, true);
+      ops::rope_columns(want_k, 0, want_packed, nq, hkv, positions, f, true);
+      ops::copy_columns(want_v, 0, want_packed, nq + nkv, nkv);
+    } else {
+      ops::rope_columns(want_packed, 0, want_q, 0, hq, positions, f, false);
+      ops::rope_columns(want_packed, nq, want_k, 0, hkv, positions, f, false);
+      ops::copy_columns(want_packed, nq + nkv, want_v, 0, nkv);
+    }
+    for (auto [got, want] : {std::pair{&packed, &want_packed}, {&q, &want_q}, {&k, &want_k}, {&v, &want_v}}) {
+      ASSERT_EQ(std::memcmp(got->raw(), want->raw(), got->nbytes()), 0);
+    }
+  }
+  Tensor packed = Tensor::zeros({T, nq + 2 * nkv}, DType::F32), q = Tensor::zeros({T, nq}, DType::F32);
+  Tensor k = Tensor::zeros({T, nkv}, DType::F32), v = Tensor::zeros({T, nkv}, DType::F32);
+  Tensor wide_v = Tensor::zeros({T, nkv + D}, DType::F32), odd_q = Tensor::zeros({T, nq - 1}, DType::F32);
+  EXPECT_TRUE(throws_error([&] { ops::rope_qkv(packed, q, k, wide_v, positions, f, false); }, {"rope_qkv", "side by side"}));
+  EXPECT_TRUE(throws_error([&] { ops::rope_qkv(packed, odd_q, k, v, positions, f, false); }, {"rope_qkv", "heads of"}));
+}
+
 }  // namespace
 }  // namespace swift::test

@@ -3,10 +3,11 @@
 // and one weight-gradient product in the backward), forced on the CPU (force_product_weights) where they would not
 // pay, against the plain path: the same loss and every gradient, over two AdamW steps (the second forward must take
 // the updated masters, which AdamW wrote into the copies itself: no cast in that forward), on a grouped-query llama
-// fixture without biases, a qwen2 fixture with q/k/v biases and a
-// tied head, a dynamic-NTK llama (rope per sequence, q and k roped straight out of the packed rows: rope_columns) and
-// qwen3 with q/k-norm (the packed rows split by copies). The gradients of q, k and v stay the parameters' own (row blocks of one buffer): the optimizer moves
-// them as before. Label unit. (On CUDA the golden and training gpu tests run this path by default.)
+// fixture without biases, a qwen2 fixture with q/k/v biases and a tied head, a dynamic-NTK llama (rope per sequence,
+// q and k roped straight out of the packed rows: rope_qkv) and qwen3 with q/k-norm (the packed rows split by copies).
+// The gradients of q, k and v stay the parameters' own (row blocks of one buffer): the optimizer moves them as
+// before. Packed q/k/v under every memory policy (block checkpointing, selective recompute, offloading): the bits of
+// keeping everything. Label unit. (On CUDA the golden and training gpu tests run this path by default.)
 //
 // Tolerance: loss 1e-6 relative, gradients 1e-5 of their largest magnitude at the first step: one product sums q's,
 // k's and v's input gradients in another order than three products accumulating into one buffer (F32 on the CPU, so
@@ -16,7 +17,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "model/causal_lm.h"
@@ -78,6 +81,53 @@ TEST(ProductWeights, PackedQkvGivesThePlainLossAndGradientsOverTwoSteps) {
       plain_opt.step(1e-3);
       packed_opt.step(1e-3);
     }
+  }
+}
+
+// Packed q/k/v under every memory policy: block checkpointing, the selective recompute (mlp, act, layernorm + act)
+// and activation offloading give the same bits as keeping everything; on a 6-layer llama and a qwen2 with attention
+// and MLP biases (packed q/k/v biases).
+TEST(ProductWeights, PackedQkvGivesTheSameBitsUnderEveryMemoryPolicy) {
+  ops::init_backends();
+  for (const bool biases : {false, true}) {
+    SCOPED_TRACE(biases ? "qwen2 with biases" : "llama");
+    TinyModelSpec spec;
+    spec.model_type = biases ? "qwen2" : "llama";
+    spec.biases = biases;
+    spec.layers = 6;
+    auto lm = tiny_model(spec, 17);
+    model::TrainableModel tm(*lm, model::TunerType::Full);
+    tm.force_product_weights(true);
+    const model::MicroBatch b = random_micro_batch({31, 18}, lm->config().vocab_size, 77, 2);
+    auto run = [&](bool checkpointing, std::vector<Tensor>& grads) {
+      tm.zero_grad();
+      const double loss = tm.forward_backward(b, 1.0f / 45.0f, 3, checkpointing).loss_sum;
+      grads.clear();
+      for (const model::Parameter& p : tm.parameters()) grads.push_back(p.grad.clone());
+      return loss;
+    };
+    std::vector<Tensor> kept, other;
+    const double want = run(false, kept);
+    for (int64_t layer = 0; layer < spec.layers; ++layer) EXPECT_TRUE(tm.packs_qkv(layer)) << "layer " << layer;
+    using Modules = model::TrainableModel::RecomputeModules;
+    const std::vector<std::tuple<std::string, bool, Modules, int64_t>> policies = {
+        {"checkpointing", true, {}, 0},
+        {"mlp", false, {.mlp = true}, 0},
+        {"act", false, {.act = true}, 0},
+        {"layernorm act", false, {.layernorm = true, .act = true}, 0},
+        {"offload", false, {}, 100},
+        {"offload act", false, {.act = true}, 100}};
+    for (const auto& [name, checkpointing, modules, offload] : policies) {
+      SCOPED_TRACE(name);
+      tm.set_recompute_modules(modules);
+      tm.set_offload_layers(offload);
+      EXPECT_EQ(run(checkpointing, other), want);
+      for (size_t i = 0; i < kept.size(); ++i) {
+        EXPECT_EQ(std::memcmp(kept[i].raw(), other[i].raw(), kept[i].nbytes()), 0) << tm.parameters()[i].name;
+      }
+    }
+    tm.set_recompute_modules({});
+    tm.set_offload_layers(0);
   }
 }
 

@@ -63,14 +63,18 @@ void linear_dx(const float* dy, const Tensor& w, float* dx, int64_t n, int64_t m
 }
 
 // dw (m, k) += dy (n, m)^T @ x (n, k).
-void linear_dw(const float* dy, const float* x, float* dw, int64_t n, int64_t m, int64_t k) {
-  if (n == 0) return;
+void linear_dw(const float* dy, const float* x, float* dw, int64_t n, int64_t m, int64_t k, bool accumulate) {
+  if (n == 0) {
+    if (!accumulate) std::fill(dw, dw + m * k, 0.0f);
+    return;
+  }
+  const float beta = accumulate ? 1.0f : 0.0f;
 #pragma omp parallel num_threads(threads_for(static_cast<double>(n) * m * k))
   {
     const Tile t = tile_of(m, k, omp_get_num_threads(), omp_get_thread_num());
     if (!t.empty()) {
       cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(t.n1 - t.n0), static_cast<int>(t.m1 - t.m0),
-                  static_cast<int>(n), 1.0f, dy + t.n0, static_cast<int>(m), x + t.m0, static_cast<int>(k), 1.0f,
+                  static_cast<int>(n), 1.0f, dy + t.n0, static_cast<int>(m), x + t.m0, static_cast<int>(k), beta,
                   dw + t.n0 * k + t.m0, static_cast<int>(k));
     }
   }
@@ -132,13 +136,13 @@ void embedding_shard_backward(const Tensor& dout, const Tensor& ids, int64_t voc
 }
 
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw, Tensor& dbias,
-                     bool accumulate_dx) {
+                     bool accumulate_dx, bool accumulate_dw) {
   SWIFT_PROFILE("linear_backward");
   const int64_t n = dy.size(0), m = dy.size(1), k = w.size(1);
   blas_single_threaded();
   const float* pdy = dy.data<float>();
   if (dx.defined() && n > 0 && k > 0) linear_dx(pdy, w, dx.data<float>(), n, m, k, accumulate_dx);
-  if (dw.defined() && m > 0 && k > 0) linear_dw(pdy, x.data<float>(), dw.data<float>(), n, m, k);
+  if (dw.defined() && m > 0 && k > 0) linear_dw(pdy, x.data<float>(), dw.data<float>(), n, m, k, accumulate_dw);
   if (dbias.defined() && m > 0) linear_dbias(pdy, dbias.data<float>(), n, m);
 }
 

@@ -53,6 +53,8 @@ void swap_outer_axes(const Tensor& x, Tensor& y);
 void copy_columns(const Tensor& x, int64_t x_col, Tensor& y, int64_t y_col, int64_t cols);
 void rope_columns(const Tensor& x, int64_t x_col, Tensor& y, int64_t y_col, int64_t heads, const Tensor& positions,
                   const RopeFrequencies& freqs, bool backward);
+void rope_qkv(Tensor& packed, Tensor& q, Tensor& k, Tensor& v, const Tensor& positions, const RopeFrequencies& freqs,
+              bool backward);
 void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config, int64_t step);
 float grad_norm(std::span<const Tensor> grads);
 float clip_grad_norm(std::span<const Tensor> grads, double max_norm);
@@ -68,7 +70,7 @@ void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y, boo
 void linear_residual(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& residual, Tensor& y);
 void gemm(bool trans_a, bool trans_b, float alpha, const Tensor& a, const Tensor& b, float beta, Tensor& c);
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw, Tensor& dbias,
-                     bool accumulate_dx);
+                     bool accumulate_dx, bool accumulate_dw = true);
 void lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& a, const Tensor& b, float scale,
                  const Dropout& dropout, Tensor& y, Tensor& xa, bool accumulate, bool b_product);
 void swiglu_lora(Tensor& gate, Tensor& up, const LoraBProduct& gate_b, const LoraBProduct& up_b, float scale,
@@ -95,6 +97,9 @@ void set_rmsnorm_narrow(bool on);
 // several tokens per block, where half % 8 == 0 and rows are 16-byte aligned (the same bits); 0 keeps the per-pair
 // kernel (A/B). set_rope_vectorized overrides it for the process (tests).
 void set_rope_vectorized(bool on);
+// rope_qkv in one launch where it fits (default), else (SWIFT_ROPE_QKV=0, for A/B) rope_columns twice and
+// copy_columns; set_rope_qkv_fused overrides it for the process (tests).
+void set_rope_qkv_fused(bool on);
 // The forward's xa = dropout(x) a^T and the backward's da += scale g^T dropout(x) on tensor cores (lora.cu
 // lora_x_mma_kernel; r 8, BF16 x; the fp32 factor split into three bf16 terms, so every product is exact) instead of
 // the CUDA-core kernels. On unless SWIFT_LORA_X_MMA=0 (A/B measurements); set_lora_x_mma overrides it (tests).

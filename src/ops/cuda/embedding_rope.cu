@@ -14,7 +14,8 @@
 //    (i, i + D/2): x1' = x1 c - x2 s, x2' = x2 c + x1 s, each product and sum rounded (no contraction).
 //    sincosf is CUDA's (<= 2 ulp), not glibc's: results match the CPU to a few ulp, not bit for bit. With
 //    half % 8 == 0 and 16-byte aligned rows (and `vectorized`, SWIFT_ROPE_VEC) rope_vec_kernel does the same
-//    arithmetic over several tokens per block with 16-byte accesses: the same bits.
+//    arithmetic over several tokens per block with 16-byte accesses: the same bits. rope_qkv_vec_kernel rotates q's
+//    and k's heads and copies v's columns of packed q/k/v rows in one launch, with the same arithmetic.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -171,6 +172,37 @@ __global__ void rope_kernel(const T* in, int64_t in_stride, T* out, int64_t out_
   }
 }
 
+// cos / sin of tokens t0 .. t0 + count - 1 into cs / sn ((count, half), as rope_kernel rounds them); the caller
+// synchronises the block before reading them.
+__device__ __forceinline__ void rope_table(const int32_t* positions, int64_t t0, int64_t count, int64_t half,
+                                           const RopeParams& params, float* cs, float* sn) {
+  for (int64_t k = threadIdx.x; k < count * half; k += blockDim.x) {
+    const int64_t tt = k / half, i = k - tt * half;
+    const int32_t pos = positions[t0 + tt];
+    if (pos < 0 && i == 0) record_error(params.error_op, t0 + tt, pos, 0);
+    const float angle = __fmul_rn(static_cast<float>(pos), params.inv_freq[i]);
+    float sv, cv;
+    sincosf(angle, &sv, &cv);
+    cs[k] = __fmul_rn(cv, params.attention_scaling);
+    sn[k] = __fmul_rn(params.direction, __fmul_rn(sv, params.attention_scaling));
+  }
+}
+
+// The pairs (x1[i0 .. i0 + 7], x2[...]) of one head, src -> dst (x2 = x1 + half), rounded as rope_kernel.
+template <typename T>
+__device__ __forceinline__ void rotate8(const T* src, T* dst, int64_t half, const float* c, const float* sv) {
+  float a[8], b[8], x1[8], x2[8];
+  load8_f32(src, 0, a);
+  load8_f32(src + half, 0, b);
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    x1[e] = __fsub_rn(__fmul_rn(a[e], c[e]), __fmul_rn(b[e], sv[e]));
+    x2[e] = __fadd_rn(__fmul_rn(b[e], c[e]), __fmul_rn(a[e], sv[e]));
+  }
+  store8_f32(dst, 0, x1);
+  store8_f32(dst + half, 0, x2);
+}
+
 // The same rotation with 16-byte accesses (half % 8 == 0, 16-byte aligned rows): a block takes `per_block` tokens,
 // computes their cos / sin once into shared memory (as rope_kernel), then each thread rotates groups of 8 pairs
 // (x1[i .. i + 7], x2[i .. i + 7]) of one head of one token. Every element is rounded as in rope_kernel: the same
@@ -187,35 +219,63 @@ __global__ void __launch_bounds__(kRopeVecThreads) rope_vec_kernel(const T* in, 
   __shared__ float sn[kRopeVecMaxTokens * kRopeMaxHalf];
   const int64_t t0 = blockIdx.x * int64_t{per_block};
   const int64_t count = tokens - t0 < per_block ? tokens - t0 : per_block;
-  for (int64_t k = threadIdx.x; k < count * half; k += kRopeVecThreads) {
-    const int64_t tt = k / half, i = k - tt * half;
-    const int32_t pos = positions[t0 + tt];
-    if (pos < 0 && i == 0) record_error(params.error_op, t0 + tt, pos, 0);
-    const float angle = __fmul_rn(static_cast<float>(pos), params.inv_freq[i]);
-    float sv, cv;
-    sincosf(angle, &sv, &cv);
-    cs[k] = __fmul_rn(cv, params.attention_scaling);
-    sn[k] = __fmul_rn(params.direction, __fmul_rn(sv, params.attention_scaling));
-  }
+  rope_table(positions, t0, count, half, params, cs, sn);
   __syncthreads();
   const int64_t groups = half / 8, per_token = heads * groups;
   for (int64_t k = threadIdx.x; k < count * per_token; k += kRopeVecThreads) {
     const int64_t tt = k / per_token, r = k - tt * per_token;
     const int64_t h = r / groups, i0 = (r - h * groups) * 8;
-    const T* s1 = in + (t0 + tt) * in_stride + h * 2 * half + i0;
-    T* d1 = out + (t0 + tt) * out_stride + h * 2 * half + i0;
-    float a[8], b[8], x1[8], x2[8];
-    load8_f32(s1, 0, a);
-    load8_f32(s1 + half, 0, b);
-    const float* c = cs + tt * half + i0;
-    const float* sv = sn + tt * half + i0;
-#pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      x1[e] = __fsub_rn(__fmul_rn(a[e], c[e]), __fmul_rn(b[e], sv[e]));
-      x2[e] = __fadd_rn(__fmul_rn(b[e], c[e]), __fmul_rn(a[e], sv[e]));
+    rotate8(in + (t0 + tt) * in_stride + h * 2 * half + i0, out + (t0 + tt) * out_stride + h * 2 * half + i0, half,
+            cs + tt * half + i0, sn + tt * half + i0);
+  }
+}
+
+// Packed q/k/v in one launch (rope_qkv): per token the q heads and the k heads rotated (as rope_vec_kernel, one
+// cos / sin table for both) and v's columns copied, between the packed row (packed + t * packed_stride: q, k, v side
+// by side) and the three buffers' rows. to_packed false: packed -> q, k, v (forward); true: q, k, v -> packed
+// (backward, params.direction -1). Units of 8 elements: hq * groups + hkv * groups rotations, then 2 * hkv * groups
+// copies per token.
+template <typename T>
+__global__ void __launch_bounds__(kRopeVecThreads) rope_qkv_vec_kernel(T* packed, int64_t packed_stride, T* q, T* k,
+                                                                       T* v, const int32_t* positions, int64_t tokens,
+                                                                       int64_t hq, int64_t hkv, int64_t half,
+                                                                       int per_block, bool to_packed,
+                                                                       RopeParams params) {
+  __shared__ float cs[kRopeVecMaxTokens * kRopeMaxHalf];
+  __shared__ float sn[kRopeVecMaxTokens * kRopeMaxHalf];
+  const int64_t t0 = blockIdx.x * int64_t{per_block};
+  const int64_t count = tokens - t0 < per_block ? tokens - t0 : per_block;
+  rope_table(positions, t0, count, half, params, cs, sn);
+  __syncthreads();
+  const int64_t groups = half / 8, d = 2 * half, nq = hq * d, nkv = hkv * d;
+  const int64_t rotations = (hq + hkv) * groups, per_token = rotations + 2 * hkv * groups;
+  for (int64_t u = threadIdx.x; u < count * per_token; u += kRopeVecThreads) {
+    const int64_t tt = u / per_token, r = u - tt * per_token, t = t0 + tt;
+    T* row = packed + t * packed_stride;
+    if (r < rotations) {
+      const int64_t h = r / groups, i0 = (r - h * groups) * 8;
+      const bool is_q = h < hq;
+      const int64_t col = is_q ? h * d + i0 : (h - hq) * d + i0;  // in q's / k's own row
+      T* own = is_q ? q + t * nq + col : k + t * nkv + col;
+      T* in_packed = row + (is_q ? 0 : nq) + col;
+      const float* c = cs + tt * half + i0;
+      const float* sv = sn + tt * half + i0;
+      if (to_packed) {
+        rotate8(own, in_packed, half, c, sv);
+      } else {
+        rotate8(in_packed, own, half, c, sv);
+      }
+    } else {
+      const int64_t col = (r - rotations) * 8;
+      float x[8];
+      if (to_packed) {
+        load8_f32(v + t * nkv + col, 0, x);
+        store8_f32(row + nq + nkv + col, 0, x);
+      } else {
+        load8_f32(row + nq + nkv + col, 0, x);
+        store8_f32(v + t * nkv + col, 0, x);
+      }
     }
-    store8_f32(d1, 0, x1);
-    store8_f32(d1 + half, 0, x2);
   }
 }
 
@@ -227,6 +287,12 @@ bool rope_vec_fits(const void* in, int64_t in_stride, const void* out, int64_t o
          aligned(in_stride * static_cast<int64_t>(sizeof(T))) && aligned(out_stride * static_cast<int64_t>(sizeof(T)));
 }
 
+// Tokens per block of the vectorized kernels: about two units of 8 elements per thread, within the shared table.
+int rope_tokens_per_block(int64_t units_per_token) {
+  const int64_t want = (2 * kRopeVecThreads + units_per_token - 1) / units_per_token;
+  return static_cast<int>(want < 1 ? 1 : want > kRopeVecMaxTokens ? kRopeVecMaxTokens : want);
+}
+
 template <typename T>
 cudaError_t launch_rope_typed(const void* in, int64_t in_stride, void* out, int64_t out_stride,
                               const int32_t* positions, int64_t tokens, int64_t heads, int64_t half,
@@ -234,10 +300,7 @@ cudaError_t launch_rope_typed(const void* in, int64_t in_stride, void* out, int6
   const T* src = static_cast<const T*>(in);
   T* dst = static_cast<T*>(out);
   if (vectorized && rope_vec_fits<T>(in, in_stride, out, out_stride, half)) {
-    // Tokens per block: about two groups per thread, within the shared-memory table.
-    const int64_t per_token = heads * (half / 8);
-    const int64_t want = (2 * kRopeVecThreads + per_token - 1) / per_token;
-    const int per_block = static_cast<int>(want < 1 ? 1 : want > kRopeVecMaxTokens ? kRopeVecMaxTokens : want);
+    const int per_block = rope_tokens_per_block(heads * (half / 8));
     const int64_t blocks = (tokens + per_block - 1) / per_block;
     rope_vec_kernel<<<static_cast<unsigned>(blocks), kRopeVecThreads, 0, stream>>>(
         src, in_stride, dst, out_stride, positions, tokens, heads, half, per_block, params);
@@ -246,6 +309,18 @@ cudaError_t launch_rope_typed(const void* in, int64_t in_stride, void* out, int6
   const int threads = heads * half >= 256 ? 256 : 128;
   rope_kernel<<<static_cast<unsigned>(tokens), threads, 0, stream>>>(src, in_stride, dst, out_stride, positions,
                                                                      heads, half, params);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t launch_rope_qkv_typed(void* packed, int64_t packed_stride, void* q, void* k, void* v,
+                                  const int32_t* positions, int64_t tokens, int64_t hq, int64_t hkv, int64_t half,
+                                  bool to_packed, const RopeParams& params, cudaStream_t stream) {
+  const int per_block = rope_tokens_per_block((hq + 3 * hkv) * (half / 8));
+  const int64_t blocks = (tokens + per_block - 1) / per_block;
+  rope_qkv_vec_kernel<<<static_cast<unsigned>(blocks), kRopeVecThreads, 0, stream>>>(
+      static_cast<T*>(packed), packed_stride, static_cast<T*>(q), static_cast<T*>(k), static_cast<T*>(v), positions,
+      tokens, hq, hkv, half, per_block, to_packed, params);
   return cudaGetLastError();
 }
 
@@ -326,6 +401,32 @@ cudaError_t launch_rope(const void* in, int64_t in_stride, void* out, int64_t ou
                                                     params, vectorized, stream);
     case 2: return launch_rope_typed<__half>(in, in_stride, out, out_stride, positions, tokens, heads, half, params,
                                              vectorized, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+bool rope_qkv_fits(const void* packed, int64_t packed_stride, const void* q, const void* k, const void* v, int dtype,
+                   int64_t hq, int64_t hkv, int64_t half) {
+  const int64_t elem = dtype == 0 ? 4 : 2;
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  return half % 8 == 0 && half <= kRopeMaxHalf && aligned(packed) && aligned(q) && aligned(k) && aligned(v) &&
+         (packed_stride * elem) % 16 == 0 && (hq * 2 * half * elem) % 16 == 0 && (hkv * 2 * half * elem) % 16 == 0;
+}
+
+cudaError_t launch_rope_qkv(void* packed, int64_t packed_stride, void* q, void* k, void* v, int dtype,
+                            const int32_t* positions, int64_t tokens, int64_t hq, int64_t hkv, int64_t half,
+                            bool to_packed, const RopeParams& params, cudaStream_t stream) {
+  if (tokens == 0 || half == 0 || hq + hkv == 0) return cudaSuccess;
+  if (!rope_qkv_fits(packed, packed_stride, q, k, v, dtype, hq, hkv, half) || tokens > 0x7fffffff) {
+    return cudaErrorInvalidValue;
+  }
+  switch (dtype) {
+    case 0: return launch_rope_qkv_typed<float>(packed, packed_stride, q, k, v, positions, tokens, hq, hkv, half,
+                                                to_packed, params, stream);
+    case 1: return launch_rope_qkv_typed<__nv_bfloat16>(packed, packed_stride, q, k, v, positions, tokens, hq, hkv,
+                                                        half, to_packed, params, stream);
+    case 2: return launch_rope_qkv_typed<__half>(packed, packed_stride, q, k, v, positions, tokens, hq, hkv, half,
+                                                 to_packed, params, stream);
     default: return cudaErrorInvalidValue;
   }
 }

@@ -118,6 +118,15 @@ struct RopeParams {
 cudaError_t launch_rope(const void* in, int64_t in_stride, void* out, int64_t out_stride, int dtype,
                         const int32_t* positions, int64_t tokens, int64_t heads, int64_t half, const RopeParams& params,
                         bool vectorized, cudaStream_t stream);
+// Packed q/k/v (ops.h rope_qkv) in one launch: token t's packed row (packed + t * packed_stride: hq + 2 hkv heads of
+// 2 * half) and the contiguous rows of q (hq heads), k and v (hkv heads each); q and k rotated, v copied; forward
+// (to_packed false) from the packed row, backward (to_packed true, params.direction -1) into it. Only where
+// rope_qkv_fits (half % 8 == 0, every pointer and row 16-byte aligned); cudaErrorInvalidValue otherwise.
+bool rope_qkv_fits(const void* packed, int64_t packed_stride, const void* q, const void* k, const void* v, int dtype,
+                   int64_t hq, int64_t hkv, int64_t half);
+cudaError_t launch_rope_qkv(void* packed, int64_t packed_stride, void* q, void* k, void* v, int dtype,
+                            const int32_t* positions, int64_t tokens, int64_t hq, int64_t hkv, int64_t half,
+                            bool to_packed, const RopeParams& params, cudaStream_t stream);
 
 // ---- optimizer and gradient norms (optimizer.cu) ------------------------------------------------------------------
 // Work over many F32 tensors in one launch: chunks of kMultiTensorChunk elements, one block each, described by a

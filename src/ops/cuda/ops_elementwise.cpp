@@ -204,10 +204,15 @@ EnvSwitch& rope_vec_switch() {
   static EnvSwitch sw("SWIFT_ROPE_VEC", true);
   return sw;
 }
+EnvSwitch& rope_qkv_switch() {
+  static EnvSwitch sw("SWIFT_ROPE_QKV", true);
+  return sw;
+}
 }  // namespace
 
 void set_rmsnorm_narrow(bool on) { rmsnorm_narrow_switch().set(on); }
 void set_rope_vectorized(bool on) { rope_vec_switch().set(on); }
+void set_rope_qkv_fused(bool on) { rope_qkv_switch().set(on); }
 
 void rmsnorm(const Tensor& x, const Tensor& weight, float eps, Tensor& y, Tensor& rstd) {
   check_launch("rmsnorm", launch_rmsnorm(x.raw(), weight.raw(), code(weight.dtype()), y.raw(),
@@ -264,6 +269,30 @@ void rope_columns(const Tensor& x, int64_t x_col, Tensor& y, int64_t y_col, int6
                            code(x.dtype()), positions.data<int32_t>(), x.size(0), heads,
                            static_cast<int64_t>(freqs.inv_freq.size()), params, rope_vec_switch().on(),
                            stream_of(x)));
+}
+
+void rope_qkv(Tensor& packed, Tensor& q, Tensor& k, Tensor& v, const Tensor& positions, const RopeFrequencies& freqs,
+              bool backward) {
+  const int64_t half = static_cast<int64_t>(freqs.inv_freq.size()), d = 2 * half;
+  const int64_t nq = q.size(1), nkv = k.size(1);
+  const int dtype = code(packed.dtype());
+  if (!rope_vec_switch().on() || !rope_qkv_switch().on() ||
+      !rope_qkv_fits(packed.raw(), packed.size(1), q.raw(), k.raw(), v.raw(), dtype, nq / d, nkv / d, half)) {
+    if (backward) {  // three launches, the same bits
+      cuda::rope_columns(q, 0, packed, 0, nq / d, positions, freqs, true);
+      cuda::rope_columns(k, 0, packed, nq, nkv / d, positions, freqs, true);
+      cuda::copy_columns(v, 0, packed, nq + nkv, nkv);
+    } else {
+      cuda::rope_columns(packed, 0, q, 0, nq / d, positions, freqs, false);
+      cuda::rope_columns(packed, nq, k, 0, nkv / d, positions, freqs, false);
+      cuda::copy_columns(packed, nq + nkv, v, 0, nkv);
+    }
+    return;
+  }
+  const RopeParams params = rope_params("rope_qkv", packed, freqs, backward);
+  check_launch("rope_qkv", launch_rope_qkv(packed.raw(), packed.size(1), q.raw(), k.raw(), v.raw(), dtype,
+                                           positions.data<int32_t>(), packed.size(0), nq / d, nkv / d, half, backward,
+                                           params, stream_of(packed)));
 }
 
 void rope(Tensor& x, const Tensor& positions, const RopeFrequencies& freqs) {

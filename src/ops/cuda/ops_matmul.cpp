@@ -197,12 +197,14 @@ void gemm(bool trans_a, bool trans_b, float alpha, const Tensor& a, const Tensor
 }
 
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw, Tensor& dbias,
-                     bool accumulate_dx) {
+                     bool accumulate_dx, bool accumulate_dw) {
   const char* op = "linear_backward";
   const int device = dev(dy);
   const int64_t n = dy.size(0), m = dy.size(1), k = w.size(1);
   if (dx.defined()) input_grad(op, dy, w, dx, accumulate_dx);
-  if (dw.defined()) {  // dw (m, k) += dy^T x
+  if (dw.defined() && n == 0 && !accumulate_dw) {
+    dw.zero_();
+  } else if (dw.defined()) {  // dw (m, k) (+)= dy^T x
     MatmulArgs args;
     args.trans_a = true;
     args.n = m;
@@ -216,7 +218,7 @@ void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor&
     args.d = dw.raw();
     args.ldd = k;
     args.d_dtype = code(DType::F32);
-    args.beta = 1.0f;
+    args.beta = accumulate_dw ? 1.0f : 0.0f;
     matmul(op, device, args);
   }
   if (dbias.defined()) {

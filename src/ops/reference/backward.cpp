@@ -63,9 +63,9 @@ void embedding_shard_backward(const Tensor& dout, const Tensor& ids, int64_t voc
   }
 }
 
-// dx (N, K) (+)= dy (N, M) w (M, K); dw (M, K) += dy^T x (N, K); dbias (M) += sum_n dy.
+// dx (N, K) (+)= dy (N, M) w (M, K); dw (M, K) (+)= dy^T x (N, K); dbias (M) += sum_n dy.
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw, Tensor& dbias,
-                     bool accumulate_dx) {
+                     bool accumulate_dx, bool accumulate_dw) {
   detail::require_cpu("linear_backward", detail::check_linear_backward(dy, x, w, dx, dw, dbias, accumulate_dx));
   const int64_t n = dy.size(0), m = dy.size(1), k = w.size(1);
   if (dx.defined()) {
@@ -80,7 +80,7 @@ void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor&
   if (dw.defined()) {
     for (int64_t o = 0; o < m; ++o) {
       for (int64_t i = 0; i < k; ++i) {
-        double acc = load(dw, o * k + i);
+        double acc = accumulate_dw ? load(dw, o * k + i) : 0.0;
         for (int64_t r = 0; r < n; ++r) acc += static_cast<double>(load(dy, r * m + o)) * load(x, r * k + i);
         store(dw, o * k + i, acc);
       }
