@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# On the GPU machine, one call for session 12's tree: the whole gpu suite (GPU_TESTS overrides the filter), then
+# bench-train.sh 05b-full 7b-lora (ours and the peer, same call) and the 0.5B once more (ours) after the peer.
+# Carry .device-deps (and .device-prebuilt when prebuilt). Logs go to $OUT.
+source "$(dirname "$0")/env.sh"
+build_gpu final test_gpu bench_train_step
+gpu_tests "${GPU_TESTS:-*}"
+bash scripts/device/bench-train.sh 05b-full 7b-lora \
+  ours "--config bench/configs/qwen2.5-0.5b.json --tuner full --seq 2048 --batch 8" 2>&1 | tail -10
