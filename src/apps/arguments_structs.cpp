@@ -135,6 +135,7 @@ TrainingArguments TrainingArguments::from(const Arguments& a) {
   t.ignore_data_skip = a.get_bool("ignore_data_skip");
   t.dataloader_num_workers = a.get_int("dataloader_num_workers");
   t.neftune_noise_alpha = a.get_optional_float("neftune_noise_alpha");
+  t.full_determinism = a.get_bool("full_determinism");
   t.acc_strategy = a.get_string("acc_strategy");
   t.loss_type = a.get_list("loss_type");
   t.seed = a.get_int("seed");

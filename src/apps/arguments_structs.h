@@ -104,6 +104,7 @@ struct TrainingArguments {  // sft, pt, rlhf
   bool resume_only_model = false, ignore_data_skip = false;
   int64_t dataloader_num_workers = 0;
   std::optional<double> neftune_noise_alpha;
+  bool full_determinism = false;
   std::string acc_strategy;
   std::vector<std::string> loss_type;
   int64_t seed = 0;

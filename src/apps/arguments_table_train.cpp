@@ -346,7 +346,10 @@ void add_training_options(std::vector<OptionSpec>& t) {
   t.push_back({.name = "average_tokens_across_devices", .type = boolean, .group = G::training, .commands = c,
                .default_value = "false", .help = "Normalise the loss by the token count of all devices."});
   t.push_back({.name = "full_determinism", .type = boolean, .group = G::training, .commands = c,
-               .default_value = "false", .help = "Deterministic kernels (slower)."});
+               .default_value = "false",
+               .help = "Run-to-run identical GPU results: cuBLASLt products take the heuristic's first algorithm "
+                       "instead of the fastest timed one (a few % slower) and the attention backward stays "
+                       "deterministic whatever SWIFT_CUDNN_ATTENTION_BWD says. CPU kernels are deterministic anyway."});
   t.push_back({.name = "router_aux_loss_coef", .type = number, .group = G::training, .commands = c,
                .default_value = "0.0", .help = "MoE: weight of the router auxiliary loss."});
   t.push_back({.name = "enable_dft_loss", .type = boolean, .group = G::training, .commands = c,

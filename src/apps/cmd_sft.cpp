@@ -36,6 +36,7 @@
 #include "data/streaming.h"
 #include "dist/init.h"
 #include "model/training.h"
+#include "ops/backends.h"
 #include "train/data_parallel.h"
 #include "train/parallel.h"
 #include "train/run_dir.h"
@@ -167,6 +168,7 @@ int run_training(Command command, const Args& raw) {
   const TunerArguments t = TunerArguments::from(args);
   const TrainingArguments tr = TrainingArguments::from(args);
   const bool pretrain = command == Command::pt;
+  if (tr.full_determinism) ops::enable_full_determinism();  // before the model's first product
   // --streaming: the length of the data is unknown before it is read, so the run needs --max_steps (ms-swift too).
   SWIFT_CHECK(!d.streaming || tr.max_steps > 0,
               "--streaming true needs --max_steps: a streamed dataset is read while training and its number of "

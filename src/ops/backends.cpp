@@ -15,6 +15,8 @@
 #include "core/tensor.h"
 
 #ifdef SWIFT_WITH_CUDA
+#include "ops/cuda/attention_cudnn.h"
+#include "ops/cuda/blas.h"
 #include "ops/cuda/cuda_backend.h"
 #endif
 
@@ -84,6 +86,13 @@ bool cuda_built() {
   return true;
 #else
   return false;
+#endif
+}
+
+void enable_full_determinism() {
+#ifdef SWIFT_WITH_CUDA
+  cuda::set_gemm_autotune(false);
+  cuda::force_deterministic_attention_backward(true);
 #endif
 }
 

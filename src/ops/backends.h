@@ -18,5 +18,12 @@ void init_backends();
 void tune_cpu_environment(int argc, char** argv);
 int cuda_device_count();
 bool cuda_built();
+// --full_determinism (transformers' enable_full_determinism): run-to-run identical GPU results. cuBLASLt products take
+// the heuristic's first algorithm instead of timing candidates (a few % slower; no autotune record needed), and the
+// attention backward is the deterministic one even where SWIFT_CUDNN_ATTENTION_BWD asks for the atomic variant. For
+// the rest of the process; call before the first product. Without it: the defaults (products autotuned by the first
+// process on a machine and recorded for the others; the deterministic attention backward unless opted out). The CPU
+// kernels are deterministic either way. A no-op without CUDA.
+void enable_full_determinism();
 
 }  // namespace swift::ops

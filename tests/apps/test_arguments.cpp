@@ -802,6 +802,8 @@ TEST(ArgumentsStructs, TypedViewsOfTheGroups) {
   EXPECT_EQ(tr.save_total_limit, 2);
   EXPECT_EQ(tr.eval_strategy, "no");
   EXPECT_EQ(tr.output_dir, "output/Qwen2.5-7B-Instruct");
+  EXPECT_FALSE(tr.full_determinism);
+  EXPECT_TRUE(TrainingArguments::from(sft({"--full_determinism", "true"})).full_determinism);
   DataArguments d = DataArguments::from(a);
   EXPECT_EQ(d.dataset, Strings{"train.jsonl"});
   EXPECT_EQ(d.truncation_strategy, "delete");

@@ -33,6 +33,7 @@
 #include "gpu/attention_test_util.h"
 #include "ops/backends.h"
 #include "ops/cuda/attention_cudnn.h"
+#include "ops/cuda/blas.h"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/op_test_util.h"
 #include "ops/ops.h"
@@ -178,6 +179,25 @@ TEST(OpsCudaAttentionCudnn, F16MatchesReference) {
   if (!have_hopper()) GTEST_SKIP() << "the cuDNN attention path needs an sm_90+ device";
   uint32_t seed = 8000;
   for (const Case& c : cases()) run_case(c, DType::F16, seed += 10);
+}
+
+// ops::enable_full_determinism (--full_determinism): products stop timing candidates (the heuristic's first
+// algorithm) and the attention backward stays the deterministic variant although SWIFT_CUDNN_ATTENTION_BWD asks for
+// the atomic one: the plan built for a new shape carries no "(nondeterministic)" note; against the reference as
+// every case. The switches are put back afterwards (the rest of the binary runs the defaults).
+TEST(OpsCudaAttentionCudnn, FullDeterminismKeepsTheDeterministicBackward) {
+  if (!have_hopper()) GTEST_SKIP() << "the cuDNN attention path needs an sm_90+ device";
+  setenv("SWIFT_CUDNN_ATTENTION_BWD", "nondeterministic", 1);
+  ops::enable_full_determinism();
+  EXPECT_FALSE(ops::cuda::gemm_autotune_enabled());
+  run_case(Case{{37, 211}, 6, 3, 48, 0}, DType::BF16, 9500);  // a shape no other test plans
+  const std::string info = ops::cuda::cudnn_attention_plan_info();
+  unsetenv("SWIFT_CUDNN_ATTENTION_BWD");
+  ops::cuda::force_deterministic_attention_backward(false);
+  ops::cuda::set_gemm_autotune(true);
+  std::printf("%s", info.c_str());
+  EXPECT_NE(info.find("backward"), std::string::npos);
+  EXPECT_EQ(info.find("(nondeterministic)"), std::string::npos) << info;
 }
 
 // The deterministic backward over groups of kv heads (SWIFT_CUDNN_ATTENTION_BWD_WORKSPACE_MB=0: one kv head per

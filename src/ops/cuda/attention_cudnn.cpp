@@ -759,7 +759,10 @@ int32_t backward_groups(const char* op, const Key& key) {
   return key.hkv;
 }
 
+std::atomic<bool> g_force_deterministic_backward{false};
+
 bool deterministic_backward(const char* op) {
+  if (g_force_deterministic_backward.load()) return true;
   const char* e = std::getenv("SWIFT_CUDNN_ATTENTION_BWD");
   if (e == nullptr || *e == 0 || std::strcmp(e, "deterministic") == 0) return true;
   if (std::strcmp(e, "nondeterministic") == 0) return false;
@@ -767,6 +770,8 @@ bool deterministic_backward(const char* op) {
 }
 
 }  // namespace
+
+void force_deterministic_attention_backward(bool on) { g_force_deterministic_backward.store(on); }
 
 bool try_cudnn_attention_forward(const AttentionShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
                                  const Tensor& cu_seqlens, Tensor& out, Tensor& lse) {

@@ -39,6 +39,10 @@ bool try_cudnn_attention_backward(const AttentionShape& s, const Tensor& dout, c
                                   const Tensor& v, const Tensor& out, const Tensor& lse, const Tensor& cu_seqlens,
                                   Tensor& dq, Tensor& dk, Tensor& dv);
 
+// ops::enable_full_determinism (--full_determinism): the deterministic backward whatever SWIFT_CUDNN_ATTENTION_BWD
+// says (on for the rest of the process; false returns to the variable's choice, for tests).
+void force_deterministic_attention_backward(bool on);
+
 // Which implementation ran (counted per process, for tests and benchmarks) and why cuDNN last declined a call.
 struct AttentionPathCounts {
   int64_t cudnn_forward = 0, cudnn_backward = 0, flash2_forward = 0, flash2_backward = 0;
