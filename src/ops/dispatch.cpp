@@ -163,9 +163,21 @@ void rope_qkv(Tensor& packed, Tensor& q, Tensor& k, Tensor& v, const Tensor& pos
   } else {
     require_writable("rope_qkv", {&q, &k, &v});
   }
-  dispatch("rope_qkv", detail::check_rope_qkv(packed, q, k, v, positions, freqs),
-           [&] { cpu::rope_qkv(packed, q, k, v, positions, freqs, backward); },
-           [&] { cuda::rope_qkv(packed, q, k, v, positions, freqs, backward); });
+  bool fused = false;  // CUDA: one launch where its kernel fits
+  dispatch("rope_qkv", detail::check_rope_qkv(packed, q, k, v, positions, freqs), [] {},
+           [&] { fused = cuda::try_rope_qkv(packed, q, k, v, positions, freqs, backward); });
+  if (fused) return;
+  // What rope_qkv is: two rope_columns and a copy_columns (the CPU, and CUDA where the fused kernel does not fit).
+  const int64_t d = 2 * static_cast<int64_t>(freqs.inv_freq.size()), nq = q.size(1), nkv = k.size(1);
+  if (backward) {
+    rope_columns(q, 0, packed, 0, nq / d, positions, freqs, true);
+    rope_columns(k, 0, packed, nq, nkv / d, positions, freqs, true);
+    copy_columns(v, 0, packed, nq + nkv, nkv);
+  } else {
+    rope_columns(packed, 0, q, 0, nq / d, positions, freqs, false);
+    rope_columns(packed, nq, k, 0, nkv / d, positions, freqs, false);
+    copy_columns(packed, nq + nkv, v, 0, nkv);
+  }
 }
 
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, float scale,

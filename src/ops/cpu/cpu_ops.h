@@ -25,9 +25,7 @@ void swiglu(const Tensor& gate, const Tensor& up, Tensor& out);
 void swap_outer_axes(const Tensor& x, Tensor& y);  // layout.cpp
 void copy_columns(const Tensor& x, int64_t x_col, Tensor& y, int64_t y_col, int64_t cols);  // layout.cpp
 void rope_columns(const Tensor& x, int64_t x_col, Tensor& y, int64_t y_col, int64_t heads, const Tensor& positions,
-                  const RopeFrequencies& freqs, bool backward);
-void rope_qkv(Tensor& packed, Tensor& q, Tensor& k, Tensor& v, const Tensor& positions, const RopeFrequencies& freqs,
-              bool backward);  // norm_rope.cpp  // norm_rope.cpp
+                  const RopeFrequencies& freqs, bool backward);  // norm_rope.cpp
 void embedding(const Tensor& table, const Tensor& ids, Tensor& out);
 void embedding_shard(const Tensor& table, const Tensor& ids, int64_t vocab_offset, Tensor& out);
 void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y, bool accumulate);

@@ -129,22 +129,6 @@ void rope_columns(const Tensor& x, int64_t x_col, Tensor& y, int64_t y_col, int6
               freqs, backward ? -1.0f : 1.0f);
 }
 
-// The composition rope_qkv is defined by: two rope_columns and a copy_columns.
-void rope_qkv(Tensor& packed, Tensor& q, Tensor& k, Tensor& v, const Tensor& positions, const RopeFrequencies& freqs,
-              bool backward) {
-  const int64_t d = 2 * static_cast<int64_t>(freqs.inv_freq.size());
-  const int64_t nq = q.size(1), nkv = k.size(1);
-  if (backward) {
-    cpu::rope_columns(q, 0, packed, 0, nq / d, positions, freqs, true);
-    cpu::rope_columns(k, 0, packed, nq, nkv / d, positions, freqs, true);
-    cpu::copy_columns(v, 0, packed, nq + nkv, nkv);
-  } else {
-    cpu::rope_columns(packed, 0, q, 0, nq / d, positions, freqs, false);
-    cpu::rope_columns(packed, nq, k, 0, nkv / d, positions, freqs, false);
-    cpu::copy_columns(packed, nq + nkv, v, 0, nkv);
-  }
-}
-
 // xhat = x * rstd (fp32, as the forward); g = dy * w;
 // dx = g * rstd + x * c with c = -rstd^3 * sum(g * x) / C (fp64 sum, c rounded once); dweight += sum_r dy * xhat.
 void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd, Tensor& dx,

@@ -53,8 +53,10 @@ void swap_outer_axes(const Tensor& x, Tensor& y);
 void copy_columns(const Tensor& x, int64_t x_col, Tensor& y, int64_t y_col, int64_t cols);
 void rope_columns(const Tensor& x, int64_t x_col, Tensor& y, int64_t y_col, int64_t heads, const Tensor& positions,
                   const RopeFrequencies& freqs, bool backward);
-void rope_qkv(Tensor& packed, Tensor& q, Tensor& k, Tensor& v, const Tensor& positions, const RopeFrequencies& freqs,
-              bool backward);
+// rope_qkv in one launch where its kernel fits (half % 8 == 0, 16-byte aligned rows) and SWIFT_ROPE_QKV is on; false:
+// nothing launched (ops::rope_qkv then runs rope_columns twice and copy_columns).
+bool try_rope_qkv(Tensor& packed, Tensor& q, Tensor& k, Tensor& v, const Tensor& positions,
+                  const RopeFrequencies& freqs, bool backward);
 void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config, int64_t step);
 float grad_norm(std::span<const Tensor> grads);
 float clip_grad_norm(std::span<const Tensor> grads, double max_norm);

@@ -271,28 +271,20 @@ void rope_columns(const Tensor& x, int64_t x_col, Tensor& y, int64_t y_col, int6
                            stream_of(x)));
 }
 
-void rope_qkv(Tensor& packed, Tensor& q, Tensor& k, Tensor& v, const Tensor& positions, const RopeFrequencies& freqs,
-              bool backward) {
+bool try_rope_qkv(Tensor& packed, Tensor& q, Tensor& k, Tensor& v, const Tensor& positions,
+                  const RopeFrequencies& freqs, bool backward) {
   const int64_t half = static_cast<int64_t>(freqs.inv_freq.size()), d = 2 * half;
   const int64_t nq = q.size(1), nkv = k.size(1);
   const int dtype = code(packed.dtype());
   if (!rope_vec_switch().on() || !rope_qkv_switch().on() ||
       !rope_qkv_fits(packed.raw(), packed.size(1), q.raw(), k.raw(), v.raw(), dtype, nq / d, nkv / d, half)) {
-    if (backward) {  // three launches, the same bits
-      cuda::rope_columns(q, 0, packed, 0, nq / d, positions, freqs, true);
-      cuda::rope_columns(k, 0, packed, nq, nkv / d, positions, freqs, true);
-      cuda::copy_columns(v, 0, packed, nq + nkv, nkv);
-    } else {
-      cuda::rope_columns(packed, 0, q, 0, nq / d, positions, freqs, false);
-      cuda::rope_columns(packed, nq, k, 0, nkv / d, positions, freqs, false);
-      cuda::copy_columns(packed, nq + nkv, v, 0, nkv);
-    }
-    return;
+    return false;
   }
   const RopeParams params = rope_params("rope_qkv", packed, freqs, backward);
   check_launch("rope_qkv", launch_rope_qkv(packed.raw(), packed.size(1), q.raw(), k.raw(), v.raw(), dtype,
                                            positions.data<int32_t>(), packed.size(0), nq / d, nkv / d, half, backward,
                                            params, stream_of(packed)));
+  return true;
 }
 
 void rope(Tensor& x, const Tensor& positions, const RopeFrequencies& freqs) {
