@@ -148,8 +148,8 @@ Device check_add_lora_residual(const char* op, const Tensor& y, const Tensor& re
   return device;
 }
 
-Device check_copy_columns(const Tensor& x, int64_t x_col, const Tensor& y, int64_t y_col, int64_t cols) {
-  const char* op = "copy_columns";
+Device check_copy_columns(const Tensor& x, int64_t x_col, const Tensor& y, int64_t y_col, int64_t cols,
+                          const char* op) {
   require_defined(op, "x", x);
   require_defined(op, "y", y);
   require_rank(op, "x", x, 2, "(N, X)");
@@ -303,8 +303,7 @@ void require_nonnegative_positions(const char* op, const Tensor& positions) {
 }  // namespace
 
 Device check_rope_columns(const Tensor& x, int64_t x_col, const Tensor& y, int64_t y_col, int64_t heads,
-                          const Tensor& positions, const RopeFrequencies& freqs) {
-  const char* op = "rope_columns";
+                          const Tensor& positions, const RopeFrequencies& freqs, const char* op) {
   require_defined(op, "x", x);
   require_defined(op, "y", y);
   require_defined(op, "positions", positions);
@@ -341,14 +340,10 @@ Device check_rope_qkv(const Tensor& packed, const Tensor& q, const Tensor& k, co
     fail("{}: packed {} must be q {}, k {} and v {} side by side (k and v alike), each a whole number of heads of "
          "D = {}", op, desc(packed), desc(q), desc(k), desc(v), d);
   }
-  check_rope_columns(packed, 0, q, 0, nq / d, positions, freqs);
-  check_rope_columns(packed, nq, k, 0, nkv / d, positions, freqs);
-  check_copy_columns(packed, nq + nkv, v, 0, nkv);
-  for (const Tensor* t : {&q, &k, &v}) {
-    if (t->dtype() != packed.dtype() || t->size(0) != packed.size(0)) {
-      fail("{}: {} must have packed {}'s rows and dtype", op, desc(*t), desc(packed));
-    }
-  }
+  // Rows, dtypes, positions, overlaps with packed and devices, per block (x: packed, y: q / k / v).
+  check_rope_columns(packed, 0, q, 0, nq / d, positions, freqs, op);
+  check_rope_columns(packed, nq, k, 0, nkv / d, positions, freqs, op);
+  check_copy_columns(packed, nq + nkv, v, 0, nkv, op);
   if (overlaps(q, k) || overlaps(q, v) || overlaps(k, v)) {
     fail("{}: q {}, k {} and v {} must be separate buffers", op, desc(q), desc(k), desc(v));
   }

@@ -50,7 +50,9 @@ Device check_swiglu_lora(const char* op, const Tensor& gate, const Tensor& up, c
 Device check_swiglu(const Tensor& gate, const Tensor& up, const Tensor& out);
 Device check_add_lora_residual(const char* op, const Tensor& y, const Tensor& residual, const Tensor& xa,
                                const Tensor& b);
-Device check_copy_columns(const Tensor& x, int64_t x_col, const Tensor& y, int64_t y_col, int64_t cols);
+// op: the name errors carry (rope_qkv checks its blocks through these two).
+Device check_copy_columns(const Tensor& x, int64_t x_col, const Tensor& y, int64_t y_col, int64_t cols,
+                          const char* op = "copy_columns");
 Device check_swap_outer_axes(const Tensor& x, const Tensor& y);
 // vocab_offset >= 0: embedding_shard (ids >= 0, those outside the table's rows are another rank's); -1: embedding.
 Device check_embedding(const Tensor& table, const Tensor& ids, const Tensor& out, int64_t vocab_offset = -1);
@@ -61,7 +63,7 @@ Device check_gemm(bool trans_a, bool trans_b, const Tensor& a, const Tensor& b, 
 Device check_rmsnorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y, const Tensor& rstd);
 Device check_rope(const Tensor& x, const Tensor& positions, const RopeFrequencies& freqs);
 Device check_rope_columns(const Tensor& x, int64_t x_col, const Tensor& y, int64_t y_col, int64_t heads,
-                          const Tensor& positions, const RopeFrequencies& freqs);
+                          const Tensor& positions, const RopeFrequencies& freqs, const char* op = "rope_columns");
 Device check_rope_qkv(const Tensor& packed, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& positions,
                       const RopeFrequencies& freqs);
 Device check_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, float scale,

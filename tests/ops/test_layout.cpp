@@ -177,6 +177,11 @@ TEST(RopeQkv, IsTwoRopeColumnsAndACopy) {
   Tensor wide_v = Tensor::zeros({T, nkv + D}, DType::F32), odd_q = Tensor::zeros({T, nq - 1}, DType::F32);
   EXPECT_TRUE(throws_error([&] { ops::rope_qkv(packed, q, k, wide_v, positions, f, false); }, {"rope_qkv", "side by side"}));
   EXPECT_TRUE(throws_error([&] { ops::rope_qkv(packed, odd_q, k, v, positions, f, false); }, {"rope_qkv", "heads of"}));
+  const Tensor negative = Tensor::from_i32({T}, std::vector<int32_t>(static_cast<size_t>(T), -1));
+  EXPECT_TRUE(throws_error([&] { ops::rope_qkv(packed, q, k, v, negative, f, false); },
+                           {"rope_qkv", "position -1 at token 0 is negative"}));
+  Tensor q16 = Tensor::zeros({T, nq}, DType::BF16);
+  EXPECT_TRUE(throws_error([&] { ops::rope_qkv(packed, q16, k, v, positions, f, false); }, {"rope_qkv", "must be F32"}));
 }
 
 }  // namespace
