@@ -16,8 +16,8 @@
 //
 // Invariants: prints exactly one JSON line (fields as the peer's) on success; the FLOP count is the peer's
 // formula (forward FLOPs per token x2 for LoRA, x3 for full); times are medians of the timed steps, each step
-// ending with a host read of one row of the first parameter (a device synchronisation; until session 12 the
-// gradient norm of its gradient, a pass the trainer does not make).
+// ending with a host read of one row of the first parameter (a device synchronisation; PERFORMANCE runs before 15
+// read the gradient norm of its gradient instead, a pass the trainer does not make).
 // Data parallel (NPROC_PER_NODE=N, the launcher of `swift`, dist/launcher.h): rank r runs on cuda:LOCAL_RANK
 // (NCCL) or the CPU (shared-memory process group), every rank times the same per-device shape (weak scaling)
 // on its own random batches (seed step * N + r + 1: rank 0 of one process draws what the single-process run
@@ -249,8 +249,9 @@ int main(int argc, char** argv) {
       } else {
         optimizer->step(1e-4, clip_scale);
       }
-      if (!zero_grad_first && no_defer_zero_grad) trainable.zero_grad();
-      if (!zero_grad_first && !no_defer_zero_grad) trainable.defer_zero_grad();  // as the trainer, for the next step
+      if (!zero_grad_first) {  // as the trainer: queued behind the update, for the next step
+        no_defer_zero_grad ? trainable.zero_grad() : trainable.defer_zero_grad();
+      }
       (void)params[0].value.slice_rows(0, 1).to(Device::cpu());  // sync after the update (a small read: the trainer
                                                                   // has no such pass over a gradient)
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
