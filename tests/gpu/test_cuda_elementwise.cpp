@@ -299,7 +299,7 @@ TEST(OpsCudaElementwise, EmbeddingBackwardIsDeterministicAndMatchesCpu) {
 
 // ---- rmsnorm ----------------------------------------------------------------------------------------------------
 // C % 8 == 0 past 1024 (up to 8192) takes the register-resident kernels (1, 2 or 4 groups of 8 per thread); 8200 and
-// the odd widths the strided ones; the backward of 256 <= C <= 1024 with C % 8 == 0 the narrow one-pass kernel (its
+// the odd widths the strided ones; 256 <= C <= 1024 with C % 8 == 0 the narrow warp-per-row kernels (the backward's
 // dweight chunks of 32 rows: 130 rows make five, the last partial), or with set_rmsnorm_narrow(false) the strided.
 const std::vector<Shape> kNormShapes = {{1, 1},     {5, 7},    {37, 128},  {19, 1000}, {7, 1025},
                                         {3, 4099},  {300, 2048}, {33, 3584}, {17, 2056}, {9, 4104},
@@ -318,6 +318,7 @@ void for_narrow_and_strided(Body&& body) {
 
 TEST(OpsCudaElementwise, RmsnormMatchesReference) {
   ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
+  for_narrow_and_strided([] {
   uint32_t seed = 500;
   for (DType act : kActs) {
     for (DType wdt : {DType::F32, DType::BF16, DType::F16}) {
@@ -341,6 +342,7 @@ TEST(OpsCudaElementwise, RmsnormMatchesReference) {
       }
     }
   }
+  });
 }
 
 TEST(OpsCudaElementwise, RmsnormBackwardMatchesReference) {

@@ -98,8 +98,8 @@ TEST(OpsCudaF16, MapKernelsAndDropoutMatchReference) {
 
 TEST(OpsCudaF16, RmsnormMatchesReference) {
   ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
-  // c <= 1024 takes the warp-per-row kernel, larger c the block-per-row kernel.
-  for (auto [n, c] : {std::pair<int64_t, int64_t>{5, 33}, {3, 1025}, {17, 4096}}) {
+  // c <= 1024 takes the warp-per-row kernels (896: the narrow one), larger c the block-per-row kernels.
+  for (auto [n, c] : {std::pair<int64_t, int64_t>{5, 33}, {11, 896}, {3, 1025}, {17, 4096}}) {
     SCOPED_TRACE("n=" + std::to_string(n) + " c=" + std::to_string(c));
     const Tensor x = f16_rounded(random_tensor({n, c}, DType::F32, 21, -4.0f, 4.0f));
     const Tensor w = random_tensor({c}, DType::F32, 22, 0.5f, 1.5f);
@@ -107,7 +107,7 @@ TEST(OpsCudaF16, RmsnormMatchesReference) {
     ops::ref::rmsnorm(x, w, 1e-6f, ref, ref_rstd);
     const Tensor dx = x.to_dtype(DType::F16).to(Device::cuda()), dw = w.to(Device::cuda());
     Tensor y = Tensor::zeros({n, c}, DType::F16, Device::cuda()), rstd = Tensor::zeros({n}, DType::F32, Device::cuda());
-    ASSERT_EQ(ops::cuda::launch_rmsnorm(dx.raw(), dw.raw(), 0, y.raw(), rstd.data<float>(), 2, n, c, 1e-6f,
+    ASSERT_EQ(ops::cuda::launch_rmsnorm(dx.raw(), dw.raw(), 0, y.raw(), rstd.data<float>(), 2, n, c, 1e-6f, true,
                                         device_stream()),
               cudaSuccess);
     expect_within_f16_rounding(host_f32(y), ref, "rmsnorm y");

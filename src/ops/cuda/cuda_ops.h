@@ -91,8 +91,9 @@ void set_lora_b_first(bool on);
 bool lora_dy_fused();
 void set_lora_dy_fused(bool on);
 
-// SWIFT_RMSNORM_NARROW (default on): the backward of rows of 256 <= C <= 1024 takes rmsnorm.cu's one-pass warp-per-row
-// kernel; 0 keeps the strided kernels (A/B). set_rmsnorm_narrow overrides it for the process (tests).
+// SWIFT_RMSNORM_NARROW (default on): the forward and the backward of rows of 256 <= C <= 1024 take rmsnorm.cu's
+// warp-per-row kernels with 16-byte accesses (the backward's in one pass); 0 keeps the strided kernels (A/B).
+// set_rmsnorm_narrow overrides it for the process (tests).
 void set_rmsnorm_narrow(bool on);
 
 // SWIFT_ROPE_VEC (default on): rope / rope_backward / rope_columns rotate groups of 8 pairs with 16-byte accesses,

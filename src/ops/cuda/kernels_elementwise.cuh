@@ -92,8 +92,10 @@ cudaError_t launch_embedding_backward(const void* dout, int dtype, const int32_t
 
 // ---- rmsnorm (rmsnorm.cu) and rope (embedding_rope.cu) ---------------------------------------------------------
 // y = weight * (x * rstd), rstd = 1 / sqrt(float(sum(double(x^2)) / c) + eps).   x, y: (n, c); rstd: (n) or null.
+// narrow_kernels: rows of 256 <= C <= 1024 (C % 8 == 0, 16-byte aligned) take a warp per row with 16-byte accesses
+// (another summation order than the strided kernel: rstd may differ in the last bit).
 cudaError_t launch_rmsnorm(const void* x, const void* weight, int weight_dtype, void* y, float* rstd, int dtype,
-                           int64_t n, int64_t c, float eps, cudaStream_t stream);
+                           int64_t n, int64_t c, float eps, bool narrow_kernels, cudaStream_t stream);
 // dx = (dy * w) * rstd + x * coef (+= with accumulate_dx; dx may be dy without accumulate_dx), coef =
 // float(-rstd^3 * sum(double(dy * w) * x) / c); dweight (c) += sum over rows of dy * (x * rstd) in fp64,
 // per-row-chunk partials in scratch then a fixed-order reduction. dx or dweight may be null. narrow_kernels: rows of

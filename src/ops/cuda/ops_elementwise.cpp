@@ -217,7 +217,7 @@ void set_rope_qkv_fused(bool on) { rope_qkv_switch().set(on); }
 void rmsnorm(const Tensor& x, const Tensor& weight, float eps, Tensor& y, Tensor& rstd) {
   check_launch("rmsnorm", launch_rmsnorm(x.raw(), weight.raw(), code(weight.dtype()), y.raw(),
                                          rstd.defined() ? rstd.data<float>() : nullptr, code(x.dtype()), x.size(0),
-                                         x.size(1), eps, stream_of(x)));
+                                         x.size(1), eps, rmsnorm_narrow_switch().on(), stream_of(x)));
 }
 
 void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd, Tensor& dx,
