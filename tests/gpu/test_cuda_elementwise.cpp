@@ -750,6 +750,17 @@ TEST(OpsCudaElementwise, GradNormAndClipMatchCpu) {
       }
     }
   }
+  // A tensor whose data starts off 16-byte alignment (a view from element 1) takes scalar loads in the same order:
+  // the bits of an aligned copy of the same elements.
+  {
+    const Tensor whole = random_tensor({40001}, DType::F32, 2500, -0.5f, 0.5f);
+    const Tensor whole_dev = whole.to(Device::cuda());
+    std::vector<Tensor> cpu = {whole.slice_rows(1, 40001)};
+    std::vector<Tensor> off = {whole_dev.slice_rows(1, 40001)};
+    std::vector<Tensor> aligned = {cpu[0].to(Device::cuda())};
+    EXPECT_EQ(ops::grad_norm(off), ops::grad_norm(aligned));
+    EXPECT_LE(ulp_distance(ops::grad_norm(off), ops::grad_norm(cpu)), 1);
+  }
   // Empty list and all-empty tensors: 0.
   std::vector<Tensor> empty_dev = {Tensor::zeros({0}, DType::F32, Device::cuda())};
   EXPECT_EQ(ops::grad_norm(empty_dev), 0.0f);

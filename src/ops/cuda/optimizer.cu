@@ -8,9 +8,10 @@
 //    ops/cpu/optimizer.cpp (decay multiply first, lerp as one fma, addcmul as one fma, IEEE sqrt and division), so
 //    param, exp_avg and exp_avg_sq equal the CPU kernel's bit for bit. A chunk whose tensors are 16-byte aligned is
 //    read and written 4 elements at a time (the same per-element arithmetic).
-//  - Sum of squares: each chunk is summed in fp64 by a fixed pattern (thread i takes elements i, i + 256, ... in
-//    order; warp shuffles; warp partials in order), then the chunk partials by one block in a fixed tree. The
-//    order depends only on the chunking (a function of the tensors' sizes), never on timing or the device.
+//  - Sum of squares: each chunk is summed in fp64 by a fixed pattern (thread i takes the groups of 4 elements i,
+//    i + 256, ... in order, 16-byte loads where the chunk is aligned; warp shuffles; warp partials in order), then the
+//    chunk partials by one block in a fixed tree. The order depends only on the chunking (a function of the tensors'
+//    sizes), never on alignment, timing or the device.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -131,13 +132,39 @@ __device__ __forceinline__ double block_sum(double v) {
   return total;
 }
 
+// Thread t takes the groups of 4 elements t, t + 256, ... of the chunk, each group's elements in order, loading 4 groups
+// at once (one float4 each when the chunk starts 16-byte aligned, else 4 scalars: the same order, the same sum).
 __global__ void sum_squares_kernel(const MultiTensorChunk* chunks, double* partials) {
+  constexpr int kGroupsAtOnce = 4;
   const MultiTensorChunk ch = chunks[blockIdx.x];
-  const float* g = ch.p[0];
+  const float* g = ch.p[0] + ch.begin;
+  const int64_t n = ch.end - ch.begin;
+  const bool vec = reinterpret_cast<uintptr_t>(g) % 16 == 0;
   double acc = 0.0;
-  for (int64_t i = ch.begin + threadIdx.x; i < ch.end; i += kThreads) {
-    const double v = g[i];
-    acc += v * v;
+  for (int64_t q0 = threadIdx.x; 4 * q0 < n; q0 += int64_t{kThreads} * kGroupsAtOnce) {
+    float v[kGroupsAtOnce][4];
+#pragma unroll
+    for (int u = 0; u < kGroupsAtOnce; ++u) {
+      const int64_t i = 4 * (q0 + int64_t{u} * kThreads);
+      if (vec && i + 4 <= n) {
+        const float4 f = *reinterpret_cast<const float4*>(g + i);
+        v[u][0] = f.x;
+        v[u][1] = f.y;
+        v[u][2] = f.z;
+        v[u][3] = f.w;
+      } else {
+#pragma unroll
+        for (int k = 0; k < 4; ++k) v[u][k] = i + k < n ? g[i + k] : 0.0f;  // past the end: +0 adds nothing
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kGroupsAtOnce; ++u) {
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const double x = v[u][k];
+        acc += x * x;
+      }
+    }
   }
   const double total = block_sum<kThreads>(acc);
   if (threadIdx.x == 0) partials[blockIdx.x] = total;
