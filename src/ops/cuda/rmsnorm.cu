@@ -299,18 +299,47 @@ __global__ void __launch_bounds__(kBlock) rmsnorm_narrow_kernel(const T* x, cons
   if (rstd != nullptr && lane == 0) rstd[row] = inv;
 }
 
+// 8 consecutive elements of T as loaded (16 bytes of a 16-bit type, 32 of F32), widened to fp32 on use.
+template <typename T>
+struct Raw8 {
+  uint4 a;
+};
+template <>
+struct Raw8<float> {
+  float4 a, b;
+};
+template <typename T>
+__device__ __forceinline__ Raw8<T> load_raw8(const T* p, int64_t i) {
+  if constexpr (sizeof(T) == 4) {
+    return Raw8<T>{*reinterpret_cast<const float4*>(p + i), *reinterpret_cast<const float4*>(p + i + 4)};
+  } else {
+    return Raw8<T>{*reinterpret_cast<const uint4*>(p + i)};
+  }
+}
+template <typename T>
+__device__ __forceinline__ void unpack8(const Raw8<T>& r, float (&v)[8]) {
+  if constexpr (sizeof(T) == 4) {
+    v[0] = r.a.x; v[1] = r.a.y; v[2] = r.a.z; v[3] = r.a.w; v[4] = r.b.x; v[5] = r.b.y; v[6] = r.b.z; v[7] = r.b.w;
+  } else {
+    load8_f32(reinterpret_cast<const T*>(&r.a), 0, v);  // the same widening as a load from memory
+  }
+}
+
 // The backward of narrow rows in one pass over dy and x: a block of kNarrowWarps warps takes one dweight chunk of
 // `rows` rows (narrow_rows_per_chunk(n)), warp w its rows w, w + kNarrowWarps, ... in order. Per row as rmsnorm_dx_*; with
 // partials, each warp also adds dy * (x * rstd) of its rows into fp64 column sums in shared memory (laid out
 // [warp][group][element][lane]: consecutive lanes, consecutive doubles), and the block then writes the chunk's
 // partial column sums (warps added in order: fixed, deterministic). dx may be null (dweight only), partials null
 // (dx only). Every element is read before the same thread writes it: dx may be dy without accumulate.
+// Software-pipelined: while a warp works on a row it already has the next row's dy, x and rstd in flight, and it
+// loads the row's old dx (accumulate) before its sums; the values are kept as loaded (16 bytes per group of 8) and
+// widened on each use. (Each warp walks its rows one after the other, and with 32-row chunks every warp of the grid is
+// resident at once: without the prefetch each row waited for its loads twice; 0.056 -> 0.051 ms for 16,384 x 896 BF16
+// with dx accumulated, the same bits.)
 template <typename T, typename W, bool kPartials>
-__global__ void __launch_bounds__(kNarrowThreads) rmsnorm_backward_narrow_kernel(const T* dy, const T* x,
-                                                                                 const W* weight, const float* rstd,
-                                                                                 T* dx, double* partials, int64_t n,
-                                                                                 int64_t c, int64_t rows,
-                                                                                 bool accumulate) {
+__global__ void __launch_bounds__(kNarrowThreads) rmsnorm_backward_narrow_kernel(
+    const T* dy, const T* x, const W* weight, const float* rstd, T* dx, double* partials, int64_t n, int64_t c,
+    int64_t rows, bool accumulate) {
   __shared__ double column_sums[kPartials ? kNarrowWarps * kNarrowVecs * 8 * 32 : 1];  // 32 KiB with partials
   __shared__ float w_s[1024];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -322,36 +351,60 @@ __global__ void __launch_bounds__(kNarrowThreads) rmsnorm_backward_narrow_kernel
   __syncthreads();
   const int64_t r0 = blockIdx.x * rows;
   const int64_t r1 = r0 + rows < n ? r0 + rows : n;
+  Raw8<T> g_next[kNarrowVecs], v_next[kNarrowVecs];
+  float inv_next = 0.0f;
+  auto fetch = [&](int64_t row) {
+#pragma unroll
+    for (int i = 0; i < kNarrowVecs; ++i) {
+      const int64_t j = (int64_t{i} * 32 + lane) * 8;
+      if (j < c) {
+        g_next[i] = load_raw8(dy + row * c, j);
+        v_next[i] = load_raw8(x + row * c, j);
+      }
+    }
+    inv_next = rstd[row];
+  };
+  if (r0 + warp < r1) fetch(r0 + warp);
   for (int64_t row = r0 + warp; row < r1; row += kNarrowWarps) {
-    const T* gr = dy + row * c;
-    const T* xr = x + row * c;
-    float g[kNarrowVecs][8], v[kNarrowVecs][8];
+    Raw8<T> g_raw[kNarrowVecs], v_raw[kNarrowVecs], old_raw[kNarrowVecs];
+#pragma unroll
+    for (int i = 0; i < kNarrowVecs; ++i) {
+      g_raw[i] = g_next[i];
+      v_raw[i] = v_next[i];
+    }
+    const float inv = inv_next;
+    T* out = dx != nullptr ? dx + row * c : nullptr;
+    if (dx != nullptr && accumulate) {
+#pragma unroll
+      for (int i = 0; i < kNarrowVecs; ++i) {
+        const int64_t j = (int64_t{i} * 32 + lane) * 8;
+        if (j < c) old_raw[i] = load_raw8(out, j);
+      }
+    }
+    if (row + kNarrowWarps < r1) fetch(row + kNarrowWarps);
     double sum = 0.0;
 #pragma unroll
     for (int i = 0; i < kNarrowVecs; ++i) {
       const int64_t j = (int64_t{i} * 32 + lane) * 8;
       if (j < c) {
-        load8_f32(gr, j, g[i]);
-        load8_f32(xr, j, v[i]);
-      }
-    }
+        float g[8], v[8];
+        unpack8(g_raw[i], g);
+        unpack8(v_raw[i], v);
 #pragma unroll
-    for (int i = 0; i < kNarrowVecs; ++i) {
-      const int64_t j = (int64_t{i} * 32 + lane) * 8;
-      if (j < c) {
-#pragma unroll
-        for (int e = 0; e < 8; ++e) sum += static_cast<double>(__fmul_rn(g[i][e], w_s[j + e])) * v[i][e];
+        for (int e = 0; e < 8; ++e) sum += static_cast<double>(__fmul_rn(g[e], w_s[j + e])) * v[e];
       }
     }
     sum = warp_sum(sum);
-    const float inv = rstd[row];
     if constexpr (kPartials) {
 #pragma unroll
       for (int i = 0; i < kNarrowVecs; ++i) {
         if ((int64_t{i} * 32 + lane) * 8 < c) {
+          float g[8], v[8];
+          unpack8(g_raw[i], g);
+          unpack8(v_raw[i], v);
 #pragma unroll
           for (int e = 0; e < 8; ++e) {
-            sums[(i * 8 + e) * 32 + lane] += static_cast<double>(__fmul_rn(g[i][e], __fmul_rn(v[i][e], inv)));
+            sums[(i * 8 + e) * 32 + lane] += static_cast<double>(__fmul_rn(g[e], __fmul_rn(v[e], inv)));
           }
         }
       }
@@ -360,16 +413,17 @@ __global__ void __launch_bounds__(kNarrowThreads) rmsnorm_backward_narrow_kernel
     const double inv_d = inv;
     const float coef = static_cast<float>(__dmul_rn(__dmul_rn(__dmul_rn(__dmul_rn(-inv_d, inv_d), inv_d), sum),
                                                     1.0 / static_cast<double>(c)));
-    T* out = dx + row * c;
 #pragma unroll
     for (int i = 0; i < kNarrowVecs; ++i) {
       const int64_t j = (int64_t{i} * 32 + lane) * 8;
       if (j < c) {
-        float o[8], old[8];
-        if (accumulate) load8_f32(out, j, old);
+        float g[8], v[8], o[8], old[8];
+        unpack8(g_raw[i], g);
+        unpack8(v_raw[i], v);
+        if (accumulate) unpack8(old_raw[i], old);
 #pragma unroll
         for (int e = 0; e < 8; ++e) {
-          const float r = __fadd_rn(__fmul_rn(__fmul_rn(g[i][e], w_s[j + e]), inv), __fmul_rn(v[i][e], coef));
+          const float r = __fadd_rn(__fmul_rn(__fmul_rn(g[e], w_s[j + e]), inv), __fmul_rn(v[e], coef));
           o[e] = accumulate ? __fadd_rn(old[e], r) : r;
         }
         store8_f32(out, j, o);
