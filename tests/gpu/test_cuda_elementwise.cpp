@@ -525,15 +525,7 @@ TEST(OpsCudaElementwise, RopeQkvEqualsTwoRopeColumnsAndACopy) {
           ops::cuda::set_rope_qkv_fused(vectorized);
           ops::rope_qkv(packed, q, k, v, positions, freqs, backward);
           ops::cuda::set_rope_qkv_fused(true);
-          if (backward) {
-            ops::rope_columns(want_q, 0, want_packed, 0, hq, positions, freqs, true);
-            ops::rope_columns(want_k, 0, want_packed, nq, hkv, positions, freqs, true);
-            ops::copy_columns(want_v, 0, want_packed, nq + nkv, nkv);
-          } else {
-            ops::rope_columns(want_packed, 0, want_q, 0, hq, positions, freqs, false);
-            ops::rope_columns(want_packed, nq, want_k, 0, hkv, positions, freqs, false);
-            ops::copy_columns(want_packed, nq + nkv, want_v, 0, nkv);
-          }
+          rope_qkv_in_parts(want_packed, want_q, want_k, want_v, positions, freqs, backward);
           EXPECT_TRUE(bit_equal(packed.to(Device::cpu()), want_packed.to(Device::cpu()))) << "packed";
           EXPECT_TRUE(bit_equal(q.to(Device::cpu()), want_q.to(Device::cpu()))) << "q";
           EXPECT_TRUE(bit_equal(k.to(Device::cpu()), want_k.to(Device::cpu()))) << "k";

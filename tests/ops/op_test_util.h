@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "ops/ops.h"
 
 namespace swift::test {
 
@@ -167,6 +168,22 @@ template <typename Fn>
     return ::testing::AssertionFailure() << "threw a non-swift exception: " << e.what();
   }
   return ::testing::AssertionFailure() << "did not throw";
+}
+
+// What ops::rope_qkv is defined as, spelled out for its tests: q's and k's blocks roped and v's copied, out of the
+// packed rows (forward) or back into them (backward, q / k / v holding their gradients).
+inline void rope_qkv_in_parts(Tensor& packed, Tensor& q, Tensor& k, Tensor& v, const Tensor& positions,
+                              const ops::RopeFrequencies& freqs, bool backward) {
+  const int64_t d = 2 * static_cast<int64_t>(freqs.inv_freq.size()), nq = q.size(1), nkv = k.size(1);
+  if (backward) {
+    ops::rope_columns(q, 0, packed, 0, nq / d, positions, freqs, true);
+    ops::rope_columns(k, 0, packed, nq, nkv / d, positions, freqs, true);
+    ops::copy_columns(v, 0, packed, nq + nkv, nkv);
+  } else {
+    ops::rope_columns(packed, 0, q, 0, nq / d, positions, freqs, false);
+    ops::rope_columns(packed, nq, k, 0, nkv / d, positions, freqs, false);
+    ops::copy_columns(packed, nq + nkv, v, 0, nkv);
+  }
 }
 
 }  // namespace swift::test

@@ -159,15 +159,7 @@ TEST(RopeQkv, IsTwoRopeColumnsAndACopy) {
     Tensor v = random_tensor({T, nkv}, DType::F32, 14);
     Tensor want_packed = packed.clone(), want_q = q.clone(), want_k = k.clone(), want_v = v.clone();
     ops::rope_qkv(packed, q, k, v, positions, f, backward);
-    if (backward) {
-      ops::rope_columns(want_q, 0, want_packed, 0, hq, positions, f, true);
-      ops::rope_columns(want_k, 0, want_packed, nq, hkv, positions, f, true);
-      ops::copy_columns(want_v, 0, want_packed, nq + nkv, nkv);
-    } else {
-      ops::rope_columns(want_packed, 0, want_q, 0, hq, positions, f, false);
-      ops::rope_columns(want_packed, nq, want_k, 0, hkv, positions, f, false);
-      ops::copy_columns(want_packed, nq + nkv, want_v, 0, nkv);
-    }
+    rope_qkv_in_parts(want_packed, want_q, want_k, want_v, positions, f, backward);
     for (auto [got, want] : {std::pair{&packed, &want_packed}, {&q, &want_q}, {&k, &want_k}, {&v, &want_v}}) {
       ASSERT_EQ(std::memcmp(got->raw(), want->raw(), got->nbytes()), 0);
     }
