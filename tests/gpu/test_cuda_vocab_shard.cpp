@@ -12,6 +12,8 @@
 #ifdef SWIFT_WITH_CUDA
 #include <cstring>
 #include <random>
+
+#include <fmt/format.h>
 #include <string>
 #include <vector>
 
@@ -69,10 +71,14 @@ TEST(CudaVocabShard, CrossEntropyShardMatchesTheReference) {
     g_tag = std::string("cross_entropy_shard ") + dtype_name(act);
     const Input hidden = make_input({T, C}, act, 31, -2.0f, 2.0f);
     const Tensor labels_h = labels_for(T, V, 32), labels_d = labels_h.to(Device::cuda());
-    // A whole-vocabulary lse for the backward (any positive-ish values would do: the op takes it as given).
-    Tensor lse_h = Tensor::empty({T}, DType::F32);
-    for (int64_t t = 0; t < T; ++t) lse_h.data<float>()[t] = 7.0f + 0.01f * static_cast<float>(t % 13);
-    const Tensor lse_d = lse_h.to(Device::cuda());
+    // Whole-vocabulary lse values for the backward (the op takes them as given): near this shard's logits, and far
+    // above them (another shard holds a logit ~90: the one-pass gradient rescales such rows, E >= e^-52).
+    std::vector<Tensor> lse_hs;
+    for (float base : {7.0f, 90.0f}) {
+      Tensor lse_h = Tensor::empty({T}, DType::F32);
+      for (int64_t t = 0; t < T; ++t) lse_h.data<float>()[t] = base + 0.01f * static_cast<float>(t % 13);
+      lse_hs.push_back(lse_h);
+    }
     ops::CrossEntropyOptions opt;
     opt.device_workspace_bytes = 64 * 1024;  // several row chunks
     for (int r = 0; r < N; ++r) {
@@ -92,14 +98,18 @@ TEST(CudaVocabShard, CrossEntropyShardMatchesTheReference) {
         const Tensor arg_h = arg.to(Device::cpu());
         EXPECT_EQ(std::memcmp(arg_h.raw(), rarg.raw(), rarg.nbytes()), 0) << "argmax of shard " << r;
       }
-      Tensor dh_ref = Tensor::empty({T, C}, DType::F32), dw_ref = Tensor::zeros({range.count, C}, DType::F32);
-      ops::ref::cross_entropy_shard_backward(hidden.ref, head.ref, labels_h, range.first, lse_h, scale, dh_ref, dw_ref);
-      DeviceOut dh({T, C}, act), dw({range.count, C}, DType::F32);
-      dw.set(Tensor::zeros({range.count, C}, DType::F32));
-      ops::cross_entropy_shard_backward(hidden.dev, head.dev, labels_d, range.first, lse_d, scale, dh.tensor,
-                                        dw.tensor, opt);
-      expect_close(dh.fetch(), dh_ref, act == DType::F32 ? 1e-4 : 2e-2, "dhidden");
-      expect_close(dw.fetch(), dw_ref, act == DType::F32 ? 1e-4 : 1e-2, "dhead");
+      for (const Tensor& lse_h : lse_hs) {
+        SCOPED_TRACE(fmt::format("shard {} of {}, whole lse from {}", r, N, lse_h.data<float>()[0]));
+        Tensor dh_ref = Tensor::empty({T, C}, DType::F32), dw_ref = Tensor::zeros({range.count, C}, DType::F32);
+        ops::ref::cross_entropy_shard_backward(hidden.ref, head.ref, labels_h, range.first, lse_h, scale, dh_ref,
+                                               dw_ref);
+        DeviceOut dh({T, C}, act), dw({range.count, C}, DType::F32);
+        dw.set(Tensor::zeros({range.count, C}, DType::F32));
+        ops::cross_entropy_shard_backward(hidden.dev, head.dev, labels_d, range.first, lse_h.to(Device::cuda()), scale,
+                                          dh.tensor, dw.tensor, opt);
+        expect_close(dh.fetch(), dh_ref, act == DType::F32 ? 1e-4 : 2e-2, "dhidden");
+        expect_close(dw.fetch(), dw_ref, act == DType::F32 ? 1e-4 : 1e-2, "dhead");
+      }
     }
   }
 }

@@ -110,6 +110,10 @@ bool lora_x_mma();
 void set_lora_x_mma(bool on);
 
 // ---- LM head + cross-entropy (ops_cross_entropy.cpp) ----
+// SWIFT_CE_ONE_PASS (default on): the gradient calls read each fp32 logits row once (statistics and unnormalised
+// probabilities, the per-row factor applied by the products' operands); 0 keeps the statistics pass and the in-place
+// dz pass (A/B). set_ce_one_pass overrides it for the process (tests).
+void set_ce_one_pass(bool on);
 CrossEntropyStats cross_entropy(const Tensor& hidden, const Tensor& head, const Tensor& labels, float grad_scale,
                                 Tensor& dhidden, Tensor& dhead, const CrossEntropyOptions& options);
 void token_logprobs(const Tensor& hidden, const Tensor& head, const Tensor& labels, Tensor& logp,

@@ -34,9 +34,28 @@ cudaError_t launch_ce_row_stats(const float* logits, int64_t rows, int64_t cols,
 cudaError_t launch_ce_dlogits_in_place(float* logits, int64_t rows, int64_t cols, int64_t ld, const int32_t* labels,
                                        const float* lse, const float* coef, int dz_dtype, cudaStream_t stream);
 
-// out[positions[i], :] = acc[i, :] for i < count (converted to out's dtype).   acc: (count, c) F32; out: (T, c).
+// One read of each row for the gradients (instead of launch_ce_row_stats, then launch_ce_dlogits_in_place): the
+// statistics of launch_ce_row_stats (the same bits), and the row overwritten in place (a 16-bit P in the first half
+// of each fp32 row, as dz) with unnormalised probabilities P[i, j] = exp(z[i, j] - shift[i]), except
+// P[i, labels[i]] = expm1(z[i, labels[i]] - lse_dz[i]) / E[i]; row_e[i] = E[i] = exp(shift[i] - lse_dz[i]), where
+// lse_dz = whole_lse (a vocabulary shard: the whole vocabulary's lse) or, when whole_lse is null, the row's own lse.
+// Then dz[i, :] = coef[i] E[i] P[i, :] is launch_ce_dlogits_in_place's dz: the products read P and apply coef E per
+// row (launch_scatter_rows_f32, launch_ce_scale_rows). shift[i] is chosen in the pass (the first tile's largest
+// logit, moved up past later ones that exceed it by 40): every P <= e^40 and E >= e^-52 (fp32 and bf16 normal
+// range). Columns [cols, round_up(cols, 4)) of P are set to 0.
+cudaError_t launch_ce_one_pass(float* logits, int64_t rows, int64_t cols, int64_t ld, const int32_t* labels,
+                               const float* whole_lse, float* lse, float* label_logit, float* loss, int32_t* argmax,
+                               float* row_max, float* row_e, int p_dtype, cudaStream_t stream);
+// dst[i, :] = src[i, :] * row_e[i] * (coef[i] / coef_div) for i < count, rounded once to dtype (src and dst: (count,
+// c) of that dtype). The one-pass gradient's per-row factor moved onto the rows of H for dhead += P^T (E coef H).
+cudaError_t launch_ce_scale_rows(const void* src, int dtype, int64_t count, int64_t c, const float* row_e,
+                                 const float* coef, float coef_div, void* dst, cudaStream_t stream);
+
+// out[positions[i], :] = acc[i, :] (times row_e[i] * coef[i] when both are given) for i < count, converted to out's
+// dtype.   acc: (count, c) F32; out: (T, c).
 cudaError_t launch_scatter_rows_f32(const float* acc, const int32_t* positions, int64_t count, int64_t c, void* out,
-                                    int out_dtype, cudaStream_t stream);
+                                    int out_dtype, cudaStream_t stream, const float* row_e = nullptr,
+                                    const float* coef = nullptr);
 // logp[positions[i]] = label_logit[i] - lse[i].
 cudaError_t launch_ce_logp(const float* lse, const float* label_logit, const int32_t* positions, int64_t count,
                            float* logp, cudaStream_t stream);

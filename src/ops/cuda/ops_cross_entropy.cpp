@@ -8,12 +8,19 @@
 //    tokens (H_c: (R, C) in the activation dtype):
 //      1. logits (R, V) F32 = H_c W^T: one cuBLASLt product (fp32 accumulation), row stride ld = V rounded up to a
 //         multiple of 4 (16-byte rows for the kernels' float4 loads);
-//      2. one kernel, one block per row: lse, label logit, loss = lse - label logit (fp32), first argmax;
-//      3. (gradients) one kernel overwrites the logits with dz = coef * (softmax - onehot) in the activation dtype,
-//         in place (a 16-bit dz fills the first half of each fp32 row: row stride 2 ld);
-//      4. dhidden_c = dz W: one product, straight into dhidden's rows when no token is ignored and the head needs no
-//         per-piece conversion, else into an F32 accumulator scattered to the token rows (one rounding either way);
-//      5. dhead (F32) += dz^T H_c when dhead is defined.
+//      2. loss only: one kernel, one block per row: lse, label logit, loss = lse - label logit (fp32), first argmax;
+//      3. gradients: one kernel, one read of each row (launch_ce_one_pass): the same statistics (the same bits), and
+//         the row overwritten in place with unnormalised probabilities P = exp(z - shift) in the activation dtype (a
+//         16-bit P fills the first half of each fp32 row: row stride 2 ld), the label's entry holding the onehot, and
+//         a factor E per row such that dz = coef E P = coef (softmax - onehot);
+//      4. dhidden_c = dz W = coef E (P W): one product into an F32 accumulator, then coef E applied per row as it is
+//         scattered to the token rows (one rounding);
+//      5. dhead (F32) += dz^T H_c = P^T (coef E H_c): the rows of H_c scaled and rounded to the activation dtype
+//         (by coef / grad_scale, 1 for cross_entropy; grad_scale is the product's alpha), then one product.
+//    SWIFT_CE_ONE_PASS=0 (A/B) keeps the two-read form: step 2's kernel, then dz = coef (softmax - onehot) rounded
+//    in place (launch_ce_dlogits_in_place), then dhidden_c = dz W (straight into dhidden's rows when no token is
+//    ignored and the head is one piece) and dhead += dz^T H_c. The two differ in rounding only: dz is rounded once
+//    there; here P and the scaled H_c are (each relative 2^-9 in bf16), and the label's entry carries the onehot.
 //    Head-sized products per call: 1 for the loss, 2 with dhidden (LoRA: the head is frozen), 3 with dhead (full).
 //  - Logits are stored in fp32, not bf16: loss, lse and argmax are those of the fp32-accumulated product, as before
 //    and as the CPU reference up to fp32 rounding (bf16 logits would move each by up to 2^-9 relative, ~0.03 at
@@ -34,6 +41,7 @@
 //  - Everything runs on cuda::stream(device); host reads (labels in, stats out) go through Tensor::to, whose
 //    synchronous copies are ordered after the stream's work.
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <optional>
 #include <vector>
@@ -46,6 +54,7 @@
 #include "ops/cuda/kernels_cross_entropy.cuh"
 #include "ops/cuda/op_support.h"
 #include "ops/cuda/profile_events.h"
+#include "ops/env_switch.h"
 
 namespace swift::ops::cuda {
 
@@ -78,6 +87,11 @@ int64_t default_workspace_bytes(const char* op, bool with_head_gradient) {
   }();
   if (from_env > 0) return from_env;
   return with_head_gradient ? kDefaultWorkspaceBytesWithHeadGradient : kDefaultWorkspaceBytes;
+}
+
+EnvSwitch& one_pass_switch() {
+  static EnvSwitch sw("SWIFT_CE_ONE_PASS", true);
+  return sw;
 }
 
 // Splits `total` into the fewest chunks of at most `most` and returns the balanced chunk size.
@@ -247,7 +261,13 @@ CrossEntropyStats run_lm_head(const LmHeadJob& job) {
   const int64_t rows = balanced_chunk(tv, std::clamp<int64_t>(budget / (ld * 4), 1, tv));
   const int64_t ldz = ld * 4 / esize(act);  // dz row stride (elements of the activation dtype), in place
   HeadOperand head(op, job.head, act, budget);
-  const bool dhidden_direct = job.dhidden != nullptr && tv == t && head.single_piece();
+  const bool one_pass = grad && one_pass_switch().on();
+  const bool dhidden_direct = job.dhidden != nullptr && tv == t && head.single_piece() && !one_pass;
+  // One pass: E per row, and the rows of H_c scaled for dhead's product (coef / coef_div, coef_div its alpha).
+  Tensor row_e = one_pass ? workspace(tv, DType::F32, device) : Tensor();
+  Tensor h_scaled = one_pass && job.dhead != nullptr ? workspace(rows * c, act, device) : Tensor();
+  const float coef_div =
+      job.dlogp == nullptr && job.grad_scale != 0.0f && std::isfinite(job.grad_scale) ? job.grad_scale : 1.0f;
 
   Tensor logits = workspace(rows * ld, DType::F32, device);
   Tensor dh_acc = job.dhidden != nullptr && !dhidden_direct ? workspace(rows * c, DType::F32, device) : Tensor();
@@ -282,18 +302,28 @@ CrossEntropyStats run_lm_head(const LmHeadJob& job) {
       args.d_dtype = code(DType::F32);
       matmul(op, device, args);
     });
-    // 2. per-row statistics.
-    region.emplace("cross_entropy.row_stats", device);
-    check_launch(op, launch_ce_row_stats(logits.data<float>(), tc, vocab, ld, labels + t0, st_lse.data<float>() + t0,
-                                         st_label.data<float>() + t0, st_loss.data<float>() + t0,
-                                         st_arg.data<int32_t>() + t0,
-                                         st_max.defined() ? st_max.data<float>() + t0 : nullptr, s));
-    if (!grad) continue;
-    // 3. dz = coef (softmax - onehot), in place, activation dtype, row stride ldz.
-    region.emplace("cross_entropy.dlogits", device);
-    check_launch(op, launch_ce_dlogits_in_place(logits.data<float>(), tc, vocab, ld, labels + t0,
-                                                dz_lse.data<float>() + t0, coef.data<float>() + t0, code(act), s));
-    // 4. dhidden rows = dz W.
+    float* max_out = st_max.defined() ? st_max.data<float>() + t0 : nullptr;
+    if (one_pass) {
+      // 2-3. statistics and P (E per row), one read of the block.
+      region.emplace("cross_entropy.one_pass", device);
+      check_launch(op, launch_ce_one_pass(logits.data<float>(), tc, vocab, ld, labels + t0,
+                                          job.whole_lse != nullptr ? dz_lse.data<float>() + t0 : nullptr,
+                                          st_lse.data<float>() + t0, st_label.data<float>() + t0,
+                                          st_loss.data<float>() + t0, st_arg.data<int32_t>() + t0, max_out,
+                                          row_e.data<float>() + t0, code(act), s));
+    } else {
+      // 2. per-row statistics.
+      region.emplace("cross_entropy.row_stats", device);
+      check_launch(op, launch_ce_row_stats(logits.data<float>(), tc, vocab, ld, labels + t0, st_lse.data<float>() + t0,
+                                           st_label.data<float>() + t0, st_loss.data<float>() + t0,
+                                           st_arg.data<int32_t>() + t0, max_out, s));
+      if (!grad) continue;
+      // 3. dz = coef (softmax - onehot), in place, activation dtype, row stride ldz.
+      region.emplace("cross_entropy.dlogits", device);
+      check_launch(op, launch_ce_dlogits_in_place(logits.data<float>(), tc, vocab, ld, labels + t0,
+                                                  dz_lse.data<float>() + t0, coef.data<float>() + t0, code(act), s));
+    }
+    // 4. dhidden rows = dz W (one pass: coef E (P W), the factor applied as the rows are scattered).
     if (job.dhidden != nullptr) {
       region.emplace("cross_entropy.dhidden", device);
       void* out = dhidden_direct ? offset(job.dhidden->raw(), t0 * c, act) : dh_acc.raw();
@@ -316,12 +346,18 @@ CrossEntropyStats run_lm_head(const LmHeadJob& job) {
       });
       if (!dhidden_direct) {
         check_launch(op, launch_scatter_rows_f32(dh_acc.data<float>(), pos + t0, tc, c, job.dhidden->raw(),
-                                                 code(job.dhidden->dtype()), s));
+                                                 code(job.dhidden->dtype()), s,
+                                                 one_pass ? row_e.data<float>() + t0 : nullptr,
+                                                 one_pass ? coef.data<float>() + t0 : nullptr));
       }
     }
-    // 5. dhead (V, C) += dz^T H_c.
+    // 5. dhead (V, C) += dz^T H_c (one pass: coef_div P^T H_s, H_s = H_c scaled by E coef / coef_div).
     if (job.dhead != nullptr) {
       region.emplace("cross_entropy.dhead", device);
+      if (one_pass) {
+        check_launch(op, launch_ce_scale_rows(h_chunk, code(act), tc, c, row_e.data<float>() + t0,
+                                              coef.data<float>() + t0, coef_div, h_scaled.raw(), s));
+      }
       MatmulArgs args;
       args.trans_a = true;
       args.n = vocab;
@@ -329,12 +365,13 @@ CrossEntropyStats run_lm_head(const LmHeadJob& job) {
       args.k = tc;
       args.a = logits.raw();
       args.lda = ldz;
-      args.b = h_chunk;
+      args.b = one_pass ? h_scaled.raw() : h_chunk;
       args.ldb = c;
       args.ab_dtype = code(act);
       args.d = job.dhead->raw();
       args.ldd = c;
       args.d_dtype = code(DType::F32);
+      args.alpha = one_pass ? coef_div : 1.0f;
       args.beta = 1.0f;
       matmul(op, device, args);
     }
@@ -376,6 +413,8 @@ CrossEntropyStats run_lm_head(const LmHeadJob& job) {
 }
 
 }  // namespace
+
+void set_ce_one_pass(bool on) { one_pass_switch().set(on); }
 
 CrossEntropyStats cross_entropy(const Tensor& hidden, const Tensor& head, const Tensor& labels, float grad_scale,
                                 Tensor& dhidden, Tensor& dhead, const CrossEntropyOptions& options) {
