@@ -150,26 +150,42 @@ TEST(OpsCudaElementwise, AddAndSwigluMatchReference) {
   }
 }
 
-TEST(OpsCudaElementwise, UnalignedViewsTakeTheScalarPath) {
+// Views starting 1 element in (no 8/16-byte alignment: the scalar path) and, for 16-bit dtypes, 4 elements in (8-byte
+// but not 16-byte alignment: groups of 4 instead of 8): the same bits as the reference.
+TEST(OpsCudaElementwise, UnalignedViewsTakeTheNarrowerPaths) {
   ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
   for (DType act : kActs) {
-    SCOPED_TRACE(name(act));
-    const int64_t n = 1031;
-    const Tensor a = rounded(random_tensor({n + 1}, DType::F32, 7, -2.0f, 2.0f), act);
-    const Tensor b = rounded(random_tensor({n + 1}, DType::F32, 8, -2.0f, 2.0f), act);
-    const Tensor da = on_device(a, act), db = on_device(b, act);
-    const size_t elem = dtype_bytes(act, 1);
-    // Views starting one element in: no 8/16-byte alignment.
-    const Tensor va(da.storage(), elem, {n}, act), vb(db.storage(), elem, {n}, act);
-    DeviceOut out({n + 1}, act);
-    Tensor vo(out.tensor.storage(), out.tensor.byte_offset() + elem, {n}, act);
-    ops::add(va, vb, vo);
-    Tensor ref = Tensor::empty({n}, DType::F32);
-    ops::ref::add(Tensor(a.storage(), 4, {n}, DType::F32), Tensor(b.storage(), 4, {n}, DType::F32), ref);
-    Tensor got = out.host();
-    EXPECT_TRUE(std::isnan(got.item(0))) << "element before the view was written";
-    EXPECT_TRUE(bit_equal(Tensor(got.storage(), 4, {n}, DType::F32).clone(), rounded(ref, act)));
-    EXPECT_TRUE(out.guards_intact());
+    for (const int64_t skip : {int64_t{1}, int64_t{4}}) {
+      SCOPED_TRACE(std::string(name(act)) + " skip " + std::to_string(skip));
+      const int64_t n = 1031;
+      const Tensor a = rounded(random_tensor({n + skip}, DType::F32, 7, -2.0f, 2.0f), act);
+      const Tensor b = rounded(random_tensor({n + skip}, DType::F32, 8, -2.0f, 2.0f), act);
+      const Tensor da = on_device(a, act), db = on_device(b, act);
+      const size_t off = dtype_bytes(act, 1) * static_cast<size_t>(skip);
+      const Tensor va(da.storage(), off, {n}, act), vb(db.storage(), off, {n}, act);
+      DeviceOut out({n + skip}, act);
+      Tensor vo(out.tensor.storage(), out.tensor.byte_offset() + off, {n}, act);
+      ops::add(va, vb, vo);
+      const size_t off32 = 4 * static_cast<size_t>(skip);
+      Tensor ref = Tensor::empty({n}, DType::F32);
+      ops::ref::add(Tensor(a.storage(), off32, {n}, DType::F32), Tensor(b.storage(), off32, {n}, DType::F32), ref);
+      Tensor got = out.host();
+      for (int64_t i = 0; i < skip; ++i) EXPECT_TRUE(std::isnan(got.item(i))) << "element before the view was written";
+      EXPECT_TRUE(bit_equal(Tensor(got.storage(), off32, {n}, DType::F32).clone(), rounded(ref, act)));
+      EXPECT_TRUE(out.guards_intact());
+      // swiglu_backward on the same views (three inputs, two outputs): the bits of the call on aligned copies.
+      const Tensor aa = on_device(Tensor(a.storage(), off32, {n}, DType::F32).clone(), act);
+      const Tensor ab = on_device(Tensor(b.storage(), off32, {n}, DType::F32).clone(), act);
+      Tensor g1 = Tensor::empty({n}, act, Device::cuda()), u1 = Tensor::empty({n}, act, Device::cuda());
+      ops::swiglu_backward(aa, ab, aa, g1, u1);
+      DeviceOut g2({n + skip}, act), u2({n + skip}, act);
+      Tensor vg(g2.tensor.storage(), g2.tensor.byte_offset() + off, {n}, act);
+      Tensor vu(u2.tensor.storage(), u2.tensor.byte_offset() + off, {n}, act);
+      ops::swiglu_backward(va, vb, va, vg, vu);
+      const Tensor g2h = g2.host(), u2h = u2.host();
+      EXPECT_TRUE(bit_equal(Tensor(g2h.storage(), off32, {n}, DType::F32).clone(), host_f32(g1)));
+      EXPECT_TRUE(bit_equal(Tensor(u2h.storage(), off32, {n}, DType::F32).clone(), host_f32(u1)));
+    }
   }
 }
 
@@ -774,6 +790,28 @@ TEST(OpsCudaElementwise, ScaleGradientsMatchesCpu) {
     ops::scale_gradients(dev, factor);
     for (size_t i = 0; i < cpu.size(); ++i) EXPECT_TRUE(bit_equal(dev[i].to(Device::cpu()), cpu[i])) << factor << " " << i;
     EXPECT_FALSE(std::isfinite(ops::grad_norm(dev)));
+  }
+}
+
+// Opt-in timing (SWIFT_GPU_BENCH=1) of swiglu and swiglu_backward at the 0.5B's (16,384 x 4,864) and the 7B's
+// (8,192 x 18,944) MLP shapes, BF16: 16-byte aligned operands (groups of 8) and the same calls on views 4 elements in
+// (8-byte aligned: groups of 4, the kernels before groups of 8). A yardstick, not an assertion.
+TEST(OpsCudaElementwise, BenchSwiglu) {
+  if (std::getenv("SWIFT_GPU_BENCH") == nullptr) GTEST_SKIP() << "set SWIFT_GPU_BENCH=1 to time model-sized calls";
+  ASSERT_TRUE(have_device());
+  const Device d = Device::cuda();
+  for (const auto& [t, f] : {std::pair<int64_t, int64_t>{16384, 4864}, {8192, 18944}}) {
+    const int64_t n = t * f;
+    auto make = [&](uint32_t seed) { return on_device(random_tensor({n + 4}, DType::F32, seed, -3.0f, 3.0f), DType::BF16); };
+    Tensor bufs[5] = {make(1), make(2), make(3), make(4), make(5)};
+    for (const int64_t skip : {int64_t{0}, int64_t{4}}) {
+      Tensor v[5];
+      for (int k = 0; k < 5; ++k) v[k] = Tensor(bufs[k].storage(), static_cast<size_t>(2 * skip), {n}, DType::BF16);
+      const double fwd = time_ms([&] { ops::swiglu(v[0], v[1], v[2]); }, 20);
+      const double bwd = time_ms([&] { ops::swiglu_backward(v[0], v[1], v[2], v[3], v[4]); }, 20);
+      std::printf("swiglu %ld x %ld bf16, groups of %d: forward %.4f ms (%.2f TB/s), backward %.4f ms (%.2f TB/s)\n", t, f,
+                  skip == 0 ? 8 : 4, fwd, 3.0 * 2 * n / fwd * 1e-9, bwd, 5.0 * 2 * n / bwd * 1e-9);
+    }
   }
 }
 

@@ -2,10 +2,11 @@
 // activations).
 //
 // Invariants:
-//  - One thread handles a group of 4 consecutive elements (grid-stride over groups): with every pointer aligned
-//    to 4 elements the group is one 16-byte (F32) or 8-byte (BF16 / F16) load/store per tensor, else (and for the
-//    tail) element by element. All inputs of a group are loaded before any output is stored, by the same
-//    thread: outputs may be their inputs (ops.h's in-place rules).
+//  - One thread handles a group of consecutive elements (grid-stride over groups): 4 for F32, 8 for BF16 / F16 where
+//    every pointer is 16-byte aligned (one 16-byte load/store per tensor), else 4 for 16-bit with 8-byte alignment
+//    (8-byte accesses; dropout always takes groups of 4); otherwise (and for the tail) element by element. All inputs
+//    of a group are loaded before any output is stored, by the same thread: outputs may be their inputs (ops.h's
+//    in-place rules). The arithmetic per element does not depend on the grouping.
 //  - Arithmetic is fp32 with explicit __f*_rn intrinsics where the CPU kernels (and torch) round each operation,
 //    so nvcc's multiply-add contraction cannot change results. exp is expf (not the fast-math __expf).
 //  - Dropout: group g's 4 elements take the 4 draws of half g % 2 of philox block g / 2 (ops/philox.h: draw i is
@@ -75,24 +76,81 @@ __device__ __forceinline__ void store4(T* p, int64_t i, const float (&v)[4]) {
   }
 }
 
+// 8 consecutive 16-bit elements starting at i (16-byte aligned) as fp32.
+template <typename T>
+__device__ __forceinline__ void load8(const T* p, int64_t i, float (&v)[8]) {
+  static_assert(sizeof(T) == 2, "load8 takes 16-bit elements");
+  const uint4 q = *reinterpret_cast<const uint4*>(p + i);
+  const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    if constexpr (std::is_same_v<T, __half>) {
+      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&w[k]));
+      v[2 * k] = f.x;
+      v[2 * k + 1] = f.y;
+    } else {
+      v[2 * k] = __uint_as_float(w[k] << 16);
+      v[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
+    }
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ void store8(T* p, int64_t i, const float (&v)[8]) {
+  static_assert(sizeof(T) == 2, "store8 takes 16-bit elements");
+  auto bits = [](float f) {
+    if constexpr (std::is_same_v<T, __half>) {
+      return static_cast<uint32_t>(__half_as_ushort(__float2half_rn(f)));
+    } else {
+      return static_cast<uint32_t>(__bfloat16_as_ushort(__float2bfloat16_rn(f)));
+    }
+  };
+  uint4 q;
+  q.x = bits(v[0]) | (bits(v[1]) << 16);
+  q.y = bits(v[2]) | (bits(v[3]) << 16);
+  q.z = bits(v[4]) | (bits(v[5]) << 16);
+  q.w = bits(v[6]) | (bits(v[7]) << 16);
+  *reinterpret_cast<uint4*>(p + i) = q;
+}
+
+// kGroup consecutive elements at i (4: load4 / store4; 8: 16-bit load8 / store8).
+template <int kGroup, typename T>
+__device__ __forceinline__ void load_group(const T* p, int64_t i, float (&v)[kGroup]) {
+  if constexpr (kGroup == 8) {
+    load8(p, i, v);
+  } else {
+    load4(p, i, v);
+  }
+}
+template <int kGroup, typename T>
+__device__ __forceinline__ void store_group(T* p, int64_t i, const float (&v)[kGroup]) {
+  if constexpr (kGroup == 8) {
+    store8(p, i, v);
+  } else {
+    store4(p, i, v);
+  }
+}
+
 template <int kIn, int kOut>
 struct MapArgs {
   const void* in[kIn];
   void* out[kOut];
 };
 
-// out[k][i] = fn(in[0][i], ..., in[kIn-1][i]) for every i; Fn: void(const float (&)[kIn], float (&)[kOut]).
-template <typename T, int kIn, int kOut, typename Fn>
+// out[k][i] = fn(in[0][i], ..., in[kIn-1][i]) for every i; Fn: void(const float (&)[kIn], float (&)[kOut]). Each
+// thread takes groups of kGroup consecutive elements (vectorized: one 16-byte access per operand for F32 groups of 4
+// and 16-bit groups of 8, 8-byte for 16-bit groups of 4); the same arithmetic per element either way.
+template <typename T, int kGroup, int kIn, int kOut, typename Fn>
 __global__ void map_kernel(MapArgs<kIn, kOut> args, int64_t n, bool vectorized, Fn fn) {
-  const int64_t groups = (n + 3) / 4;
+  const int64_t groups = (n + kGroup - 1) / kGroup;
   for (int64_t g = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; g < groups; g += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t base = g * 4;
-    if (vectorized && base + 4 <= n) {
-      float x[kIn][4], y[kOut][4];
+    const int64_t base = g * kGroup;
+    if (vectorized && base + kGroup <= n) {
+      float x[kIn][kGroup], y[kOut][kGroup];
 #pragma unroll
-      for (int k = 0; k < kIn; ++k) load4(static_cast<const T*>(args.in[k]), base, x[k]);
+      for (int k = 0; k < kIn; ++k) load_group<kGroup>(static_cast<const T*>(args.in[k]), base, x[k]);
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
+      for (int e = 0; e < kGroup; ++e) {
         float xe[kIn], ye[kOut];
 #pragma unroll
         for (int k = 0; k < kIn; ++k) xe[k] = x[k][e];
@@ -101,9 +159,9 @@ __global__ void map_kernel(MapArgs<kIn, kOut> args, int64_t n, bool vectorized, 
         for (int k = 0; k < kOut; ++k) y[k][e] = ye[k];
       }
 #pragma unroll
-      for (int k = 0; k < kOut; ++k) store4(static_cast<T*>(args.out[k]), base, y[k]);
+      for (int k = 0; k < kOut; ++k) store_group<kGroup>(static_cast<T*>(args.out[k]), base, y[k]);
     } else {
-      for (int64_t i = base; i < n && i < base + 4; ++i) {
+      for (int64_t i = base; i < n && i < base + kGroup; ++i) {
         float xe[kIn], ye[kOut];
 #pragma unroll
         for (int k = 0; k < kIn; ++k) xe[k] = load_f32(static_cast<const T*>(args.in[k]), i);
@@ -117,8 +175,8 @@ __global__ void map_kernel(MapArgs<kIn, kOut> args, int64_t n, bool vectorized, 
 
 bool aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
-unsigned blocks_for(int64_t n) {
-  const int64_t groups = (n + 3) / 4;
+unsigned blocks_for(int64_t n, int group = 4) {
+  const int64_t groups = (n + group - 1) / group;
   const int64_t blocks = (groups + kThreads - 1) / kThreads;
   return static_cast<unsigned>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
 }
@@ -127,16 +185,28 @@ template <int kIn, int kOut, typename Fn>
 cudaError_t launch_map(const MapArgs<kIn, kOut>& args, int dtype, int64_t n, Fn fn, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   if (dtype < 0 || dtype > 2) return cudaErrorInvalidValue;
-  const size_t group_bytes = dtype == 0 ? 16 : 8;
-  bool vectorized = true;
-  for (int k = 0; k < kIn; ++k) vectorized = vectorized && aligned(args.in[k], group_bytes);
-  for (int k = 0; k < kOut; ++k) vectorized = vectorized && aligned(args.out[k], group_bytes);
+  auto all_aligned = [&](size_t bytes) {
+    bool ok = true;
+    for (int k = 0; k < kIn; ++k) ok = ok && aligned(args.in[k], bytes);
+    for (int k = 0; k < kOut; ++k) ok = ok && aligned(args.out[k], bytes);
+    return ok;
+  };
   if (dtype == 0) {
-    map_kernel<float><<<blocks_for(n), kThreads, 0, stream>>>(args, n, vectorized, fn);
-  } else if (dtype == 2) {
-    map_kernel<__half><<<blocks_for(n), kThreads, 0, stream>>>(args, n, vectorized, fn);
+    map_kernel<float, 4><<<blocks_for(n), kThreads, 0, stream>>>(args, n, all_aligned(16), fn);
+    return cudaGetLastError();
+  }
+  // 16-bit: groups of 8 (16-byte accesses) where every operand is 16-byte aligned, else of 4 (8-byte accesses).
+  const bool wide = all_aligned(16), vectorized = wide || all_aligned(8);
+  if (dtype == 2) {
+    if (wide) {
+      map_kernel<__half, 8><<<blocks_for(n, 8), kThreads, 0, stream>>>(args, n, true, fn);
+    } else {
+      map_kernel<__half, 4><<<blocks_for(n), kThreads, 0, stream>>>(args, n, vectorized, fn);
+    }
+  } else if (wide) {
+    map_kernel<__nv_bfloat16, 8><<<blocks_for(n, 8), kThreads, 0, stream>>>(args, n, true, fn);
   } else {
-    map_kernel<__nv_bfloat16><<<blocks_for(n), kThreads, 0, stream>>>(args, n, vectorized, fn);
+    map_kernel<__nv_bfloat16, 4><<<blocks_for(n), kThreads, 0, stream>>>(args, n, vectorized, fn);
   }
   return cudaGetLastError();
 }
