@@ -365,7 +365,8 @@ TEST(OpsCudaCrossEntropy, TimingRowKernels05BBlock) {
   auto time_ms = [&](auto&& launch) -> double {
     std::vector<float> ms;
     for (int i = 0; i < 6; ++i) {
-      EXPECT_EQ(cudaMemcpyAsync(logits.raw(), pristine.raw(), logits.nbytes(), cudaMemcpyDeviceToDevice, st), cudaSuccess);
+      EXPECT_EQ(cudaMemcpyAsync(logits.raw(), pristine.raw(), logits.nbytes(), cudaMemcpyDeviceToDevice, st),
+                cudaSuccess);
       EXPECT_EQ(cudaEventRecord(e0, st), cudaSuccess);
       EXPECT_EQ(launch(), cudaSuccess);
       EXPECT_EQ(cudaEventRecord(e1, st), cudaSuccess);

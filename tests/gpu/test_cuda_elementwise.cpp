@@ -799,18 +799,19 @@ TEST(OpsCudaElementwise, ScaleGradientsMatchesCpu) {
 TEST(OpsCudaElementwise, BenchSwiglu) {
   if (std::getenv("SWIFT_GPU_BENCH") == nullptr) GTEST_SKIP() << "set SWIFT_GPU_BENCH=1 to time model-sized calls";
   ASSERT_TRUE(have_device());
-  const Device d = Device::cuda();
   for (const auto& [t, f] : {std::pair<int64_t, int64_t>{16384, 4864}, {8192, 18944}}) {
     const int64_t n = t * f;
-    auto make = [&](uint32_t seed) { return on_device(random_tensor({n + 4}, DType::F32, seed, -3.0f, 3.0f), DType::BF16); };
+    auto make = [&](uint32_t seed) {
+      return on_device(random_tensor({n + 4}, DType::F32, seed, -3.0f, 3.0f), DType::BF16);
+    };
     Tensor bufs[5] = {make(1), make(2), make(3), make(4), make(5)};
     for (const int64_t skip : {int64_t{0}, int64_t{4}}) {
       Tensor v[5];
       for (int k = 0; k < 5; ++k) v[k] = Tensor(bufs[k].storage(), static_cast<size_t>(2 * skip), {n}, DType::BF16);
       const double fwd = time_ms([&] { ops::swiglu(v[0], v[1], v[2]); }, 20);
       const double bwd = time_ms([&] { ops::swiglu_backward(v[0], v[1], v[2], v[3], v[4]); }, 20);
-      std::printf("swiglu %ld x %ld bf16, groups of %d: forward %.4f ms (%.2f TB/s), backward %.4f ms (%.2f TB/s)\n", t, f,
-                  skip == 0 ? 8 : 4, fwd, 3.0 * 2 * n / fwd * 1e-9, bwd, 5.0 * 2 * n / bwd * 1e-9);
+      std::printf("swiglu %ld x %ld bf16, groups of %d: forward %.4f ms (%.2f TB/s), backward %.4f ms (%.2f TB/s)\n",
+                  t, f, skip == 0 ? 8 : 4, fwd, 3.0 * 2 * n / fwd * 1e-9, bwd, 5.0 * 2 * n / bwd * 1e-9);
     }
   }
 }

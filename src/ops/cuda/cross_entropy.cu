@@ -5,8 +5,8 @@
 //
 // Invariants:
 //  - Loads convert to fp32, all math in fp32 (expf/logf/expm1f, no fast-math intrinsics), stores round once
-//    (__float2bfloat16_rn / __float2half_rn), except the rare rescale of a row already written (a second rounding of
-//    values at most e^-40 of the row's largest).
+//    (__float2bfloat16_rn / __float2half_rn; kernels_elementwise.cuh's load_f32 / store_f32), except the rare rescale
+//    of a row already written (a second rounding of values at most e^-40 of the row's largest).
 //  - Deterministic: each output element has one writer and a fixed order of operations (per-thread sweeps in
 //    increasing column order, then a fixed reduction tree); the statistics of a row do not depend on whether the
 //    gradient pass writes it.
@@ -25,6 +25,7 @@
 #include <type_traits>
 
 #include "ops/cuda/kernels_cross_entropy.cuh"
+#include "ops/cuda/kernels_elementwise.cuh"  // load_f32 / store_f32
 
 namespace swift::ops::cuda {
 
@@ -98,17 +99,10 @@ __device__ __forceinline__ void merge_max(float& m, int32_t& arg, float om, int3
   }
 }
 
-__device__ __forceinline__ float load_f(const float* p, int64_t i) { return p[i]; }
-__device__ __forceinline__ float load_f(const __nv_bfloat16* p, int64_t i) { return __bfloat162float(p[i]); }
-__device__ __forceinline__ float load_f(const __half* p, int64_t i) { return __half2float(p[i]); }
-__device__ __forceinline__ void store_t(float* p, int64_t i, float v) { p[i] = v; }
-__device__ __forceinline__ void store_t(__nv_bfloat16* p, int64_t i, float v) { p[i] = __float2bfloat16_rn(v); }
-__device__ __forceinline__ void store_t(__half* p, int64_t i, float v) { p[i] = __float2half_rn(v); }
-
 // Multiplies elements [0, n) of a written row by r (the rare shift move); callers put a barrier after.
 template <typename T>
 __device__ void rescale_written(T* p, int64_t n, float r) {
-  for (int64_t e = threadIdx.x; e < n; e += kRowThreads) store_t(p, e, load_f(p, e) * r);
+  for (int64_t e = threadIdx.x; e < n; e += kRowThreads) store_f32(p, e, load_f32(p, e) * r);
 }
 
 template <typename T>
@@ -255,7 +249,7 @@ __global__ void __launch_bounds__(kRowThreads, kWrite ? 5 : 6)
     }
     if (threadIdx.x == 0) {
       row_e[row] = expf(shift - lse_dz);
-      if (label >= 0 && label < n) store_t(out, label, expm1f(label_value - lse_dz) * expf(lse_dz - shift));
+      if (label >= 0 && label < n) store_f32(out, label, expm1f(label_value - lse_dz) * expf(lse_dz - shift));
     }
   }
 }
@@ -305,7 +299,7 @@ __global__ void ce_scale_rows_kernel(const T* src, int64_t count, int64_t c, con
     const float f = row_e[i] * (coef[i] / coef_div);
     for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < c;
          e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-      store_t(dst, i * c + e, load_f(src, i * c + e) * f);
+      store_f32(dst, i * c + e, load_f32(src, i * c + e) * f);
     }
   }
 }

@@ -76,48 +76,11 @@ __device__ __forceinline__ void store4(T* p, int64_t i, const float (&v)[4]) {
   }
 }
 
-// 8 consecutive 16-bit elements starting at i (16-byte aligned) as fp32.
-template <typename T>
-__device__ __forceinline__ void load8(const T* p, int64_t i, float (&v)[8]) {
-  static_assert(sizeof(T) == 2, "load8 takes 16-bit elements");
-  const uint4 q = *reinterpret_cast<const uint4*>(p + i);
-  const uint32_t w[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    if constexpr (std::is_same_v<T, __half>) {
-      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&w[k]));
-      v[2 * k] = f.x;
-      v[2 * k + 1] = f.y;
-    } else {
-      v[2 * k] = __uint_as_float(w[k] << 16);
-      v[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
-    }
-  }
-}
-
-template <typename T>
-__device__ __forceinline__ void store8(T* p, int64_t i, const float (&v)[8]) {
-  static_assert(sizeof(T) == 2, "store8 takes 16-bit elements");
-  auto bits = [](float f) {
-    if constexpr (std::is_same_v<T, __half>) {
-      return static_cast<uint32_t>(__half_as_ushort(__float2half_rn(f)));
-    } else {
-      return static_cast<uint32_t>(__bfloat16_as_ushort(__float2bfloat16_rn(f)));
-    }
-  };
-  uint4 q;
-  q.x = bits(v[0]) | (bits(v[1]) << 16);
-  q.y = bits(v[2]) | (bits(v[3]) << 16);
-  q.z = bits(v[4]) | (bits(v[5]) << 16);
-  q.w = bits(v[6]) | (bits(v[7]) << 16);
-  *reinterpret_cast<uint4*>(p + i) = q;
-}
-
-// kGroup consecutive elements at i (4: load4 / store4; 8: 16-bit load8 / store8).
+// kGroup consecutive elements at i (4: load4 / store4; 8: load8_f32 / store8_f32 of kernels_elementwise.cuh).
 template <int kGroup, typename T>
 __device__ __forceinline__ void load_group(const T* p, int64_t i, float (&v)[kGroup]) {
   if constexpr (kGroup == 8) {
-    load8(p, i, v);
+    load8_f32(p, i, v);
   } else {
     load4(p, i, v);
   }
@@ -125,7 +88,7 @@ __device__ __forceinline__ void load_group(const T* p, int64_t i, float (&v)[kGr
 template <int kGroup, typename T>
 __device__ __forceinline__ void store_group(T* p, int64_t i, const float (&v)[kGroup]) {
   if constexpr (kGroup == 8) {
-    store8(p, i, v);
+    store8_f32(p, i, v);
   } else {
     store4(p, i, v);
   }

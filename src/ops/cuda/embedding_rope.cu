@@ -210,6 +210,18 @@ __device__ __forceinline__ void rotate8(const T* src, T* dst, int64_t half, cons
 constexpr int kRopeVecThreads = 256;
 constexpr int kRopeVecMaxTokens = 16;  // cos / sin of 16 tokens x 256 pairs: 32 KiB of shared memory
 
+// The block's tokens [t0, t0 + count) (t0 returned; per_block per block) and their cos / sin in cs / sn
+// (rope_table), visible to the whole block on return.
+__device__ __forceinline__ int64_t rope_block_tokens(const int32_t* positions, int64_t tokens, int per_block,
+                                                     int64_t half, const RopeParams& params, float* cs, float* sn,
+                                                     int64_t& count) {
+  const int64_t t0 = blockIdx.x * int64_t{per_block};
+  count = tokens - t0 < per_block ? tokens - t0 : per_block;
+  rope_table(positions, t0, count, half, params, cs, sn);
+  __syncthreads();
+  return t0;
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kRopeVecThreads) rope_vec_kernel(const T* in, int64_t in_stride, T* out,
                                                                    int64_t out_stride, const int32_t* positions,
@@ -217,10 +229,8 @@ __global__ void __launch_bounds__(kRopeVecThreads) rope_vec_kernel(const T* in, 
                                                                    int per_block, RopeParams params) {
   __shared__ float cs[kRopeVecMaxTokens * kRopeMaxHalf];
   __shared__ float sn[kRopeVecMaxTokens * kRopeMaxHalf];
-  const int64_t t0 = blockIdx.x * int64_t{per_block};
-  const int64_t count = tokens - t0 < per_block ? tokens - t0 : per_block;
-  rope_table(positions, t0, count, half, params, cs, sn);
-  __syncthreads();
+  int64_t count = 0;
+  const int64_t t0 = rope_block_tokens(positions, tokens, per_block, half, params, cs, sn, count);
   const int64_t groups = half / 8, per_token = heads * groups;
   for (int64_t k = threadIdx.x; k < count * per_token; k += kRopeVecThreads) {
     const int64_t tt = k / per_token, r = k - tt * per_token;
@@ -243,10 +253,8 @@ __global__ void __launch_bounds__(kRopeVecThreads) rope_qkv_vec_kernel(T* packed
                                                                        RopeParams params) {
   __shared__ float cs[kRopeVecMaxTokens * kRopeMaxHalf];
   __shared__ float sn[kRopeVecMaxTokens * kRopeMaxHalf];
-  const int64_t t0 = blockIdx.x * int64_t{per_block};
-  const int64_t count = tokens - t0 < per_block ? tokens - t0 : per_block;
-  rope_table(positions, t0, count, half, params, cs, sn);
-  __syncthreads();
+  int64_t count = 0;
+  const int64_t t0 = rope_block_tokens(positions, tokens, per_block, half, params, cs, sn, count);
   const int64_t groups = half / 8, d = 2 * half, nq = hq * d, nkv = hkv * d;
   const int64_t rotations = (hq + hkv) * groups, per_token = rotations + 2 * hkv * groups;
   for (int64_t u = threadIdx.x; u < count * per_token; u += kRopeVecThreads) {
