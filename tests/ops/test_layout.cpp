@@ -107,16 +107,24 @@ TEST(CopyColumns, CpuEqualsReferenceAndLeavesTheOtherColumns) {
   EXPECT_TRUE(throws_error([&] { ops::copy_columns(x, 0, x, 3, 3); }, {"copy_columns", "overlaps"}));
 }
 
+// The rope of the packed-layout tests: theta 10000, head dim d, tables for 64 positions; positions (t * step) % period.
+ops::RopeFrequencies packed_rope_frequencies(int64_t d) {
+  ops::RopeConfig config;
+  config.theta = 10000.0;
+  return ops::rope_frequencies(config, d, 64);
+}
+Tensor packed_rope_positions(int64_t tokens, int64_t step, int64_t period) {
+  std::vector<int32_t> pos(static_cast<size_t>(tokens));
+  for (int64_t t = 0; t < tokens; ++t) pos[static_cast<size_t>(t)] = static_cast<int32_t>((t * step) % period);
+  return Tensor::from_i32({tokens}, pos);
+}
+
 // rope_columns: q's and k's blocks of a packed (T, 4*D + 2*2*D ...) row rotated out of it, and rotated back into it
 // (backward): the same bits as copy_columns followed by rope / rope_backward in place; other columns untouched.
 TEST(RopeColumns, IsCopyThenRopeInPlace) {
   const int64_t T = 9, D = 6, hq = 4, hkv = 2, width = (hq + 2 * hkv) * D;
-  ops::RopeConfig config;
-  config.theta = 10000.0;
-  const ops::RopeFrequencies f = ops::rope_frequencies(config, D, 64);
-  std::vector<int32_t> pos(static_cast<size_t>(T));
-  for (int64_t t = 0; t < T; ++t) pos[static_cast<size_t>(t)] = static_cast<int32_t>((t * 7) % 11);
-  const Tensor positions = Tensor::from_i32({T}, pos);
+  const ops::RopeFrequencies f = packed_rope_frequencies(D);
+  const Tensor positions = packed_rope_positions(T, 7, 11);
   const Tensor packed = random_tensor({T, width}, DType::F32, 5);
   for (bool backward : {false, true}) {
     for (auto [col, heads] : {std::pair<int64_t, int64_t>{0, hq}, {hq * D, hkv}}) {
@@ -146,12 +154,8 @@ TEST(RopeColumns, IsCopyThenRopeInPlace) {
 // backward writes every column of the packed row from dq, dk (rotated back) and dv; bad layouts are named.
 TEST(RopeQkv, IsTwoRopeColumnsAndACopy) {
   const int64_t T = 7, D = 6, hq = 4, hkv = 2, nq = hq * D, nkv = hkv * D;
-  ops::RopeConfig config;
-  config.theta = 10000.0;
-  const ops::RopeFrequencies f = ops::rope_frequencies(config, D, 64);
-  std::vector<int32_t> pos(static_cast<size_t>(T));
-  for (int64_t t = 0; t < T; ++t) pos[static_cast<size_t>(t)] = static_cast<int32_t>((t * 5) % 9);
-  const Tensor positions = Tensor::from_i32({T}, pos);
+  const ops::RopeFrequencies f = packed_rope_frequencies(D);
+  const Tensor positions = packed_rope_positions(T, 5, 9);
   for (bool backward : {false, true}) {
     SCOPED_TRACE(backward ? "backward" : "forward");
     Tensor packed = random_tensor({T, nq + 2 * nkv}, DType::F32, 11);
