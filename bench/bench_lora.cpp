@@ -4,7 +4,8 @@
 //   build-gpu/bench/bench_lora [--tokens 8192] [--hidden 3584] [--kv 512] [--inter 18944] [--layers 28] [--r 8]
 //                              [--dropout 0.05] [--reps 10]
 // For each configuration and pass it prints ms per training step (the layer's 7 linears x layers) and the achieved
-// bandwidth (bytes the pass must move: xa and da read x; the rank updates read and write y / dx), and checks that
+// bandwidth (bytes the pass must move: xa and da read x; the rank updates read and write y / dx; the dy pass, r 8
+// only, reads dy), and checks that
 // every configuration's outputs equal bit for bit those of the first configuration that computes the pass with the
 // same kernel family (the summation order must not depend on the work shape; the tensor-core x passes and the
 // CUDA-core kernels sum in different orders, so each family has its own reference: "default" and "CUDA cores").
@@ -154,10 +155,11 @@ int main(int argc, char** argv) {
 
   std::printf("bench_lora: tokens %lld, r %d, dropout %.3f, BF16, %lld layers\n", static_cast<long long>(tokens), r, p,
               static_cast<long long>(layers));
-  std::printf("%-22s %-5s %10s %10s %10s %10s   (ms per step; GB/s)\n", "config", "pass", "xa", "b_update", "dx_update",
-              "da");
-  std::vector<std::vector<double>> totals(configs.size(), std::vector<double>(4, 0.0));
-  std::vector<double> bytes_total(4, 0.0);
+  std::printf("%-22s %-5s %10s %10s %10s %10s %10s   (ms per step; GB/s)\n", "config", "pass", "xa", "b_update",
+              "dx_update", "da", "dy");
+  constexpr int kPasses = 5;
+  std::vector<std::vector<double>> totals(configs.size(), std::vector<double>(kPasses, 0.0));
+  std::vector<double> bytes_total(kPasses, 0.0);
   bool all_equal = true;
   for (const Linear& L : linears) {
     const int64_t n = tokens, k = L.in, m = L.out;
@@ -177,8 +179,14 @@ int main(int argc, char** argv) {
     float* da = upload_f32(std::vector<float>(static_cast<size_t>(r * k), 0.0f));
     uint8_t* bits = nullptr;
     check(cudaMalloc(reinterpret_cast<void**>(&bits), static_cast<size_t>(n * (k / 8))), "cudaMalloc");
-    const double bytes[4] = {2.0 * n * k, 4.0 * n * m, 4.0 * n * k, 2.0 * n * k};
-    for (int pass = 0; pass < 4; ++pass) bytes_total[pass] += bytes[pass] * layers;
+    // The dy pass (r 8 only): g_out = dy b and db += scale dy^T xa, with dy = y0 and xa = g (inputs no pass writes).
+    const LoraDyWork dy_work = lora_dy_work(n, m, r);
+    float* g_out = upload_f32(std::vector<float>(static_cast<size_t>(n * r), 0.0f));
+    float* db = upload_f32(std::vector<float>(static_cast<size_t>(m * r), 0.0f));
+    float* part_g = upload_f32(std::vector<float>(static_cast<size_t>(std::max<int64_t>(dy_work.part_g_floats, 1)), 0.0f));
+    float* part_db = upload_f32(std::vector<float>(static_cast<size_t>(std::max<int64_t>(dy_work.part_db_floats, 1)), 0.0f));
+    const double bytes[kPasses] = {2.0 * n * k, 4.0 * n * m, 4.0 * n * k, 2.0 * n * k, 2.0 * n * m};
+    for (int pass = 0; pass < kPasses; ++pass) bytes_total[pass] += bytes[pass] * layers;
     // References per (pass, kernel family): xa (pass 0) and the B update reading its xa (pass 1) follow xa's
     // family, da (pass 3) da's; the dx update (pass 2) has one.
     const auto family = [&](const LoraKernelConfig& c, int pass) {
@@ -203,23 +211,32 @@ int main(int argc, char** argv) {
           case 2:
             return launch_lora_rank_update(dx, 1, g, a, false, n, k, r, 4.0f, seed, threshold, keep_scale,
                                            DropoutMap{}, bits_in, stream, cfg);
+          case 4:
+            if (r != 8) return cudaSuccess;
+            return launch_lora_dy(y0, 1, b, g, n, m, r, 4.0f, g_out, db, part_g, part_db, stream);
           default:
             return launch_lora_da(x, 1, g, n, k, r, 4.0f, seed, threshold, keep_scale, DropoutMap{}, bits_in, part, da,
                                   stream, cfg);
         }
       };
-      double ms[4];
-      for (int pass = 0; pass < 4; ++pass) {
+      double ms[kPasses];
+      for (int pass = 0; pass < kPasses; ++pass) {
         // Correctness first: one call from the same starting values, compared with its family's reference bits.
         check(cudaMemcpyAsync(y, y0, n * m * 2, cudaMemcpyDeviceToDevice, stream), "reset");
         check(cudaMemcpyAsync(dx, dx0, n * k * 2, cudaMemcpyDeviceToDevice, stream), "reset");
         check(cudaMemsetAsync(da, 0, r * k * 4, stream), "reset");
+        check(cudaMemsetAsync(db, 0, m * r * 4, stream), "reset");
         check(run(pass), configs[ci].name.c_str());
         check(cudaStreamSynchronize(stream), "sync");
         std::vector<uint8_t> out = pass == 0   ? download(xa, n * r * 4)
                                    : pass == 1 ? download(y, n * m * 2)
                                    : pass == 2 ? download(dx, n * k * 2)
-                                               : download(da, r * k * 4);
+                                   : pass == 3 ? download(da, r * k * 4)
+                                               : download(g_out, n * r * 4);
+        if (pass == 4) {
+          const std::vector<uint8_t> db_bytes = download(db, m * r * 4);
+          out.insert(out.end(), db_bytes.begin(), db_bytes.end());
+        }
         const auto key = std::make_pair(pass, family(cfg, pass));
         if (ref.count(key) == 0) {
           ref[key] = std::move(out);
@@ -242,24 +259,29 @@ int main(int argc, char** argv) {
         ms[pass] = runs[1];
         totals[ci][pass] += ms[pass] * layers;
       }
-      std::printf("%-22s %-5s %10.3f %10.3f %10.3f %10.3f   (%.0f %.0f %.0f %.0f)\n", configs[ci].name.c_str(), L.name,
-                  ms[0] * layers, ms[1] * layers, ms[2] * layers, ms[3] * layers, bytes[0] / ms[0] / 1e6,
-                  bytes[1] / ms[1] / 1e6, bytes[2] / ms[2] / 1e6, bytes[3] / ms[3] / 1e6);
+      std::printf("%-22s %-5s %10.3f %10.3f %10.3f %10.3f %10.3f   (%.0f %.0f %.0f %.0f %.0f)\n",
+                  configs[ci].name.c_str(), L.name, ms[0] * layers, ms[1] * layers, ms[2] * layers, ms[3] * layers,
+                  ms[4] * layers, bytes[0] / ms[0] / 1e6, bytes[1] / ms[1] / 1e6, bytes[2] / ms[2] / 1e6,
+                  bytes[3] / ms[3] / 1e6, bytes[4] / ms[4] / 1e6);
     }
     for (void* pp : {x, y, dx, y0, dx0, static_cast<void*>(a), static_cast<void*>(b), static_cast<void*>(g),
                      static_cast<void*>(xa), static_cast<void*>(part), static_cast<void*>(da),
-                     static_cast<void*>(bits)}) {
+                     static_cast<void*>(bits), static_cast<void*>(g_out), static_cast<void*>(db),
+                     static_cast<void*>(part_g), static_cast<void*>(part_db)}) {
       cudaFree(pp);
     }
   }
   std::printf("\nper training step (all linears x %lld layers), ms; GB/s over the step's bytes\n",
               static_cast<long long>(layers));
   for (size_t ci = 0; ci < configs.size(); ++ci) {
-    const double sum = totals[ci][0] + totals[ci][1] + totals[ci][2] + totals[ci][3];
-    std::printf("%-22s total %8.2f   xa %7.2f (%4.0f)  b %7.2f (%4.0f)  dx %7.2f (%4.0f)  da %7.2f (%4.0f)\n",
+    double sum = 0;
+    for (int pass = 0; pass < kPasses; ++pass) sum += totals[ci][pass];
+    std::printf("%-22s total %8.2f   xa %7.2f (%4.0f)  b %7.2f (%4.0f)  dx %7.2f (%4.0f)  da %7.2f (%4.0f)  dy %7.2f "
+                "(%4.0f)\n",
                 configs[ci].name.c_str(), sum, totals[ci][0], bytes_total[0] / totals[ci][0] / 1e6, totals[ci][1],
                 bytes_total[1] / totals[ci][1] / 1e6, totals[ci][2], bytes_total[2] / totals[ci][2] / 1e6,
-                totals[ci][3], bytes_total[3] / totals[ci][3] / 1e6);
+                totals[ci][3], bytes_total[3] / totals[ci][3] / 1e6, totals[ci][4],
+                bytes_total[4] / totals[ci][4] / 1e6);
   }
   std::printf("bit-identical within each kernel family: %s\n", all_equal ? "yes" : "NO");
   return all_equal ? 0 : 1;

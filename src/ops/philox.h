@@ -36,10 +36,17 @@ SWIFT_HOST_DEVICE inline PhiloxBlock philox4x32_10(PhiloxBlock counter, uint64_t
   uint32_t c0 = counter.w[0], c1 = counter.w[1], c2 = counter.w[2], c3 = counter.w[3];
   uint32_t k0 = static_cast<uint32_t>(key), k1 = static_cast<uint32_t>(key >> 32);
   for (int round = 0; round < 10; ++round) {
+#if defined(__CUDA_ARCH__)
+    // The same products as below; nvcc turns the 64-bit form into IMAD.WIDE plus a needless add per half (~20% more
+    // instructions per block), __umulhi and the low product into one IMAD.WIDE.
+    const uint32_t hi0 = __umulhi(kMul0, c0), lo0 = kMul0 * c0;
+    const uint32_t hi1 = __umulhi(kMul1, c2), lo1 = kMul1 * c2;
+#else
     const uint64_t p0 = static_cast<uint64_t>(kMul0) * c0;
     const uint64_t p1 = static_cast<uint64_t>(kMul1) * c2;
     const uint32_t hi0 = static_cast<uint32_t>(p0 >> 32), lo0 = static_cast<uint32_t>(p0);
     const uint32_t hi1 = static_cast<uint32_t>(p1 >> 32), lo1 = static_cast<uint32_t>(p1);
+#endif
     c0 = hi1 ^ c1 ^ k0;
     c1 = lo1;
     c2 = hi0 ^ c3 ^ k1;

@@ -15,7 +15,8 @@
 //    with g = dropout_index(map, row, col, k) (ops/philox.h: 16-bit draws, 8 per block; identity map:
 //    g = row * k + col), the same masks as the CPU. When g is a multiple of 8 (always with the identity map, since
 //    k % 8 == 0) the 8 draws are one whole block (4 columns at a multiple of 4: half a block); a mapped block starting
-//    elsewhere in the stream draws its elements one by one (PhiloxCursor).
+//    elsewhere in the stream draws its elements one by one (PhiloxCursor) on CUDA cores: the tensor-core passes
+//    draw whole blocks only (draws_block_aligned), and with such a map xa and da both take the CUDA-core kernels.
 //  - Math in fp32 with fp32 factors (PEFT runs the adapter in fp32); 16-bit outputs are rounded once.
 //  - Deterministic: every output has one writer and a summation order fixed by (n, k, r) alone (never by the GPU
 //    model or timing): xa sums its column splits in order, da its row slices in order.
@@ -33,6 +34,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <atomic>
 #include <type_traits>
 
 #include "ops/cuda/attention_common.cuh"
@@ -421,7 +423,8 @@ __device__ __forceinline__ void rank_update_group(const uint4 (&raw)[J][kSteps][
 // y[row][c] += scale * mult(row, c) * sum_rr g[row][rr] * F[rr][c]; F = f (R, k), or f (k, R) transposed (with
 // overwrite: y = 0 + ..., y not read; with kResidual: y = (y + residual) + ..., residual (n, k) like y).
 // (rows_per_block is a multiple of kTileRows, so of kWarps * J.) Groups of J rows, all of a group's loads of y before
-// its math and stores.
+// its math and stores. (Loads of y through a per-warp cp.async ring, 3 groups ahead, were slower at the 7B's shapes:
+// docs/PERFORMANCE.md run 18.)
 template <int R, typename T, bool kTransposed, int J, bool kResidual = false>
 __global__ void __launch_bounds__(kThreads, kHalfWidth<T> ? 2 : 1)
     lora_rank_update_kernel(void* y, const float* g, const float* f, int64_t n, int64_t k, int64_t rows_per_block,
@@ -575,119 +578,12 @@ __device__ __forceinline__ void sum_warp_fragments(float (*tile)[8], const float
   __syncthreads();
 }
 
-// Blocks (column tile of 256, row block of rows_per_block, a multiple of 128): warp w takes the block's 16-row steps
-// w, w + 8, ...; a step's 256 columns go in 4 chunks of 64, each read by the warp in coalesced 16-byte pieces (one
-// chunk ahead, in registers), stored in the warp's double-buffered staging (pieces XOR-swizzled by row so that
-// ldmatrix's 8 row addresses fall in distinct banks), then its 4 k-tiles in order: g's C fragment (16 rows x 8) sums
-// the step's 16 k-tiles (the row's partial over the tile goes to part_g[tile][row], or g with one tile); db's 16 C
-// fragments (16 columns x 8 each) sum over the warp's steps, and the 8 warps' sums are added in warp order into
-// part_db[row block][c][rr]. Either output may be skipped (null). m % 8 == 0 (a 16-byte piece is all in or out).
-__global__ void __launch_bounds__(kThreads, 2)
-    lora_dy_mma_kernel(const __nv_bfloat16* __restrict__ dy, const float* __restrict__ b,
-                       const float* __restrict__ xa, int64_t n, int64_t m, int64_t rows_per_block,
-                       float* __restrict__ part_g, float* __restrict__ part_db) {
-  __shared__ uint32_t sbg[kDyKTiles][32][2];  // g's B fragments of the tile's 16 k-tiles, per lane
-  __shared__ __align__(16) uint4 stage[kWarps][2][kDyStepRows][kDyPieces];  // 2 KB per buffer; reused for db's sums
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane / 4, tid = lane % 4;
-  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kDyTileCols;
-  const int64_t block_row0 = static_cast<int64_t>(blockIdx.y) * rows_per_block;
-  const int64_t block_row1 = block_row0 + rows_per_block < n ? block_row0 + rows_per_block : n;
-  const bool want_g = part_g != nullptr, want_db = part_db != nullptr;
-  for (int i = threadIdx.x; i < kDyKTiles * 32; i += kThreads) {
-    const int t = i / 32, l = i % 32;
-    const int64_t col = c0 + 16 * t + 2 * (l % 4);
-    const int rank = l / 4;
-    const auto at = [&](int64_t c) { return c < m ? b[c * 8 + rank] : 0.0f; };
-    sbg[t][l][0] = pack_bf16x2(at(col), at(col + 1));
-    sbg[t][l][1] = pack_bf16x2(at(col + 8), at(col + 9));
-  }
-  __syncthreads();
-  float cdb[kDyKTiles][4];
-#pragma unroll
-  for (int t = 0; t < kDyKTiles; ++t)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) cdb[t][i] = 0.0f;
-  const int64_t tiles = (m + kDyTileCols - 1) / kDyTileCols;
-  // The warp's work: steps s = 0, 1, ... (rows r0(s)), each in kDyChunks chunks; item = s * kDyChunks + chunk.
-  const int64_t first_row = block_row0 + warp * kDyStepRows;
-  const int64_t steps = first_row < block_row1 ? (block_row1 - first_row + kDyBlockStep - 1) / kDyBlockStep : 0;
-  const int64_t items = steps * kDyChunks;
-  // Piece p = lane + 32 i (i < 4) of a chunk: row p / 8, piece p % 8 (8 lanes read one row's 128 bytes).
-  const auto load_item = [&](int64_t item, uint4 (&v)[4]) {
-    const int64_t r0 = first_row + (item / kDyChunks) * kDyBlockStep;
-    const int64_t col0 = c0 + (item % kDyChunks) * kDyChunkCols;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int p = lane + 32 * i;
-      const int64_t row = r0 + p / kDyPieces, col = col0 + 8 * (p % kDyPieces);
-      v[i] = row < n && col < m ? __ldg(reinterpret_cast<const uint4*>(dy + row * m + col)) : make_uint4(0, 0, 0, 0);
-    }
-  };
-  uint4 next[4];
-  if (items > 0) load_item(0, next);
-  // ldmatrix row addresses: lanes 0-7 rows 0-7 of a k-tile's left 8 columns, 8-15 rows 8-15 of them, 16-23 rows 0-7
-  // of its right 8 columns, 24-31 rows 8-15 of those (A fragment registers 0 / 1 / 2 / 3).
-  const int mrow = (lane & 7) + ((lane >> 3) & 1) * 8, mhalf = lane >> 4;
-  for (int64_t step = 0; step < steps; ++step) {
-    const int64_t r0 = first_row + step * kDyBlockStep;
-    float cg[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    uint32_t xb0 = 0, xb1 = 0;
-    if (want_db) {  // db's B fragment: xa rows r0 + 2 tid (+1) and + 8, rank gid, rounded to bf16
-      const auto xa_at = [&](int64_t row) { return row < n ? xa[row * 8 + gid] : 0.0f; };
-      xb0 = pack_bf16x2(xa_at(r0 + 2 * tid), xa_at(r0 + 2 * tid + 1));
-      xb1 = pack_bf16x2(xa_at(r0 + 2 * tid + 8), xa_at(r0 + 2 * tid + 9));
-    }
-#pragma unroll
-    for (int chunk = 0; chunk < kDyChunks; ++chunk) {
-      const int64_t item = step * kDyChunks + chunk;
-      const int buf = chunk & 1;  // kDyChunks is even: item & 1
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int p = lane + 32 * i, row = p / kDyPieces, piece = p % kDyPieces;
-        stage[warp][buf][row][piece ^ (row % 8)] = next[i];
-      }
-      __syncwarp();
-      if (item + 1 < items) load_item(item + 1, next);  // in flight during this chunk's math
-#pragma unroll
-      for (int kt = 0; kt < kDyChunkCols / 16; ++kt) {
-        const int t = chunk * (kDyChunkCols / 16) + kt;
-        const uint4* row_address = &stage[warp][buf][mrow][(2 * kt + mhalf) ^ (mrow % 8)];
-        if (want_g) {
-          uint32_t a[4];
-          attn::ldmatrix_x4(a, row_address);
-          mma_bf16_16816(cg, a, sbg[t][lane][0], sbg[t][lane][1]);
-        }
-        if (want_db) {  // the transposed tile: its blocks (0,0), (1,0), (0,1), (1,1) are matrices 0, 2, 1, 3
-          uint32_t tr[4];
-          attn::ldmatrix_x4_trans(tr, row_address);
-          const uint32_t at[4] = {tr[0], tr[2], tr[1], tr[3]};
-          mma_bf16_16816(cdb[t], at, xb0, xb1);
-        }
-      }
-      __syncwarp();  // every lane's ldmatrix of this buffer is done before it is rewritten (item + 2)
-    }
-    if (want_g) {  // cg: rows r0 + gid (+ 8), ranks 2 tid, 2 tid + 1
-      float* out = tiles > 1 ? part_g + static_cast<int64_t>(blockIdx.x) * n * 8 : part_g;
-      const int64_t ra = r0 + gid, rb = r0 + gid + 8;
-      if (ra < n) *reinterpret_cast<float2*>(out + ra * 8 + 2 * tid) = make_float2(cg[0], cg[1]);
-      if (rb < n) *reinterpret_cast<float2*>(out + rb * 8 + 2 * tid) = make_float2(cg[2], cg[3]);
-    }
-  }
-  if (!want_db) return;
-  float (*tile)[8] = reinterpret_cast<float (*)[8]>(&stage[0][0][0][0]);  // 256 x 8 floats (8 KB of 32)
-  sum_warp_fragments(tile, cdb, warp, gid, tid);
-  for (int i = threadIdx.x; i < kDyTileCols * 8; i += kThreads) {  // part_db[row block][c][rr], c-major like db
-    const int c = i / 8, rr = i % 8;
-    if (c0 + c < m) part_db[(static_cast<int64_t>(blockIdx.y) * m + c0 + c) * 8 + rr] = tile[c][rr];
-  }
-}
-
 // ---- the x passes on tensor cores (r 8, BF16): xa = dropout(x) a^T and da += scale g^T dropout(x) ----
 // The dy pass's tiling (256-column tiles, 16-row warp steps, 64-column chunks staged per warp, ldmatrix), with the
 // fp32 factor split into three bf16 terms (hi + mid + lo == the fp32 value exactly), so that every product with a
 // bf16 element of x is exact and only the fp32 accumulation rounds: the precision of the CUDA-core kernels (fp32
 // factors, PEFT's), at the tensor cores' speed. The dropout mask is applied to the staged 16-byte pieces (8 elements:
-// one Philox block, or one byte of the keep-bits cache) as bit masks (exact), and keep_scale multiplies the sums.
+// one Philox block, or one byte of the keep-bits cache) as halfword masks (exact), and keep_scale multiplies the sums.
 __device__ __forceinline__ void split_bf16x3(float v, float (&part)[3]) {
   part[0] = __bfloat162float(__float2bfloat16_rn(v));
   const float r1 = v - part[0];
@@ -695,33 +591,125 @@ __device__ __forceinline__ void split_bf16x3(float v, float (&part)[3]) {
   part[2] = r1 - part[1];  // rounded to bf16 below: exact (at most 8 significant bits remain)
 }
 
-__device__ __forceinline__ uint4 mask_pieces(uint4 v, uint32_t bits) {
-  const auto m = [&](uint32_t w, int i) {
-    const uint32_t lo = ((bits >> (2 * i)) & 1u) != 0 ? 0x0000FFFFu : 0u;
-    const uint32_t hi = ((bits >> (2 * i + 1)) & 1u) != 0 ? 0xFFFF0000u : 0u;
-    return w & (lo | hi);
-  };
-  return make_uint4(m(v.x, 0), m(v.y, 1), m(v.z, 2), m(v.w, 3));
+// Halfword keep masks of a Philox block's 8 draws: halfword j of word w is 0xFFFF when draw 2 w + j >= threshold
+// (kept), else 0; threshold <= 0xFFFF (65536, nothing kept, is the caller's: no branch here, so that several blocks'
+// rounds can interleave). The decisions of dropout_keep_bits8, as masks for 16-bit elements.
+__device__ __forceinline__ uint4 keep_masks_of_words(const PhiloxBlock& b, uint32_t threshold) {
+  const uint32_t t2 = (threshold & 0xFFFFu) * 0x10001u;
+  return make_uint4(__vcmpgeu2(b.w[0], t2), __vcmpgeu2(b.w[1], t2), __vcmpgeu2(b.w[2], t2), __vcmpgeu2(b.w[3], t2));
 }
+
+// The keep-bits byte of halfword masks (bit 2 w + j: halfword j of word w), as dropout_keep_bits8 packs them.
+__device__ __forceinline__ uint32_t keep_bits_of_masks(uint4 m) {
+  const uint32_t x = (m.x & 0x10001u) | ((m.y & 0x10001u) << 2) | ((m.z & 0x10001u) << 4) | ((m.w & 0x10001u) << 6);
+  return (x | (x >> 15)) & 0xFFu;
+}
+
+// Halfword masks of a keep-bits byte (the inverse of keep_bits_of_masks): word w's bits 2 w and 2 w + 1 moved to bits
+// 7 and 15, whose bytes' signs prmt replicates (selector nibbles 8 and 9: PTX's sign mode, which __byte_perm lacks).
+__device__ __forceinline__ uint4 keep_masks_of_bits(uint32_t bits) {
+  const auto word = [&](int w) {
+    const uint32_t moved = (bits << (7 - 2 * w)) | (bits << (14 - 2 * w));
+    uint32_t mask;
+    asm("prmt.b32 %0, %1, 0, 0x9988;" : "=r"(mask) : "r"(moved));
+    return mask;
+  };
+  return make_uint4(word(0), word(1), word(2), word(3));
+}
+
+// ---- the staging of the tensor-core passes (xa, da, the dy pass): cp.async, several chunks in flight per warp ----
+// Each warp copies its chunks into 4 staging buffers of its own with cp.async, 3 chunks in flight while it computes
+// one; 2 blocks per SM (3 blocks of the same grids run one and a half waves: slower). The earlier form kept one chunk
+// ahead in registers and ran at ~1 TB/s, waiting on each load's latency (docs/PERFORMANCE.md, run 13 call 5 and
+// run 18).
+using StreamStage = uint4[kDyStepRows][kDyPieces];  // one chunk: 2 KB
+constexpr int stream_smem_bytes(int stages) { return kWarps * stages * static_cast<int>(sizeof(StreamStage)); }
+constexpr int kStages = 4;
+
+// The warp's stream of chunks: item = step * kDyChunks + chunk covers rows first_row + step * kDyBlockStep (16 of them)
+// and columns c0 + chunk * kDyChunkCols (64) of src (n, m). Piece p = lane + 32 i (i < 4) of a chunk, its row
+// p / 8 = lane / 8 + 4 i and 16-byte piece p % 8 = lane % 8, is copied by this lane into the chunk's buffer (item % S)
+// XOR-swizzled by row (ldmatrix's 8 row addresses fall in distinct banks); pieces outside (n, m) are zero-filled. issue(item) commits a
+// group (an empty one past the end, so that the count stays uniform); wait() returns once the oldest in-flight item
+// has landed (visible to the lane that copied it; a __syncwarp makes it the warp's). The lane's addresses are set
+// up once (its rows are 4 apart; its pieces' offsets in a buffer take two swizzles, rows r and r + 4).
+template <int S>
+struct ChunkStream {
+  StreamStage* stage;  // the warp's S buffers
+  const __nv_bfloat16* lane_src;  // src at the lane's first row and column
+  int64_t m, rows_left, cols_left;  // rows and columns of src from the lane's first ones (may be <= 0)
+  uint32_t smem0, smem1;  // shared address of pieces 0 and 1 in buffer 0 (pieces 2, 3: + 1024)
+  int items;
+
+  __device__ __forceinline__ ChunkStream(StreamStage* warp_stage, const __nv_bfloat16* src, int64_t n, int64_t m_,
+                                         int64_t first_row, int64_t c0, int items_, int lane)
+      : stage(warp_stage), m(m_), items(items_) {
+    const int r = lane / 8, piece = lane % 8;
+    lane_src = src + (first_row + r) * m + c0 + 8 * piece;
+    rows_left = n - first_row - r;
+    cols_left = m - c0 - 8 * piece;
+    const uint32_t base = attn::smem_addr(stage);
+    smem0 = base + static_cast<uint32_t>((r * kDyPieces + (piece ^ r)) * 16);
+    smem1 = base + static_cast<uint32_t>(((r + 4) * kDyPieces + (piece ^ (r + 4))) * 16);
+  }
+  // Rows of the lane's piece 0 left at `item` (piece i is inside when 4 i < this and the columns are).
+  __device__ __forceinline__ int64_t rows_at(int item) const {
+    return rows_left - static_cast<int64_t>(item / kDyChunks) * kDyBlockStep;
+  }
+  __device__ __forceinline__ bool cols_at(int item) const { return (item % kDyChunks) * kDyChunkCols < cols_left; }
+  // Byte offset of piece i of this lane from buffer 0's piece 0 / 1 (see smem0, smem1).
+  __device__ __forceinline__ uint32_t piece_smem(int item_buffer, int i) const {
+    return (i % 2 == 0 ? smem0 : smem1) + (i / 2) * 1024 + item_buffer * static_cast<uint32_t>(sizeof(StreamStage));
+  }
+  __device__ __forceinline__ void issue(int item) const {
+    if (item < items) {
+      const __nv_bfloat16* from =
+          lane_src + static_cast<int64_t>(item / kDyChunks) * kDyBlockStep * m + (item % kDyChunks) * kDyChunkCols;
+      const int64_t rows = rows_at(item);
+      const bool cols = cols_at(item);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int size = cols && 4 * i < rows ? 16 : 0;  // 0: zero-fill, nothing read
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(piece_smem(item % S, i)),
+                     "l"(from + 4 * i * m), "r"(size));
+      }
+    }
+    attn::cp_async_commit();
+  }
+  __device__ __forceinline__ void start() const {
+#pragma unroll
+    for (int s = 0; s < S - 1; ++s) issue(s);
+  }
+  __device__ __forceinline__ static void wait() { attn::cp_async_wait<S - 2>(); }
+};
 
 // kXa: out = xa's column-tile partials (part[tile][row][rr], or xa itself with one tile), f = a (8, k).
 // !kXa: out = da's row-block partials part[row block][rr][c], f = g (n, 8).
 // The dropout (threshold != 0): drawn with kDraw (xa: stored into keep_bits_out when given), else read from
-// keep_bits_in (the cache; both give the same mask, so the same bits). da's drawing form spills registers: the
-// training step always has the cache. Sums are of the masked x; keep_scale multiplies xa's partials here and da's sum
+// keep_bits_in (the cache; both give the same mask, so the same bits); the training step always has the cache. Sums are of the masked x; keep_scale multiplies xa's partials here and da's sum
 // in the launcher's reduce.
+// Blocks (column tile of 256, row block of rows_per_block, a multiple of 128): warp w takes the block's 16-row steps
+// w, w + 8, ..., each a stream of 4 chunks of 64 columns (ChunkStream). The mask of the lane's pieces is drawn (or read
+// from the cache) while their copies are in flight, and applied to them in shared memory once landed; then the
+// chunk's 4 k-tiles in order (ldmatrix, mma with the three bf16 terms of the factor).
 template <bool kXa, bool kDraw>
 __global__ void __launch_bounds__(kThreads, 2)
     lora_x_mma_kernel(const __nv_bfloat16* __restrict__ x, const float* __restrict__ f, int64_t n, int64_t k,
-                      int64_t rows_per_block, uint64_t seed, uint32_t threshold, float keep_scale, DropoutMap map,
-                      const uint8_t* __restrict__ keep_bits_in, uint8_t* __restrict__ keep_bits_out,
-                      float* __restrict__ out) {
+                             int64_t rows_per_block, uint64_t seed, uint32_t threshold, float keep_scale,
+                             DropoutMap map, const uint8_t* __restrict__ keep_bits_in,
+                             uint8_t* __restrict__ keep_bits_out, float* __restrict__ out) {
   __shared__ uint32_t sbf[kXa ? 3 : 1][kXa ? kDyKTiles : 1][32][2];  // xa: a's B fragments, three terms
-  __shared__ __align__(16) uint4 stage[kWarps][2][kDyStepRows][kDyPieces];
+  extern __shared__ __align__(16) uint4 stream_smem[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane / 4, tid = lane % 4;
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kDyTileCols;
   const int64_t block_row0 = static_cast<int64_t>(blockIdx.y) * rows_per_block;
   const int64_t block_row1 = block_row0 + rows_per_block < n ? block_row0 + rows_per_block : n;
+  const int64_t first_row = block_row0 + warp * kDyStepRows;
+  const int64_t steps = first_row < block_row1 ? (block_row1 - first_row + kDyBlockStep - 1) / kDyBlockStep : 0;
+  constexpr int S = kStages;
+  const ChunkStream<S> cs(reinterpret_cast<StreamStage*>(stream_smem) + warp * S, x, n, k, first_row, c0,
+                          static_cast<int>(steps) * kDyChunks, lane);
+  cs.start();  // in flight while a's fragments are staged
   if constexpr (kXa) {
     for (int i = threadIdx.x; i < kDyKTiles * 32; i += kThreads) {
       const int t = i / 32, l = i % 32;
@@ -745,35 +733,42 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
     for (int i = 0; i < 4; ++i) cda[t][i] = 0.0f;
   const int64_t tiles = (k + kDyTileCols - 1) / kDyTileCols;
-  const int64_t first_row = block_row0 + warp * kDyStepRows;
-  const int64_t steps = first_row < block_row1 ? (block_row1 - first_row + kDyBlockStep - 1) / kDyBlockStep : 0;
-  const int64_t items = steps * kDyChunks;
-  // Piece p = lane + 32 i (i < 4) of a chunk: row p / 8, piece p % 8; its 8 keep bits are byte i of *bits (applied
-  // when the piece is staged, so the loads stay in flight meanwhile).
-  const auto load_item = [&](int64_t item, uint4 (&v)[4], uint32_t* bits_of_pieces) {
-    const int64_t r0 = first_row + (item / kDyChunks) * kDyBlockStep;
-    const int64_t col0 = c0 + (item % kDyChunks) * kDyChunkCols;
+  // The halfword keep masks of the lane's 4 pieces of an item (mask i: piece lane + 32 i, its row lane / 8 + 4 i,
+  // columns 8 (lane % 8) ..), drawn (xa: the keep bits also stored), or the cache's bytes (in masks[i].x, made masks
+  // after the wait: fewer live registers across it). The 4 Philox blocks are drawn unconditionally (pieces outside
+  // too) so that their dependent rounds interleave: one whole block per piece, the blocks of the lane's 4 rows
+  // 4 full-width rows apart in the stream (the launcher checked draws_block_aligned). Outside pieces are zero-filled:
+  // any mask keeps them zero.
+  const int64_t groups = k / 8;  // bytes per row of the keep-bits cache
+  const int64_t stream_groups = (map.full_cols > 0 ? map.full_cols : k) / 8;  // Philox blocks per full-width row
+  // The lane's first piece: its cache byte and its Philox block (rows 4 apart: + 4 groups / stream_groups).
+  const int64_t lane_byte = (first_row + lane / 8) * groups + (c0 + 8 * (lane % 8)) / 8;
+  const uint64_t lane_block = dropout_index(map, first_row + lane / 8, c0 + 8 * (lane % 8), k) >> 3;
+  const auto item_masks = [&](int item, uint4 (&masks)[4]) {
+    const int step = item / kDyChunks, chunk = item % kDyChunks;
+    const int64_t rows = cs.rows_at(item);
+    const bool cols = cs.cols_at(item);
+    const int64_t byte = lane_byte + static_cast<int64_t>(step) * kDyBlockStep * groups + chunk * (kDyChunkCols / 8);
+    if constexpr (kDraw) {
+      const uint64_t block =
+          lane_block + static_cast<uint64_t>(step) * kDyBlockStep * stream_groups + chunk * (kDyChunkCols / 8);
+      const uint32_t none_kept = threshold > 0xFFFFu ? 0u : ~0u;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int p = lane + 32 * i;
-      const int64_t row = r0 + p / kDyPieces, col = col0 + 8 * (p % kDyPieces);
-      const bool inside = row < n && col < k;
-      v[i] = inside ? __ldg(reinterpret_cast<const uint4*>(x + row * k + col)) : make_uint4(0, 0, 0, 0);
-      if (threshold != 0 && inside) {
-        uint32_t bits;
-        if constexpr (kDraw) {
-          bits = dropout_keep_bits<8>(seed, map, row, col, k, threshold);
-          if (keep_bits_out != nullptr) keep_bits_out[row * (k / 8) + col / 8] = static_cast<uint8_t>(bits);
-        } else {
-          bits = cached_keep_bits<8>(keep_bits_in, row, col, k);
-        }
-        *bits_of_pieces |= bits << (8 * i);
+      for (int i = 0; i < 4; ++i) {
+        const uint4 mk = keep_masks_of_words(philox_block(seed, block + 4 * i * stream_groups), threshold);
+        masks[i] = make_uint4(mk.x & none_kept, mk.y & none_kept, mk.z & none_kept, mk.w & none_kept);
       }
+      if (keep_bits_out != nullptr) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          if (cols && 4 * i < rows) keep_bits_out[byte + 4 * i * groups] = static_cast<uint8_t>(keep_bits_of_masks(masks[i]));
+        }
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) masks[i].x = cols && 4 * i < rows ? keep_bits_in[byte + 4 * i * groups] : 0u;
     }
   };
-  uint4 next[4];
-  uint32_t next_bits = 0;
-  if (items > 0) load_item(0, next, &next_bits);
   const int mrow = (lane & 7) + ((lane >> 3) & 1) * 8, mhalf = lane >> 4;
   const float out_scale = kXa && threshold != 0 ? keep_scale : 1.0f;
   for (int64_t step = 0; step < steps; ++step) {
@@ -791,24 +786,33 @@ __global__ void __launch_bounds__(kThreads, 2)
         gb[p][1] = pack_bf16x2(v[2][p], v[3][p]);
       }
     }
-#pragma unroll
+    // xa's chunks are not unrolled: each holds four Philox blocks' code, and an unrolled step overflowed the
+    // instruction cache (ncu: "no instruction" stalls); da's index their accumulators by chunk.
+#pragma unroll(kXa ? 1 : kDyChunks)
     for (int chunk = 0; chunk < kDyChunks; ++chunk) {
-      const int64_t item = step * kDyChunks + chunk;
-      const int buf = chunk & 1;
+      const int item = static_cast<int>(step) * kDyChunks + chunk;
+      const int b = item % S;
+      StreamStage& buf = cs.stage[b];
+      uint4 masks[4];
+      if (threshold != 0) item_masks(item, masks);  // while the copies are in flight
+      ChunkStream<S>::wait();
+      if (threshold != 0) {  // the lane's own pieces
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int p = lane + 32 * i, row = p / kDyPieces, piece = p % kDyPieces;
-        // Outside pieces are zeros with no bits: masking them keeps them zero.
-        stage[warp][buf][row][piece ^ (row % 8)] =
-            threshold != 0 ? mask_pieces(next[i], (next_bits >> (8 * i)) & 0xFFu) : next[i];
+        for (int i = 0; i < 4; ++i) {
+          if constexpr (!kDraw) masks[i] = keep_masks_of_bits(masks[i].x);
+          const uint32_t at = cs.piece_smem(b, i);
+          uint4 v;
+          asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(at));
+          asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(at), "r"(v.x & masks[i].x), "r"(v.y & masks[i].y),
+                       "r"(v.z & masks[i].z), "r"(v.w & masks[i].w) : "memory");
+        }
       }
-      __syncwarp();
-      next_bits = 0;
-      if (item + 1 < items) load_item(item + 1, next, &next_bits);
+      __syncwarp();  // the chunk is the warp's; every lane is past the previous item's reads
+      cs.issue(item + S - 1);  // into the buffer read by the previous item
 #pragma unroll
       for (int kt = 0; kt < kDyChunkCols / 16; ++kt) {
         const int t = chunk * (kDyChunkCols / 16) + kt;
-        const uint4* row_address = &stage[warp][buf][mrow][(2 * kt + mhalf) ^ (mrow % 8)];
+        const uint4* row_address = &buf[mrow][(2 * kt + mhalf) ^ (mrow % 8)];
         if constexpr (kXa) {
           uint32_t a[4];
           attn::ldmatrix_x4(a, row_address);
@@ -822,7 +826,6 @@ __global__ void __launch_bounds__(kThreads, 2)
           for (int p = 0; p < 3; ++p) mma_bf16_16816(cda[t], at, gb[p][0], gb[p][1]);
         }
       }
-      __syncwarp();
     }
     if constexpr (kXa) {  // rows r0 + gid (+ 8), ranks 2 tid, 2 tid + 1
       float* dst = tiles > 1 ? out + static_cast<int64_t>(blockIdx.x) * n * 8 : out;
@@ -836,13 +839,121 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
   }
   if constexpr (!kXa) {
-    float (*tile)[8] = reinterpret_cast<float (*)[8]>(&stage[0][0][0][0]);  // 256 x 8 floats
+    attn::cp_async_wait_all();  // only empty groups remain; the staging becomes the sums' tile
+    float (*tile)[8] = reinterpret_cast<float (*)[8]>(stream_smem);  // 256 x 8 floats
     sum_warp_fragments(tile, cda, warp, gid, tid);
     for (int i = threadIdx.x; i < kDyTileCols * 8; i += kThreads) {  // part[row block][rr][c], da's (r, k) layout
       const int c = i % kDyTileCols, rr = i / kDyTileCols;
       if (c0 + c < k) out[(static_cast<int64_t>(blockIdx.y) * 8 + rr) * k + c0 + c] = tile[c][rr];
     }
   }
+}
+
+// Blocks (column tile of 256, row block of rows_per_block, a multiple of 128): warp w takes the block's 16-row steps
+// w, w + 8, ..., each a stream of 4 chunks of 64 columns (ChunkStream), each chunk's 4 k-tiles in order: g's C fragment
+// (16 rows x 8) sums the step's 16 k-tiles (the row's partial over the tile goes to part_g[tile][row], or g with one
+// tile); db's 16 C fragments (16 columns x 8 each) sum over the warp's steps, and the 8 warps' sums are added in warp
+// order into part_db[row block][c][rr]. Either output may be skipped (null). m % 8 == 0 (a 16-byte piece is all in or
+// out).
+__global__ void __launch_bounds__(kThreads, 2)
+    lora_dy_mma_kernel(const __nv_bfloat16* __restrict__ dy, const float* __restrict__ b,
+                       const float* __restrict__ xa, int64_t n, int64_t m, int64_t rows_per_block,
+                       float* __restrict__ part_g, float* __restrict__ part_db) {
+  __shared__ uint32_t sbg[kDyKTiles][32][2];  // g's B fragments of the tile's 16 k-tiles, per lane
+  extern __shared__ __align__(16) uint4 stream_smem[];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane / 4, tid = lane % 4;
+  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kDyTileCols;
+  const int64_t block_row0 = static_cast<int64_t>(blockIdx.y) * rows_per_block;
+  const int64_t block_row1 = block_row0 + rows_per_block < n ? block_row0 + rows_per_block : n;
+  const int64_t first_row = block_row0 + warp * kDyStepRows;
+  const int64_t steps = first_row < block_row1 ? (block_row1 - first_row + kDyBlockStep - 1) / kDyBlockStep : 0;
+  constexpr int S = kStages;
+  const ChunkStream<S> cs(reinterpret_cast<StreamStage*>(stream_smem) + warp * S, dy, n, m, first_row, c0,
+                          static_cast<int>(steps) * kDyChunks, lane);
+  cs.start();
+  const bool want_g = part_g != nullptr, want_db = part_db != nullptr;
+  for (int i = threadIdx.x; i < kDyKTiles * 32; i += kThreads) {
+    const int t = i / 32, l = i % 32;
+    const int64_t col = c0 + 16 * t + 2 * (l % 4);
+    const int rank = l / 4;
+    const auto at = [&](int64_t c) { return c < m ? b[c * 8 + rank] : 0.0f; };
+    sbg[t][l][0] = pack_bf16x2(at(col), at(col + 1));
+    sbg[t][l][1] = pack_bf16x2(at(col + 8), at(col + 9));
+  }
+  __syncthreads();
+  float cdb[kDyKTiles][4];
+#pragma unroll
+  for (int t = 0; t < kDyKTiles; ++t)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) cdb[t][i] = 0.0f;
+  const int64_t tiles = (m + kDyTileCols - 1) / kDyTileCols;
+  const int mrow = (lane & 7) + ((lane >> 3) & 1) * 8, mhalf = lane >> 4;
+  for (int64_t step = 0; step < steps; ++step) {
+    const int64_t r0 = first_row + step * kDyBlockStep;
+    float cg[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    uint32_t xb0 = 0, xb1 = 0;
+    if (want_db) {  // db's B fragment: xa rows r0 + 2 tid (+1) and + 8, rank gid, rounded to bf16
+      const auto xa_at = [&](int64_t row) { return row < n ? xa[row * 8 + gid] : 0.0f; };
+      xb0 = pack_bf16x2(xa_at(r0 + 2 * tid), xa_at(r0 + 2 * tid + 1));
+      xb1 = pack_bf16x2(xa_at(r0 + 2 * tid + 8), xa_at(r0 + 2 * tid + 9));
+    }
+#pragma unroll
+    for (int chunk = 0; chunk < kDyChunks; ++chunk) {
+      const int item = static_cast<int>(step) * kDyChunks + chunk;
+      StreamStage& buf = cs.stage[item % S];
+      ChunkStream<S>::wait();
+      __syncwarp();
+      cs.issue(item + S - 1);
+#pragma unroll
+      for (int kt = 0; kt < kDyChunkCols / 16; ++kt) {
+        const int t = chunk * (kDyChunkCols / 16) + kt;
+        const uint4* row_address = &buf[mrow][(2 * kt + mhalf) ^ (mrow % 8)];
+        if (want_g) {
+          uint32_t a[4];
+          attn::ldmatrix_x4(a, row_address);
+          mma_bf16_16816(cg, a, sbg[t][lane][0], sbg[t][lane][1]);
+        }
+        if (want_db) {  // the transposed tile: its blocks (0,0), (1,0), (0,1), (1,1) are matrices 0, 2, 1, 3
+          uint32_t tr[4];
+          attn::ldmatrix_x4_trans(tr, row_address);
+          const uint32_t at[4] = {tr[0], tr[2], tr[1], tr[3]};
+          mma_bf16_16816(cdb[t], at, xb0, xb1);
+        }
+      }
+    }
+    if (want_g) {  // cg: rows r0 + gid (+ 8), ranks 2 tid, 2 tid + 1
+      float* dst = tiles > 1 ? part_g + static_cast<int64_t>(blockIdx.x) * n * 8 : part_g;
+      const int64_t ra = r0 + gid, rb = r0 + gid + 8;
+      if (ra < n) *reinterpret_cast<float2*>(dst + ra * 8 + 2 * tid) = make_float2(cg[0], cg[1]);
+      if (rb < n) *reinterpret_cast<float2*>(dst + rb * 8 + 2 * tid) = make_float2(cg[2], cg[3]);
+    }
+  }
+  if (!want_db) return;
+  attn::cp_async_wait_all();
+  float (*tile)[8] = reinterpret_cast<float (*)[8]>(stream_smem);  // 256 x 8 floats
+  sum_warp_fragments(tile, cdb, warp, gid, tid);
+  for (int i = threadIdx.x; i < kDyTileCols * 8; i += kThreads) {  // part_db[row block][c][rr], c-major like db
+    const int c = i / 8, rr = i % 8;
+    if (c0 + c < m) part_db[(static_cast<int64_t>(blockIdx.y) * m + c0 + c) * 8 + rr] = tile[c][rr];
+  }
+}
+
+// Launches a tensor-core pass with its dynamic staging (the attribute set once per kernel and device).
+template <auto Kernel, typename... Args>
+cudaError_t launch_staged(dim3 grid, cudaStream_t stream, Args... args) {
+  constexpr int kSmem = stream_smem_bytes(kStages);
+  static std::atomic<uint64_t> set_on_devices{0};
+  int device = 0;
+  cudaError_t status = cudaGetDevice(&device);
+  if (status != cudaSuccess) return status;
+  const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
+  if (bit == 0 || (set_on_devices.load(std::memory_order_acquire) & bit) == 0) {
+    status = cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+    if (status != cudaSuccess) return status;
+    set_on_devices.fetch_or(bit, std::memory_order_acq_rel);
+  }
+  Kernel<<<grid, kThreads, kSmem, stream>>>(args...);
+  return cudaGetLastError();
 }
 
 // Rows per block of the dy pass: a multiple of 128 sized for ~kTargetBlocks blocks.
@@ -1036,9 +1147,17 @@ bool lora_fast_shape(int64_t k, int r) { return (r == 8 || r == 16) && k % 8 == 
 int64_t lora_xa_splits(int64_t k) { return (k + kDyTileCols - 1) / kDyTileCols; }
 
 namespace {
-// Whether the x passes (xa, da) run on tensor cores: r 8, BF16 x, the default work shapes.
-bool x_pass_on_tensor_cores(int x_dtype, int r, const LoraKernelConfig& config) {
-  return config.tensor_cores && r == 8 && x_dtype == 1;
+// Whether every 8-aligned group of 8 columns of a (n, k) operand (k % 8 == 0) draws one whole Philox block under `map`
+// (the identity always; a mapped block when its full width and column offset are multiples of 8).
+bool draws_block_aligned(const DropoutMap& map, int64_t k) {
+  return dropout_map_identity(map, k) || ((map.full_cols == 0 || map.full_cols % 8 == 0) && map.col_offset % 8 == 0);
+}
+// Whether the x passes (xa, da) run on tensor cores: r 8, BF16 x, the default work shapes, and with a dropout whole
+// Philox blocks per 8 columns (decided by the mask alone, not by whether a pass draws it or reads the keep-bits cache:
+// da gives the same bits either way).
+bool x_pass_on_tensor_cores(int x_dtype, int r, const LoraKernelConfig& config, bool draws, const DropoutMap& map,
+                            int64_t k) {
+  return config.tensor_cores && r == 8 && x_dtype == 1 && (!draws || draws_block_aligned(map, k));
 }
 }  // namespace
 
@@ -1070,13 +1189,13 @@ cudaError_t launch_lora_xa(const void* x, int x_dtype, const float* a, int64_t n
                            uint8_t* keep_bits, cudaStream_t stream, const LoraKernelConfig& config) {
   if (n <= 0) return cudaSuccess;
   if (!lora_fast_shape(k, r) || !activation_code(x_dtype) || !grid_fits(n, k)) return cudaErrorInvalidValue;
-  if (x_pass_on_tensor_cores(x_dtype, r, config) && config.xa_rows == 0) {
+  if (x_pass_on_tensor_cores(x_dtype, r, config, threshold != 0, map, k) && config.xa_rows == 0) {
     const int64_t tiles = (k + kDyTileCols - 1) / kDyTileCols, rows = dy_rows_per_block(n, k);
     const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>((n + rows - 1) / rows));
-    lora_x_mma_kernel<true, true><<<grid, kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(x), a, n, k, rows,
-                                                                 seed, threshold, keep_scale, map, nullptr, keep_bits,
-                                                                 tiles == 1 ? xa : part);
-    const cudaError_t status = cudaGetLastError();
+    const uint8_t* no_bits = nullptr;
+    const cudaError_t status = launch_staged<lora_x_mma_kernel<true, true>>(
+        grid, stream, static_cast<const __nv_bfloat16*>(x), a, n, k, rows, seed, threshold, keep_scale, map, no_bits,
+        keep_bits, tiles == 1 ? xa : part);
     if (status != cudaSuccess || tiles == 1) return status;
     sum_splits_kernel<<<blocks_for(n * r, 256), 256, 0, stream>>>(part, tiles, n * r, xa);
     return cudaGetLastError();
@@ -1172,17 +1291,19 @@ cudaError_t launch_lora_da(const void* x, int x_dtype, const float* g, int64_t n
                            const LoraKernelConfig& config) {
   if (n <= 0) return cudaSuccess;
   if (!lora_fast_shape(k, r) || !activation_code(x_dtype)) return cudaErrorInvalidValue;
-  if (x_pass_on_tensor_cores(x_dtype, r, config) && config.da_rows == 4 && grid_fits(n, k)) {
+  if (x_pass_on_tensor_cores(x_dtype, r, config, threshold != 0, map, k) &&
+      config.da_rows == 4 && grid_fits(n, k)) {
     const int64_t tiles = (k + kDyTileCols - 1) / kDyTileCols, rows = dy_rows_per_block(n, k);
     const int64_t blocks = da_mma_row_blocks(n, k);
     const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(blocks));
+    uint8_t* no_bits = nullptr;
     const auto go = [&](auto draw) {
-      lora_x_mma_kernel<false, decltype(draw)::value><<<grid, kThreads, 0, stream>>>(
-          static_cast<const __nv_bfloat16*>(x), g, n, k, rows, seed, threshold, keep_scale, map, keep_bits, nullptr,
-          part);
+      return launch_staged<lora_x_mma_kernel<false, decltype(draw)::value>>(
+          grid, stream, static_cast<const __nv_bfloat16*>(x), g, n, k, rows, seed, threshold, keep_scale, map,
+          keep_bits, no_bits, part);
     };
-    threshold != 0 && keep_bits == nullptr ? go(std::true_type{}) : go(std::false_type{});
-    const cudaError_t status = cudaGetLastError();
+    const cudaError_t status =
+        threshold != 0 && keep_bits == nullptr ? go(std::true_type{}) : go(std::false_type{});
     if (status != cudaSuccess) return status;
     const float sum_scale = threshold != 0 ? scale * keep_scale : scale;
     lora_da_reduce_kernel<<<blocks_for(r * k, 256), 256, 0, stream>>>(part, blocks, r * k, sum_scale, da);
@@ -1232,9 +1353,8 @@ cudaError_t launch_lora_dy(const void* dy, int dy_dtype, const float* b, const f
   const dim3 grid(static_cast<unsigned>(work.col_tiles), static_cast<unsigned>(work.row_blocks));
   float* g_out = g == nullptr ? nullptr : (work.col_tiles > 1 ? part_g : g);
   float* db_out = db == nullptr ? nullptr : part_db;
-  lora_dy_mma_kernel<<<grid, kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(dy), b, xa, n, m, rows, g_out,
-                                                    db_out);
-  cudaError_t status = cudaGetLastError();
+  cudaError_t status = launch_staged<lora_dy_mma_kernel>(grid, stream, static_cast<const __nv_bfloat16*>(dy), b, xa, n,
+                                                          m, rows, g_out, db_out);
   if (status != cudaSuccess) return status;
   if (g != nullptr && work.col_tiles > 1) {
     sum_splits_kernel<<<blocks_for(n * r, 256), 256, 0, stream>>>(part_g, work.col_tiles, n * r, g);
