@@ -633,17 +633,29 @@ constexpr int kStages = 4;
 // group (an empty one past the end, so that the count stays uniform); wait() returns once the oldest in-flight item
 // has landed (visible to the lane that copied it; a __syncwarp makes it the warp's). The lane's addresses are set
 // up once (its rows are 4 apart; its pieces' offsets in a buffer take two swizzles, rows r and r + 4).
+// The warp's work in its block: column tile blockIdx.x (kDyTileCols wide from c0), row block blockIdx.y of
+// rows_per_block rows, of which warp w takes the 16-row steps w, w + 8, ... (`steps` of them, from first_row).
 template <int S>
 struct ChunkStream {
+  int64_t c0, first_row;
+  int steps, items;
   StreamStage* stage;  // the warp's S buffers
   const __nv_bfloat16* lane_src;  // src at the lane's first row and column
   int64_t m, rows_left, cols_left;  // rows and columns of src from the lane's first ones (may be <= 0)
   uint32_t smem0, smem1;  // shared address of pieces 0 and 1 in buffer 0 (pieces 2, 3: + 1024)
-  int items;
 
-  __device__ __forceinline__ ChunkStream(StreamStage* warp_stage, const __nv_bfloat16* src, int64_t n, int64_t m_,
-                                         int64_t first_row, int64_t c0, int items_, int lane)
-      : stage(warp_stage), m(m_), items(items_) {
+  // smem: the block's dynamic shared memory (stream_smem_bytes(S)).
+  __device__ __forceinline__ ChunkStream(uint4* smem, const __nv_bfloat16* src, int64_t n, int64_t m_,
+                                         int64_t rows_per_block)
+      : m(m_) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    c0 = static_cast<int64_t>(blockIdx.x) * kDyTileCols;
+    const int64_t block_row0 = static_cast<int64_t>(blockIdx.y) * rows_per_block;
+    const int64_t block_row1 = block_row0 + rows_per_block < n ? block_row0 + rows_per_block : n;
+    first_row = block_row0 + warp * kDyStepRows;
+    steps = first_row < block_row1 ? static_cast<int>((block_row1 - first_row + kDyBlockStep - 1) / kDyBlockStep) : 0;
+    items = steps * kDyChunks;
+    stage = reinterpret_cast<StreamStage*>(smem) + warp * S;
     const int r = lane / 8, piece = lane % 8;
     lane_src = src + (first_row + r) * m + c0 + 8 * piece;
     rows_left = n - first_row - r;
@@ -695,20 +707,16 @@ struct ChunkStream {
 template <bool kXa, bool kDraw>
 __global__ void __launch_bounds__(kThreads, 2)
     lora_x_mma_kernel(const __nv_bfloat16* __restrict__ x, const float* __restrict__ f, int64_t n, int64_t k,
-                             int64_t rows_per_block, uint64_t seed, uint32_t threshold, float keep_scale,
-                             DropoutMap map, const uint8_t* __restrict__ keep_bits_in,
-                             uint8_t* __restrict__ keep_bits_out, float* __restrict__ out) {
+                      int64_t rows_per_block, uint64_t seed, uint32_t threshold, float keep_scale, DropoutMap map,
+                      const uint8_t* __restrict__ keep_bits_in, uint8_t* __restrict__ keep_bits_out,
+                      float* __restrict__ out) {
   __shared__ uint32_t sbf[kXa ? 3 : 1][kXa ? kDyKTiles : 1][32][2];  // xa: a's B fragments, three terms
   extern __shared__ __align__(16) uint4 stream_smem[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane / 4, tid = lane % 4;
-  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kDyTileCols;
-  const int64_t block_row0 = static_cast<int64_t>(blockIdx.y) * rows_per_block;
-  const int64_t block_row1 = block_row0 + rows_per_block < n ? block_row0 + rows_per_block : n;
-  const int64_t first_row = block_row0 + warp * kDyStepRows;
-  const int64_t steps = first_row < block_row1 ? (block_row1 - first_row + kDyBlockStep - 1) / kDyBlockStep : 0;
   constexpr int S = kStages;
-  const ChunkStream<S> cs(reinterpret_cast<StreamStage*>(stream_smem) + warp * S, x, n, k, first_row, c0,
-                          static_cast<int>(steps) * kDyChunks, lane);
+  const ChunkStream<S> cs(stream_smem, x, n, k, rows_per_block);
+  const int64_t c0 = cs.c0, first_row = cs.first_row;
+  const int steps = cs.steps;
   cs.start();  // in flight while a's fragments are staged
   if constexpr (kXa) {
     for (int i = threadIdx.x; i < kDyKTiles * 32; i += kThreads) {
@@ -771,8 +779,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   };
   const int mrow = (lane & 7) + ((lane >> 3) & 1) * 8, mhalf = lane >> 4;
   const float out_scale = kXa && threshold != 0 ? keep_scale : 1.0f;
-  for (int64_t step = 0; step < steps; ++step) {
-    const int64_t r0 = first_row + step * kDyBlockStep;
+  for (int step = 0; step < steps; ++step) {
+    const int64_t r0 = first_row + static_cast<int64_t>(step) * kDyBlockStep;
     float cxa[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     uint32_t gb[3][2] = {{0, 0}, {0, 0}, {0, 0}};
     if constexpr (!kXa) {  // da's B fragments: g rows r0 + 2 tid (+1) and + 8 (+9), rank gid, three terms
@@ -790,7 +798,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     // instruction cache (ncu: "no instruction" stalls); da's index their accumulators by chunk.
 #pragma unroll(kXa ? 1 : kDyChunks)
     for (int chunk = 0; chunk < kDyChunks; ++chunk) {
-      const int item = static_cast<int>(step) * kDyChunks + chunk;
+      const int item = step * kDyChunks + chunk;
       const int b = item % S;
       StreamStage& buf = cs.stage[b];
       uint4 masks[4];
@@ -862,14 +870,10 @@ __global__ void __launch_bounds__(kThreads, 2)
   __shared__ uint32_t sbg[kDyKTiles][32][2];  // g's B fragments of the tile's 16 k-tiles, per lane
   extern __shared__ __align__(16) uint4 stream_smem[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane / 4, tid = lane % 4;
-  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kDyTileCols;
-  const int64_t block_row0 = static_cast<int64_t>(blockIdx.y) * rows_per_block;
-  const int64_t block_row1 = block_row0 + rows_per_block < n ? block_row0 + rows_per_block : n;
-  const int64_t first_row = block_row0 + warp * kDyStepRows;
-  const int64_t steps = first_row < block_row1 ? (block_row1 - first_row + kDyBlockStep - 1) / kDyBlockStep : 0;
   constexpr int S = kStages;
-  const ChunkStream<S> cs(reinterpret_cast<StreamStage*>(stream_smem) + warp * S, dy, n, m, first_row, c0,
-                          static_cast<int>(steps) * kDyChunks, lane);
+  const ChunkStream<S> cs(stream_smem, dy, n, m, rows_per_block);
+  const int64_t c0 = cs.c0, first_row = cs.first_row;
+  const int steps = cs.steps;
   cs.start();
   const bool want_g = part_g != nullptr, want_db = part_db != nullptr;
   for (int i = threadIdx.x; i < kDyKTiles * 32; i += kThreads) {
@@ -888,8 +892,8 @@ __global__ void __launch_bounds__(kThreads, 2)
     for (int i = 0; i < 4; ++i) cdb[t][i] = 0.0f;
   const int64_t tiles = (m + kDyTileCols - 1) / kDyTileCols;
   const int mrow = (lane & 7) + ((lane >> 3) & 1) * 8, mhalf = lane >> 4;
-  for (int64_t step = 0; step < steps; ++step) {
-    const int64_t r0 = first_row + step * kDyBlockStep;
+  for (int step = 0; step < steps; ++step) {
+    const int64_t r0 = first_row + static_cast<int64_t>(step) * kDyBlockStep;
     float cg[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     uint32_t xb0 = 0, xb1 = 0;
     if (want_db) {  // db's B fragment: xa rows r0 + 2 tid (+1) and + 8, rank gid, rounded to bf16
@@ -899,7 +903,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
 #pragma unroll
     for (int chunk = 0; chunk < kDyChunks; ++chunk) {
-      const int item = static_cast<int>(step) * kDyChunks + chunk;
+      const int item = step * kDyChunks + chunk;
       StreamStage& buf = cs.stage[item % S];
       ChunkStream<S>::wait();
       __syncwarp();
