@@ -319,13 +319,28 @@ __global__ void __launch_bounds__(kThreads, kHalfWidth<T> ? 2 : 1)
   }
 }
 
+// sum over p < parts, in order from 0, of part[p * stride], with the loads of 16 parts issued before their adds (the
+// compiler's own unrolling issued 4 at a time: a reduce over 74 column tiles waited on ~19 round trips to L2).
+__device__ __forceinline__ float sum_parts_in_order(const float* part, int64_t parts, int64_t stride) {
+  constexpr int kAhead = 16;
+  float s = 0.0f;
+  for (int64_t p = 0; p < parts; p += kAhead) {
+    float v[kAhead];
+#pragma unroll
+    for (int u = 0; u < kAhead; ++u) v[u] = p + u < parts ? part[(p + u) * stride] : 0.0f;
+#pragma unroll
+    for (int u = 0; u < kAhead; ++u) {
+      if (p + u < parts) s += v[u];
+    }
+  }
+  return s;
+}
+
 // xa[i] = sum over splits, in order, of part[split][i] (i over n * R).
 __global__ void sum_splits_kernel(const float* part, int64_t splits, int64_t count, float* out) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    float s = 0.0f;
-    for (int64_t sp = 0; sp < splits; ++sp) s += part[sp * count + i];
-    out[i] = s;
+    out[i] = sum_parts_in_order(part + i, splits, count);
   }
 }
 
@@ -1106,9 +1121,7 @@ __global__ void __launch_bounds__(kThreads) lora_da_kernel(const void* x, const 
 __global__ void lora_da_reduce_kernel(const float* part, int64_t slices, int64_t rk, float scale, float* da) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < rk;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    float s = 0.0f;
-    for (int64_t sl = 0; sl < slices; ++sl) s += part[sl * rk + i];
-    da[i] += scale * s;
+    da[i] += scale * sum_parts_in_order(part + i, slices, rk);
   }
 }
 
