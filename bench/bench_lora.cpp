@@ -183,8 +183,11 @@ int main(int argc, char** argv) {
     const LoraDyWork dy_work = lora_dy_work(n, m, r);
     float* g_out = upload_f32(std::vector<float>(static_cast<size_t>(n * r), 0.0f));
     float* db = upload_f32(std::vector<float>(static_cast<size_t>(m * r), 0.0f));
-    float* part_g = upload_f32(std::vector<float>(static_cast<size_t>(std::max<int64_t>(dy_work.part_g_floats, 1)), 0.0f));
-    float* part_db = upload_f32(std::vector<float>(static_cast<size_t>(std::max<int64_t>(dy_work.part_db_floats, 1)), 0.0f));
+    const auto zeros = [](int64_t count) {
+      return std::vector<float>(static_cast<size_t>(std::max<int64_t>(count, 1)));
+    };
+    float* part_g = upload_f32(zeros(dy_work.part_g_floats));
+    float* part_db = upload_f32(zeros(dy_work.part_db_floats));
     const double bytes[kPasses] = {2.0 * n * k, 4.0 * n * m, 4.0 * n * k, 2.0 * n * k, 2.0 * n * m};
     for (int pass = 0; pass < kPasses; ++pass) bytes_total[pass] += bytes[pass] * layers;
     // References per (pass, kernel family): xa (pass 0) and the B update reading its xa (pass 1) follow xa's

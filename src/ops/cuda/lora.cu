@@ -641,15 +641,15 @@ using StreamStage = uint4[kDyStepRows][kDyPieces];  // one chunk: 2 KB
 constexpr int stream_smem_bytes(int stages) { return kWarps * stages * static_cast<int>(sizeof(StreamStage)); }
 constexpr int kStages = 4;
 
-// The warp's stream of chunks: item = step * kDyChunks + chunk covers rows first_row + step * kDyBlockStep (16 of them)
-// and columns c0 + chunk * kDyChunkCols (64) of src (n, m). Piece p = lane + 32 i (i < 4) of a chunk, its row
-// p / 8 = lane / 8 + 4 i and 16-byte piece p % 8 = lane % 8, is copied by this lane into the chunk's buffer (item % S)
-// XOR-swizzled by row (ldmatrix's 8 row addresses fall in distinct banks); pieces outside (n, m) are zero-filled. issue(item) commits a
-// group (an empty one past the end, so that the count stays uniform); wait() returns once the oldest in-flight item
-// has landed (visible to the lane that copied it; a __syncwarp makes it the warp's). The lane's addresses are set
-// up once (its rows are 4 apart; its pieces' offsets in a buffer take two swizzles, rows r and r + 4).
-// The warp's work in its block: column tile blockIdx.x (kDyTileCols wide from c0), row block blockIdx.y of
-// rows_per_block rows, of which warp w takes the 16-row steps w, w + 8, ... (`steps` of them, from first_row).
+// The warp's work in its block and its stream of chunks. The block takes column tile blockIdx.x (kDyTileCols wide from
+// c0) and row block blockIdx.y (rows_per_block rows), warp w its 16-row steps w, w + 8, ... (`steps` of them, from
+// first_row). Item = step * kDyChunks + chunk covers the step's rows and columns c0 + chunk * kDyChunkCols (64) of
+// src (n, m). Piece p = lane + 32 i (i < 4) of a chunk, its row p / 8 = lane / 8 + 4 i and 16-byte piece
+// p % 8 = lane % 8, is copied by this lane into the chunk's buffer (item % S), XOR-swizzled by row (ldmatrix's 8 row
+// addresses fall in distinct banks); pieces outside (n, m) are zero-filled. issue(item) commits a group (an empty one
+// past the end, so that the count stays uniform); wait() returns once the oldest in-flight item has landed (visible to
+// the lane that copied it; a __syncwarp makes it the warp's). The lane's addresses are set up once (its rows are 4
+// apart; its pieces' offsets in a buffer take two swizzles, rows r and r + 4).
 template <int S>
 struct ChunkStream {
   int64_t c0, first_row;
@@ -713,8 +713,8 @@ struct ChunkStream {
 // kXa: out = xa's column-tile partials (part[tile][row][rr], or xa itself with one tile), f = a (8, k).
 // !kXa: out = da's row-block partials part[row block][rr][c], f = g (n, 8).
 // The dropout (threshold != 0): drawn with kDraw (xa: stored into keep_bits_out when given), else read from
-// keep_bits_in (the cache; both give the same mask, so the same bits); the training step always has the cache. Sums are of the masked x; keep_scale multiplies xa's partials here and da's sum
-// in the launcher's reduce.
+// keep_bits_in (the cache; both give the same mask, so the same bits); the training step always has the cache. Sums
+// are of the masked x; keep_scale multiplies xa's partials here and da's sum in the launcher's reduce.
 // Blocks (column tile of 256, row block of rows_per_block, a multiple of 128): warp w takes the block's 16-row steps
 // w, w + 8, ..., each a stream of 4 chunks of 64 columns (ChunkStream). The mask of the lane's pieces is drawn (or read
 // from the cache) while their copies are in flight, and applied to them in shared memory once landed; then the
@@ -784,7 +784,9 @@ __global__ void __launch_bounds__(kThreads, 2)
       if (keep_bits_out != nullptr) {
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-          if (cols && 4 * i < rows) keep_bits_out[byte + 4 * i * groups] = static_cast<uint8_t>(keep_bits_of_masks(masks[i]));
+          if (cols && 4 * i < rows) {
+            keep_bits_out[byte + 4 * i * groups] = static_cast<uint8_t>(keep_bits_of_masks(masks[i]));
+          }
         }
       }
     } else {
@@ -825,9 +827,12 @@ __global__ void __launch_bounds__(kThreads, 2)
           if constexpr (!kDraw) masks[i] = keep_masks_of_bits(masks[i].x);
           const uint32_t at = cs.piece_smem(b, i);
           uint4 v;
-          asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(at));
-          asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(at), "r"(v.x & masks[i].x), "r"(v.y & masks[i].y),
-                       "r"(v.z & masks[i].z), "r"(v.w & masks[i].w) : "memory");
+          asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                       : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                       : "r"(at));
+          asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(at), "r"(v.x & masks[i].x),
+                       "r"(v.y & masks[i].y), "r"(v.z & masks[i].z), "r"(v.w & masks[i].w)
+                       : "memory");
         }
       }
       __syncwarp();  // the chunk is the warp's; every lane is past the previous item's reads
