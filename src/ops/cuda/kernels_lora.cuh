@@ -26,8 +26,9 @@ struct LoraKernelConfig {
   int xa_rows = 0;
   int update_rows = 2;
   int da_rows = 4;
-  // xa and da on tensor cores where they can (r 8, BF16 x, the default xa_rows / da_rows): the fp32 factor as three
-  // bf16 terms, exact products (lora.cu). False: the CUDA-core kernels.
+  // xa and da on tensor cores where they can (r 8, BF16 x, the default xa_rows / da_rows; with a dropout, a map whose
+  // 8-column groups are whole Philox blocks): the fp32 factor as three bf16 terms, exact products (lora.cu). False:
+  // the CUDA-core kernels.
   bool tensor_cores = true;
 };
 
