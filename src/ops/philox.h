@@ -112,6 +112,12 @@ SWIFT_HOST_DEVICE inline bool dropout_map_identity(const DropoutMap& m, int64_t 
   return m.row_offset == 0 && m.col_offset == 0 && (m.full_cols == 0 || m.full_cols == cols);
 }
 
+// Whether every 8-aligned group of 8 columns of a block `cols` wide (cols % 8 == 0) draws one whole Philox block
+// under `m`: the identity, or a full width and column offset that are multiples of 8.
+SWIFT_HOST_DEVICE inline bool dropout_whole_blocks(const DropoutMap& m, int64_t cols) {
+  return dropout_map_identity(m, cols) || ((m.full_cols == 0 || m.full_cols % 8 == 0) && m.col_offset % 8 == 0);
+}
+
 // Dropout draws of stream `seed` at arbitrary indices, caching the last block: runs of consecutive indices cost one
 // Philox block per 8 draws (for mapped blocks, whose rows start anywhere in the stream).
 struct PhiloxCursor {

@@ -16,7 +16,7 @@
 //    g = row * k + col), the same masks as the CPU. When g is a multiple of 8 (always with the identity map, since
 //    k % 8 == 0) the 8 draws are one whole block (4 columns at a multiple of 4: half a block); a mapped block starting
 //    elsewhere in the stream draws its elements one by one (PhiloxCursor) on CUDA cores: the tensor-core passes
-//    draw whole blocks only (draws_block_aligned), and with such a map xa and da both take the CUDA-core kernels.
+//    draw whole blocks only (dropout_whole_blocks), and with such a map xa and da both take the CUDA-core kernels.
 //  - Math in fp32 with fp32 factors (PEFT runs the adapter in fp32); 16-bit outputs are rounded once.
 //  - Deterministic: every output has one writer and a summation order fixed by (n, k, r) alone (never by the GPU
 //    model or timing): xa sums its column splits in order, da its row slices in order.
@@ -34,10 +34,10 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <atomic>
 #include <type_traits>
 
 #include "ops/cuda/attention_common.cuh"
+#include "ops/cuda/func_attribute.cuh"
 #include "ops/cuda/kernels_lora.cuh"
 #include "ops/cuda/swiglu_math.cuh"
 #include "ops/philox.h"
@@ -638,28 +638,27 @@ __device__ __forceinline__ uint4 keep_masks_of_bits(uint32_t bits) {
 // ahead in registers and ran at ~1 TB/s, waiting on each load's latency (docs/PERFORMANCE.md, run 13 call 5 and
 // run 18).
 using StreamStage = uint4[kDyStepRows][kDyPieces];  // one chunk: 2 KB
-constexpr int stream_smem_bytes(int stages) { return kWarps * stages * static_cast<int>(sizeof(StreamStage)); }
-constexpr int kStages = 4;
+constexpr int kStages = 4;                          // buffers per warp
+constexpr int kStagingBytes = kWarps * kStages * static_cast<int>(sizeof(StreamStage));  // 64 KB per block
 
 // The warp's work in its block and its stream of chunks. The block takes column tile blockIdx.x (kDyTileCols wide from
 // c0) and row block blockIdx.y (rows_per_block rows), warp w its 16-row steps w, w + 8, ... (`steps` of them, from
 // first_row). Item = step * kDyChunks + chunk covers the step's rows and columns c0 + chunk * kDyChunkCols (64) of
 // src (n, m). Piece p = lane + 32 i (i < 4) of a chunk, its row p / 8 = lane / 8 + 4 i and 16-byte piece
-// p % 8 = lane % 8, is copied by this lane into the chunk's buffer (item % S), XOR-swizzled by row (ldmatrix's 8 row
-// addresses fall in distinct banks); pieces outside (n, m) are zero-filled. issue(item) commits a group (an empty one
-// past the end, so that the count stays uniform); wait() returns once the oldest in-flight item has landed (visible to
-// the lane that copied it; a __syncwarp makes it the warp's). The lane's addresses are set up once (its rows are 4
-// apart; its pieces' offsets in a buffer take two swizzles, rows r and r + 4).
-template <int S>
+// p % 8 = lane % 8, is copied by this lane into the chunk's buffer (item % kStages), XOR-swizzled by row (ldmatrix's 8
+// row addresses fall in distinct banks); pieces outside (n, m) are zero-filled. issue(item) commits a group (an empty
+// one past the end, so that the count stays uniform); wait() returns once the oldest in-flight item has landed
+// (visible to the lane that copied it; a __syncwarp makes it the warp's). The lane's addresses are set up once (its
+// rows are 4 apart; its pieces' offsets in a buffer take two swizzles, rows r and r + 4).
 struct ChunkStream {
   int64_t c0, first_row;
   int steps, items;
-  StreamStage* stage;  // the warp's S buffers
+  StreamStage* stage;  // the warp's kStages buffers
   const __nv_bfloat16* lane_src;  // src at the lane's first row and column
   int64_t m, rows_left, cols_left;  // rows and columns of src from the lane's first ones (may be <= 0)
   uint32_t smem0, smem1;  // shared address of pieces 0 and 1 in buffer 0 (pieces 2, 3: + 1024)
 
-  // smem: the block's dynamic shared memory (stream_smem_bytes(S)).
+  // smem: the block's dynamic shared memory (kStagingBytes).
   __device__ __forceinline__ ChunkStream(uint4* smem, const __nv_bfloat16* src, int64_t n, int64_t m_,
                                          int64_t rows_per_block)
       : m(m_) {
@@ -670,7 +669,7 @@ struct ChunkStream {
     first_row = block_row0 + warp * kDyStepRows;
     steps = first_row < block_row1 ? static_cast<int>((block_row1 - first_row + kDyBlockStep - 1) / kDyBlockStep) : 0;
     items = steps * kDyChunks;
-    stage = reinterpret_cast<StreamStage*>(smem) + warp * S;
+    stage = reinterpret_cast<StreamStage*>(smem) + warp * kStages;
     const int r = lane / 8, piece = lane % 8;
     lane_src = src + (first_row + r) * m + c0 + 8 * piece;
     rows_left = n - first_row - r;
@@ -697,7 +696,7 @@ struct ChunkStream {
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int size = cols && 4 * i < rows ? 16 : 0;  // 0: zero-fill, nothing read
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(piece_smem(item % S, i)),
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(piece_smem(item % kStages, i)),
                      "l"(from + 4 * i * m), "r"(size));
       }
     }
@@ -705,9 +704,9 @@ struct ChunkStream {
   }
   __device__ __forceinline__ void start() const {
 #pragma unroll
-    for (int s = 0; s < S - 1; ++s) issue(s);
+    for (int s = 0; s < kStages - 1; ++s) issue(s);
   }
-  __device__ __forceinline__ static void wait() { attn::cp_async_wait<S - 2>(); }
+  __device__ __forceinline__ static void wait() { attn::cp_async_wait<kStages - 2>(); }
 };
 
 // kXa: out = xa's column-tile partials (part[tile][row][rr], or xa itself with one tile), f = a (8, k).
@@ -728,8 +727,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   __shared__ uint32_t sbf[kXa ? 3 : 1][kXa ? kDyKTiles : 1][32][2];  // xa: a's B fragments, three terms
   extern __shared__ __align__(16) uint4 stream_smem[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane / 4, tid = lane % 4;
-  constexpr int S = kStages;
-  const ChunkStream<S> cs(stream_smem, x, n, k, rows_per_block);
+  const ChunkStream cs(stream_smem, x, n, k, rows_per_block);
   const int64_t c0 = cs.c0, first_row = cs.first_row;
   const int steps = cs.steps;
   cs.start();  // in flight while a's fragments are staged
@@ -760,7 +758,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   // columns 8 (lane % 8) ..), drawn (xa: the keep bits also stored), or the cache's bytes (in masks[i].x, made masks
   // after the wait: fewer live registers across it). The 4 Philox blocks are drawn unconditionally (pieces outside
   // too) so that their dependent rounds interleave: one whole block per piece, the blocks of the lane's 4 rows
-  // 4 full-width rows apart in the stream (the launcher checked draws_block_aligned). Outside pieces are zero-filled:
+  // 4 full-width rows apart in the stream (the launcher checked dropout_whole_blocks). Outside pieces are zero-filled:
   // any mask keeps them zero.
   const int64_t groups = k / 8;  // bytes per row of the keep-bits cache
   const int64_t stream_groups = (map.full_cols > 0 ? map.full_cols : k) / 8;  // Philox blocks per full-width row
@@ -816,11 +814,11 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll(kXa ? 1 : kDyChunks)
     for (int chunk = 0; chunk < kDyChunks; ++chunk) {
       const int item = step * kDyChunks + chunk;
-      const int b = item % S;
+      const int b = item % kStages;
       StreamStage& buf = cs.stage[b];
       uint4 masks[4];
       if (threshold != 0) item_masks(item, masks);  // while the copies are in flight
-      ChunkStream<S>::wait();
+      ChunkStream::wait();
       if (threshold != 0) {  // the lane's own pieces
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
@@ -836,7 +834,7 @@ __global__ void __launch_bounds__(kThreads, 2)
         }
       }
       __syncwarp();  // the chunk is the warp's; every lane is past the previous item's reads
-      cs.issue(item + S - 1);  // into the buffer read by the previous item
+      cs.issue(item + kStages - 1);  // into the buffer read by the previous item
 #pragma unroll
       for (int kt = 0; kt < kDyChunkCols / 16; ++kt) {
         const int t = chunk * (kDyChunkCols / 16) + kt;
@@ -890,8 +888,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   __shared__ uint32_t sbg[kDyKTiles][32][2];  // g's B fragments of the tile's 16 k-tiles, per lane
   extern __shared__ __align__(16) uint4 stream_smem[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane / 4, tid = lane % 4;
-  constexpr int S = kStages;
-  const ChunkStream<S> cs(stream_smem, dy, n, m, rows_per_block);
+  const ChunkStream cs(stream_smem, dy, n, m, rows_per_block);
   const int64_t c0 = cs.c0, first_row = cs.first_row;
   const int steps = cs.steps;
   cs.start();
@@ -924,10 +921,10 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
     for (int chunk = 0; chunk < kDyChunks; ++chunk) {
       const int item = step * kDyChunks + chunk;
-      StreamStage& buf = cs.stage[item % S];
-      ChunkStream<S>::wait();
+      StreamStage& buf = cs.stage[item % kStages];
+      ChunkStream::wait();
       __syncwarp();
-      cs.issue(item + S - 1);
+      cs.issue(item + kStages - 1);
 #pragma unroll
       for (int kt = 0; kt < kDyChunkCols / 16; ++kt) {
         const int t = chunk * (kDyChunkCols / 16) + kt;
@@ -962,21 +959,13 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 }
 
-// Launches a tensor-core pass with its dynamic staging (the attribute set once per kernel and device).
+// Launches a tensor-core pass with its dynamic staging.
 template <auto Kernel, typename... Args>
 cudaError_t launch_staged(dim3 grid, cudaStream_t stream, Args... args) {
-  constexpr int kSmem = stream_smem_bytes(kStages);
-  static std::atomic<uint64_t> set_on_devices{0};
-  int device = 0;
-  cudaError_t status = cudaGetDevice(&device);
+  const cudaError_t status =
+      set_func_attribute_once<Kernel>(cudaFuncAttributeMaxDynamicSharedMemorySize, kStagingBytes);
   if (status != cudaSuccess) return status;
-  const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
-  if (bit == 0 || (set_on_devices.load(std::memory_order_acquire) & bit) == 0) {
-    status = cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
-    if (status != cudaSuccess) return status;
-    set_on_devices.fetch_or(bit, std::memory_order_acq_rel);
-  }
-  Kernel<<<grid, kThreads, kSmem, stream>>>(args...);
+  Kernel<<<grid, kThreads, kStagingBytes, stream>>>(args...);
   return cudaGetLastError();
 }
 
@@ -1169,17 +1158,12 @@ bool lora_fast_shape(int64_t k, int r) { return (r == 8 || r == 16) && k % 8 == 
 int64_t lora_xa_splits(int64_t k) { return (k + kDyTileCols - 1) / kDyTileCols; }
 
 namespace {
-// Whether every 8-aligned group of 8 columns of a (n, k) operand (k % 8 == 0) draws one whole Philox block under `map`
-// (the identity always; a mapped block when its full width and column offset are multiples of 8).
-bool draws_block_aligned(const DropoutMap& map, int64_t k) {
-  return dropout_map_identity(map, k) || ((map.full_cols == 0 || map.full_cols % 8 == 0) && map.col_offset % 8 == 0);
-}
 // Whether the x passes (xa, da) run on tensor cores: r 8, BF16 x, the default work shapes, and with a dropout whole
-// Philox blocks per 8 columns (decided by the mask alone, not by whether a pass draws it or reads the keep-bits cache:
+// Philox blocks per 8 columns (ops/philox.h dropout_whole_blocks; decided by the mask alone, not by whether a pass draws it or reads the keep-bits cache:
 // da gives the same bits either way).
 bool x_pass_on_tensor_cores(int x_dtype, int r, const LoraKernelConfig& config, bool draws, const DropoutMap& map,
                             int64_t k) {
-  return config.tensor_cores && r == 8 && x_dtype == 1 && (!draws || draws_block_aligned(map, k));
+  return config.tensor_cores && r == 8 && x_dtype == 1 && (!draws || dropout_whole_blocks(map, k));
 }
 }  // namespace
 

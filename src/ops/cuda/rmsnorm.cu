@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <initializer_list>
 
+#include "ops/cuda/func_attribute.cuh"
 #include "ops/cuda/kernels_elementwise.cuh"
 
 namespace swift::ops::cuda {
@@ -601,18 +602,10 @@ cudaError_t rmsnorm_backward_narrow(const void* dy, const void* x, const void* w
     return cudaGetLastError();
   }
   // 36 KiB of shared memory per block: ask for the largest shared-memory carveout so that blocks, not the L1 split,
-  // bound the SM's occupancy. The attribute is per device: set once on each (bit = ordinal, < 64).
-  static std::atomic<uint64_t> devices_set{0};
-  int device = 0;
-  cudaError_t status = cudaGetDevice(&device);
+  // bound the SM's occupancy.
+  const cudaError_t status = set_func_attribute_once<rmsnorm_backward_narrow_kernel<T, W, true>>(
+      cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
   if (status != cudaSuccess) return status;
-  const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
-  if (bit == 0 || (devices_set.load() & bit) == 0) {
-    status = cudaFuncSetAttribute(rmsnorm_backward_narrow_kernel<T, W, true>,
-                                  cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
-    if (status != cudaSuccess) return status;
-    devices_set.fetch_or(bit);
-  }
   rmsnorm_backward_narrow_kernel<T, W, true><<<blocks, kNarrowThreads, 0, stream>>>(pdy, px, pw, rstd, pdx, partials,
                                                                                     n, c, rows, accumulate);
   return cudaGetLastError();
