@@ -552,6 +552,218 @@ __global__ void __launch_bounds__(kThreads, kHalfWidth<T> ? 2 : 1)
   }
 }
 
+// ---- the rank-term passes with the factor in registers (r 8): y += scale * mult * (g F), and the swiglu with the
+// folded B products ----
+// The rank update and lora_swiglu_kernel above read each element's R factor values from shared memory: 16 bytes per
+// element with J = 2 rows, so L1 / shared memory ran at 90% while DRAM ran at 43-50% (docs/PERFORMANCE.md run 18,
+// call 12). Here a lane owns 4 columns for the whole block and holds their 8 x 4 factor values in registers; the
+// block's rows of g are staged in shared memory (a row is read by the whole warp at once: one broadcast); the 8 warps
+// take the block's rows w, w + 8, ... in groups whose loads (y, the residual, the cached keep bits) are issued before
+// their math. Per
+// element the arithmetic is the rank update's (t = sum over rr in order of g[rr] F[rr][c], the multiplier applied to
+// t, then y + scale * t, rounded once), so the results are the same bits.
+constexpr int kRowCols = 4;                   // columns per lane
+constexpr int kRowBlockCols = 32 * kRowCols;  // 128 columns per block
+constexpr int kRowBlockRows = 256;            // rows per block (8 warps x 32)
+
+template <typename T>
+using Raw4 = std::conditional_t<kHalfWidth<T>, uint2, uint4>;
+
+template <typename T>
+__device__ __forceinline__ Raw4<T> load4_raw(const void* p, int64_t e) {
+  return *reinterpret_cast<const Raw4<T>*>(static_cast<const T*>(p) + e);
+}
+
+template <typename T>
+__device__ __forceinline__ void raw4_to_float(const Raw4<T>& w, float (&v)[4]) {
+  if constexpr (kHalfWidth<T>) {
+    pair_to_float2<T>(w.x, v[0], v[1]);
+    pair_to_float2<T>(w.y, v[2], v[3]);
+  } else {
+    v[0] = __uint_as_float(w.x); v[1] = __uint_as_float(w.y); v[2] = __uint_as_float(w.z); v[3] = __uint_as_float(w.w);
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ void store4(void* p, int64_t e, const float (&v)[4]) {
+  if constexpr (kHalfWidth<T>) {
+    *reinterpret_cast<uint2*>(static_cast<T*>(p) + e) = make_uint2(float2_to_pair<T>(v[0], v[1]),
+                                                                   float2_to_pair<T>(v[2], v[3]));
+  } else {
+    *reinterpret_cast<float4*>(static_cast<float*>(p) + e) = make_float4(v[0], v[1], v[2], v[3]);
+  }
+}
+
+// The factor's 8 x 4 values of columns col .. col + 3 (zeros past k): F = f (8, k), or f stored (k, 8) when
+// kTransposed (LoRA's b).
+template <bool kTransposed>
+__device__ __forceinline__ void factor_columns(const float* f, int64_t k, int64_t col, float (&fv)[8][kRowCols]) {
+#pragma unroll
+  for (int i = 0; i < kRowCols; ++i)
+#pragma unroll
+    for (int rr = 0; rr < 8; ++rr) fv[rr][i] = 0.0f;
+  if (col >= k) return;  // k % 8 == 0: the 4 columns are all in or all out
+  if constexpr (kTransposed) {
+#pragma unroll
+    for (int i = 0; i < kRowCols; ++i) {
+      const float4 lo = *reinterpret_cast<const float4*>(f + (col + i) * 8);
+      const float4 hi = *reinterpret_cast<const float4*>(f + (col + i) * 8 + 4);
+      fv[0][i] = lo.x; fv[1][i] = lo.y; fv[2][i] = lo.z; fv[3][i] = lo.w;
+      fv[4][i] = hi.x; fv[5][i] = hi.y; fv[6][i] = hi.z; fv[7][i] = hi.w;
+    }
+  } else {
+#pragma unroll
+    for (int rr = 0; rr < 8; ++rr) {
+      const float4 v = *reinterpret_cast<const float4*>(f + rr * k + col);
+      fv[rr][0] = v.x; fv[rr][1] = v.y; fv[rr][2] = v.z; fv[rr][3] = v.w;
+    }
+  }
+}
+
+// The block's rows of g (n, 8) in shared memory (zeros past n), followed by a barrier; a row is then read by every
+// lane of a warp at once (one broadcast).
+__device__ __forceinline__ void stage_g_rows(const float* g, int64_t n, int64_t row0, float (*sg)[8]) {
+  for (int i = threadIdx.x; i < kRowBlockRows * 8; i += kThreads) {
+    const int64_t row = row0 + i / 8;
+    (&sg[0][0])[i] = row < n ? g[row * 8 + i % 8] : 0.0f;
+  }
+  __syncthreads();
+}
+
+__device__ __forceinline__ void staged_g_row(const float (*sg)[8], int local_row, float (&gv)[8]) {
+  const float4 lo = *reinterpret_cast<const float4*>(&sg[local_row][0]);
+  const float4 hi = *reinterpret_cast<const float4*>(&sg[local_row][4]);
+  gv[0] = lo.x; gv[1] = lo.y; gv[2] = lo.z; gv[3] = lo.w; gv[4] = hi.x; gv[5] = hi.y; gv[6] = hi.z; gv[7] = hi.w;
+}
+
+// t[i] = sum over rr (in order, from 0) of gv[rr] * fv[rr][i]: rank_terms' arithmetic for 4 columns.
+__device__ __forceinline__ void rank_terms4(const float (&fv)[8][kRowCols], const float (&gv)[8],
+                                            float (&t)[kRowCols]) {
+#pragma unroll
+  for (int i = 0; i < kRowCols; ++i) t[i] = 0.0f;
+#pragma unroll
+  for (int rr = 0; rr < 8; ++rr) {
+#pragma unroll
+    for (int i = 0; i < kRowCols; ++i) t[i] += gv[rr] * fv[rr][i];
+  }
+}
+
+// y (n, k) += scale * mult * (g F) (overwrite: y = 0 + ..., y not read; kResidual: y = (y + residual) + ...), r 8.
+// Blocks of kRowBlockCols columns x kRowBlockRows rows; warp w takes the block's rows w + 8 (J q + j), J rows at once.
+template <typename T, bool kTransposed, bool kResidual, int J>
+__global__ void __launch_bounds__(kThreads, 2)
+    lora_rank_rows_kernel(void* y, const float* g, const float* f, int64_t n, int64_t k, float scale, uint64_t seed,
+                          uint32_t threshold, float keep_scale, DropoutMap map, const uint8_t* keep_bits,
+                          bool overwrite, const void* residual) {
+  __shared__ __align__(16) float sg[kRowBlockRows][8];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * kRowBlockCols + lane * kRowCols;
+  const bool col_inside = col < k;
+  const int64_t block_row0 = static_cast<int64_t>(blockIdx.y) * kRowBlockRows;
+  float fv[8][kRowCols];
+  factor_columns<kTransposed>(f, k, col, fv);
+  stage_g_rows(g, n, block_row0, sg);
+  for (int q = 0; q < kRowBlockRows / kWarps; q += J) {
+    Raw4<T> raw[J], res[kResidual ? J : 1];
+    uint32_t kb[J];
+#pragma unroll
+    for (int j = 0; j < J; ++j) {  // every load of the group first
+      const int64_t row = block_row0 + warp + kWarps * (q + j);
+      const bool inside = col_inside && row < n;
+      raw[j] = inside && !overwrite ? load4_raw<T>(y, row * k + col) : Raw4<T>{};
+      if constexpr (kResidual) res[j] = inside ? load4_raw<T>(residual, row * k + col) : Raw4<T>{};
+      kb[j] = inside && threshold != 0 && keep_bits != nullptr ? cached_keep_bits<kRowCols>(keep_bits, row, col, k)
+                                                                : 0u;
+    }
+#pragma unroll
+    for (int j = 0; j < J; ++j) {
+      const int local = warp + kWarps * (q + j);
+      const int64_t row = block_row0 + local;
+      if (!col_inside || row >= n) continue;
+      float gv[8], t[kRowCols];
+      staged_g_row(sg, local, gv);
+      rank_terms4(fv, gv, t);
+      if (threshold != 0) {
+        const uint32_t bits =
+            keep_bits != nullptr ? kb[j] : dropout_keep_bits<kRowCols>(seed, map, row, col, k, threshold);
+        apply_keep_bits<kRowCols>(t, bits, keep_scale);
+      }
+      float v[kRowCols];
+      raw4_to_float<T>(raw[j], v);
+      if constexpr (kResidual) {  // y + residual first (add_lora_residual), then the rank term
+        float rv[kRowCols];
+        raw4_to_float<T>(res[j], rv);
+#pragma unroll
+        for (int i = 0; i < kRowCols; ++i) v[i] = v[i] + rv[i];
+      }
+#pragma unroll
+      for (int i = 0; i < kRowCols; ++i) v[i] = v[i] + scale * t[i];
+      store4<T>(y, row * k + col, v);
+    }
+  }
+}
+
+// lora_swiglu_kernel's pass (the same arguments and bits) with both factors in registers; J rows at once.
+template <typename T, int J>
+__global__ void __launch_bounds__(kThreads, 2)
+    lora_swiglu_rows_kernel(void* gate, void* up, const float* xg, const float* bg, const float* xu, const float* bu,
+                            int64_t n, int64_t k, float scale, void* out) {
+  __shared__ __align__(16) float sgg[kRowBlockRows][8];
+  __shared__ __align__(16) float sgu[kRowBlockRows][8];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * kRowBlockCols + lane * kRowCols;
+  const bool col_inside = col < k;
+  const int64_t block_row0 = static_cast<int64_t>(blockIdx.y) * kRowBlockRows;
+  float fg[8][kRowCols], fu[8][kRowCols];
+  factor_columns<true>(bg, k, col, fg);
+  factor_columns<true>(bu, k, col, fu);
+  stage_g_rows(xg, n, block_row0, sgg);
+  stage_g_rows(xu, n, block_row0, sgu);
+  for (int q = 0; q < kRowBlockRows / kWarps; q += J) {
+    Raw4<T> rg[J], ru[J];
+#pragma unroll
+    for (int j = 0; j < J; ++j) {
+      const int64_t row = block_row0 + warp + kWarps * (q + j);
+      const bool inside = col_inside && row < n;
+      rg[j] = inside ? load4_raw<T>(gate, row * k + col) : Raw4<T>{};
+      ru[j] = inside ? load4_raw<T>(up, row * k + col) : Raw4<T>{};
+    }
+#pragma unroll
+    for (int j = 0; j < J; ++j) {
+      const int local = warp + kWarps * (q + j);
+      const int64_t row = block_row0 + local;
+      if (!col_inside || row >= n) continue;
+      const int64_t e = row * k + col;
+      float gvg[8], gvu[8], tg[kRowCols], tu[kRowCols], gv[kRowCols], uv[kRowCols], o[kRowCols];
+      staged_g_row(sgg, local, gvg);
+      staged_g_row(sgu, local, gvu);
+      rank_terms4(fg, gvg, tg);
+      rank_terms4(fu, gvu, tu);
+      raw4_to_float<T>(rg[j], gv);
+      raw4_to_float<T>(ru[j], uv);
+#pragma unroll
+      for (int i = 0; i < kRowCols; ++i) {
+        gv[i] = gv[i] + scale * tg[i];
+        uv[i] = uv[i] + scale * tu[i];
+      }
+      store4<T>(gate, e, gv);
+      store4<T>(up, e, uv);
+      if constexpr (kHalfWidth<T>) {  // the values just stored, as the swiglu kernel would load them
+        Raw4<T> w;
+        w.x = float2_to_pair<T>(gv[0], gv[1]);
+        w.y = float2_to_pair<T>(gv[2], gv[3]);
+        raw4_to_float<T>(w, gv);
+        w.x = float2_to_pair<T>(uv[0], uv[1]);
+        w.y = float2_to_pair<T>(uv[2], uv[3]);
+        raw4_to_float<T>(w, uv);
+      }
+#pragma unroll
+      for (int i = 0; i < kRowCols; ++i) o[i] = swiglu_value(gv[i], uv[i]);
+      store4<T>(out, e, o);
+    }
+  }
+}
+
 // ---- the backward's dy pass: g = dy b and db += scale dy^T xa in one read of dy (r = 8, BF16, tensor cores) ----
 // Both products of a 16 x 16 tile of dy on mma.sync.m16n8k16 (bf16 operands, fp32 accumulation: the operands and
 // rounding of the two cuBLASLt products it replaces, b and xa rounded to bf16): the tile, read once from global
@@ -1242,6 +1454,21 @@ cudaError_t launch_lora_rank_update(void* y, int y_dtype, const float* g, const 
   if (residual != nullptr && (overwrite || r != 8 || !f_transposed || config.update_rows != 2)) {
     return cudaErrorInvalidValue;  // the residual form: the B product of r 8 (add_lora_residual), default shape
   }
+  if (r == 8 && config.factor_in_registers && config.update_rows == 2) {  // the factor in registers
+    const dim3 rows_grid(static_cast<unsigned>((k + kRowBlockCols - 1) / kRowBlockCols),
+                         static_cast<unsigned>((n + kRowBlockRows - 1) / kRowBlockRows));
+    with_element_type(y_dtype, [&](auto* tag) {
+      using T = std::remove_pointer_t<decltype(tag)>;
+      const auto go = [&](auto transposed, auto with_residual) {
+        lora_rank_rows_kernel<T, decltype(transposed)::value, decltype(with_residual)::value, 8>
+            <<<rows_grid, kThreads, 0, stream>>>(y, g, f, n, k, scale, seed, threshold, keep_scale, map, keep_bits,
+                                                 overwrite, residual);
+      };
+      if (residual != nullptr) return go(std::true_type{}, std::true_type{});
+      f_transposed ? go(std::true_type{}, std::false_type{}) : go(std::false_type{}, std::false_type{});
+    });
+    return cudaGetLastError();
+  }
   bool launched = false;
   with_element_type(y_dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
@@ -1375,9 +1602,18 @@ cudaError_t launch_lora_dy(const void* dy, int dy_dtype, const float* b, const f
 
 cudaError_t launch_lora_swiglu(void* gate, void* up, int dtype, const float* xg, const float* bg, const float* xu,
                                const float* bu, int64_t n, int64_t k, int r, float scale, void* out,
-                               cudaStream_t stream) {
+                               cudaStream_t stream, bool factor_in_registers) {
   if (n <= 0) return cudaSuccess;
   if (r != 8 || !lora_fast_shape(k, r) || !activation_code(dtype) || !grid_fits(n, k)) return cudaErrorInvalidValue;
+  if (factor_in_registers) {
+    const dim3 rows_grid(static_cast<unsigned>((k + kRowBlockCols - 1) / kRowBlockCols),
+                         static_cast<unsigned>((n + kRowBlockRows - 1) / kRowBlockRows));
+    with_element_type(dtype, [&](auto* tag) {
+      using T = std::remove_pointer_t<decltype(tag)>;
+      lora_swiglu_rows_kernel<T, 4><<<rows_grid, kThreads, 0, stream>>>(gate, up, xg, bg, xu, bu, n, k, scale, out);
+    });
+    return cudaGetLastError();
+  }
   const int64_t rows = rows_per_block(n, k) < kSwigluMaxBlockRows ? rows_per_block(n, k) : kSwigluMaxBlockRows;
   const dim3 grid = tile_grid(n, k, rows);
   with_element_type(dtype, [&](auto* tag) {
