@@ -34,6 +34,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cstdlib>
 #include <type_traits>
 
 #include "ops/cuda/attention_common.cuh"
@@ -564,7 +565,6 @@ __global__ void __launch_bounds__(kThreads, kHalfWidth<T> ? 2 : 1)
 // t, then y + scale * t, rounded once), so the results are the same bits.
 constexpr int kRowCols = 4;                   // columns per lane
 constexpr int kRowBlockCols = 32 * kRowCols;  // 128 columns per block
-constexpr int kRowBlockRows = 256;            // rows per block (8 warps x 32)
 
 template <typename T>
 using Raw4 = std::conditional_t<kHalfWidth<T>, uint2, uint4>;
@@ -620,22 +620,6 @@ __device__ __forceinline__ void factor_columns(const float* f, int64_t k, int64_
   }
 }
 
-// The block's rows of g (n, 8) in shared memory (zeros past n), followed by a barrier; a row is then read by every
-// lane of a warp at once (one broadcast).
-__device__ __forceinline__ void stage_g_rows(const float* g, int64_t n, int64_t row0, float (*sg)[8]) {
-  for (int i = threadIdx.x; i < kRowBlockRows * 8; i += kThreads) {
-    const int64_t row = row0 + i / 8;
-    (&sg[0][0])[i] = row < n ? g[row * 8 + i % 8] : 0.0f;
-  }
-  __syncthreads();
-}
-
-__device__ __forceinline__ void staged_g_row(const float (*sg)[8], int local_row, float (&gv)[8]) {
-  const float4 lo = *reinterpret_cast<const float4*>(&sg[local_row][0]);
-  const float4 hi = *reinterpret_cast<const float4*>(&sg[local_row][4]);
-  gv[0] = lo.x; gv[1] = lo.y; gv[2] = lo.z; gv[3] = lo.w; gv[4] = hi.x; gv[5] = hi.y; gv[6] = hi.z; gv[7] = hi.w;
-}
-
 // t[i] = sum over rr (in order, from 0) of gv[rr] * fv[rr][i]: rank_terms' arithmetic for 4 columns.
 __device__ __forceinline__ void rank_terms4(const float (&fv)[8][kRowCols], const float (&gv)[8],
                                             float (&t)[kRowCols]) {
@@ -648,51 +632,167 @@ __device__ __forceinline__ void rank_terms4(const float (&fv)[8][kRowCols], cons
   }
 }
 
+// The rows of a rank-term pass stream through a per-warp ring of shared-memory buffers filled by cp.async
+// (kRingStages buffers, kRingStages - 1 items in flight while one is computed): the 7B's shapes need ~40 KB in
+// flight per SM, and loads issued from registers a group at a time (8 rows of 8 bytes per lane) left the kernels
+// waiting on each group's latency (docs/PERFORMANCE.md run 19). An item is kRingRows rows of the warp's 128 columns:
+// of each streamed operand (y, the residual; gate and up) the lane's own 4 columns (it copies and reads only its
+// own), the rows of g (lanes 0 .. 8 kG - 1 copy 16 bytes each) and the rows' 16 bytes of the keep-bits cache
+// (lanes 16 .. 31 copy 4 bytes each; the launcher requires k % 32 == 0). Items past the end commit empty groups.
+constexpr int kRingRows = 4;                           // rows per item
+constexpr int kRingStages = 4;                         // buffers per warp
+constexpr int kRingItemRows = kWarps * kRingRows;      // 32: a block's rows are a multiple
+constexpr int kRingBlockRows = 256;                    // rows per block: 8 items per warp
+
+template <typename T, int kY, int kG>
+struct RingStage {
+  static constexpr int kBytes = kRowCols * static_cast<int>(sizeof(T));  // a lane's 4 columns of a row
+  uint8_t y[kY][kRingRows][32][kBytes];  // streamed operand s, row j, lane
+  float g[kG][kRingRows][8];             // rows of g (of xg, xu)
+  uint8_t bits[kRingRows][16];           // the rows' keep-bits bytes of the block's 128 columns
+};
+
+template <int N>
+__device__ __forceinline__ void cp_async_n(uint32_t smem, const void* gmem, bool valid) {
+  if constexpr (N == 16) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem), "r"(valid ? 16 : 0));
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(smem), "l"(gmem), "n"(N),
+                 "r"(valid ? N : 0));
+  }
+}
+
+// The warp's stream of items in its block (rows_per_block rows from block_row0, columns c0 .. c0 + 127): item i
+// covers rows first_row + i kRingItemRows + j (j < kRingRows). ys[s] == nullptr: operand s is not read (its buffer
+// is left as it is; the caller uses zeros). bits == nullptr: no keep bits.
+template <typename T, int kY, int kG>
+struct RowRing {
+  using Stage = RingStage<T, kY, kG>;
+  Stage* stages;
+  const T* ys[kY];
+  const float* gs[kG];
+  const uint8_t* bits;
+  int64_t n, k, first_row, col;
+  int items, lane;
+
+  __device__ __forceinline__ RowRing(uint4* smem, const void* const* y_src, const float* const* g_src,
+                                     const uint8_t* bits_, int64_t n_, int64_t k_, int64_t rows_per_block)
+      : bits(bits_), n(n_), k(k_) {
+    const int warp = threadIdx.x / 32;
+    lane = threadIdx.x % 32;
+    stages = reinterpret_cast<Stage*>(smem) + warp * kRingStages;
+#pragma unroll
+    for (int s = 0; s < kY; ++s) ys[s] = static_cast<const T*>(y_src[s]);
+#pragma unroll
+    for (int s = 0; s < kG; ++s) gs[s] = g_src[s];
+    col = static_cast<int64_t>(blockIdx.x) * kRowBlockCols + lane * kRowCols;
+    const int64_t block_row0 = static_cast<int64_t>(blockIdx.y) * rows_per_block;
+    const int64_t block_row1 = block_row0 + rows_per_block < n ? block_row0 + rows_per_block : n;
+    first_row = block_row0 + warp * kRingRows;
+    items = first_row < block_row1 ? static_cast<int>((block_row1 - first_row + kRingItemRows - 1) / kRingItemRows)
+                                   : 0;
+  }
+  __device__ __forceinline__ int64_t row0(int item) const {
+    return first_row + static_cast<int64_t>(item) * kRingItemRows;
+  }
+  __device__ __forceinline__ void issue(int item) const {
+    if (item < items) {
+      const int64_t r0 = row0(item);
+      Stage& st = stages[item % kRingStages];
+#pragma unroll
+      for (int s = 0; s < kY; ++s) {
+        if (ys[s] == nullptr) continue;
+#pragma unroll
+        for (int j = 0; j < kRingRows; ++j) {
+          const bool inside = col < k && r0 + j < n;
+          cp_async_n<Stage::kBytes>(attn::smem_addr(&st.y[s][j][lane][0]), ys[s] + (inside ? (r0 + j) * k + col : 0),
+                                    inside);
+        }
+      }
+      if (lane < 8 * kG) {  // g's rows: lane l copies half l % 2 of row (l % 8) / 2 of g stream l / 8
+        const int s = lane / 8, j = (lane % 8) / 2, half = lane % 2;
+        const float* src = s == 0 ? gs[0] : gs[kG - 1];  // no dynamic index: the ring stays in registers
+        const bool inside = r0 + j < n;
+        cp_async_n<16>(attn::smem_addr(&st.g[s][j][4 * half]), src + (inside ? (r0 + j) * 8 + 4 * half : 0), inside);
+      }
+      if (bits != nullptr && lane >= 16) {  // 4 bytes (32 columns) of a row's 16
+        const int j = (lane - 16) / 4, piece = lane % 4;
+        const int64_t c0 = col - lane * kRowCols;
+        const bool inside = r0 + j < n && c0 + 32 * piece < k;
+        cp_async_n<4>(attn::smem_addr(&st.bits[j][4 * piece]),
+                      bits + (inside ? (r0 + j) * (k / 8) + c0 / 8 + 4 * piece : 0), inside);
+      }
+    }
+    attn::cp_async_commit();
+  }
+  __device__ __forceinline__ void start() const {
+#pragma unroll
+    for (int i = 0; i < kRingStages - 1; ++i) issue(i);
+  }
+  // Item `item` landed and visible to the warp; its buffer's predecessor reused for item + kRingStages - 1.
+  __device__ __forceinline__ const Stage& next(int item) const {
+    attn::cp_async_wait<kRingStages - 2>();
+    __syncwarp();
+    issue(item + kRingStages - 1);
+    return stages[item % kRingStages];
+  }
+  __device__ __forceinline__ Raw4<T> y_raw(const Stage& st, int s, int j) const {
+    return *reinterpret_cast<const Raw4<T>*>(&st.y[s][j][lane][0]);
+  }
+  __device__ __forceinline__ void g_row(const Stage& st, int s, int j, float (&gv)[8]) const {
+    const float4 lo = *reinterpret_cast<const float4*>(&st.g[s][j][0]);
+    const float4 hi = *reinterpret_cast<const float4*>(&st.g[s][j][4]);
+    gv[0] = lo.x; gv[1] = lo.y; gv[2] = lo.z; gv[3] = lo.w; gv[4] = hi.x; gv[5] = hi.y; gv[6] = hi.z; gv[7] = hi.w;
+  }
+  __device__ __forceinline__ uint32_t keep_bits4(const Stage& st, int j) const {
+    return (static_cast<uint32_t>(st.bits[j][lane / 2]) >> (4 * (lane % 2))) & 0xFu;
+  }
+};
+
+template <typename T, int kY, int kG>
+constexpr int kRingBytes = kWarps * kRingStages * static_cast<int>(sizeof(RingStage<T, kY, kG>));
+
 // y (n, k) += scale * mult * (g F) (overwrite: y = 0 + ..., y not read; kResidual: y = (y + residual) + ...), r 8.
-// Blocks of kRowBlockCols columns x kRowBlockRows rows; warp w takes the block's rows w + 8 (J q + j), J rows at once.
-template <typename T, bool kTransposed, bool kResidual, int J>
+// Blocks of kRowBlockCols columns x rows_per_block rows (a multiple of kRingItemRows); the lane's factor columns in
+// registers, its rows through the ring.
+template <typename T, bool kTransposed, bool kResidual>
 __global__ void __launch_bounds__(kThreads, 2)
-    lora_rank_rows_kernel(void* y, const float* g, const float* f, int64_t n, int64_t k, float scale, uint64_t seed,
-                          uint32_t threshold, float keep_scale, DropoutMap map, const uint8_t* keep_bits,
-                          bool overwrite, const void* residual) {
-  __shared__ __align__(16) float sg[kRowBlockRows][8];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t col = static_cast<int64_t>(blockIdx.x) * kRowBlockCols + lane * kRowCols;
-  const bool col_inside = col < k;
-  const int64_t block_row0 = static_cast<int64_t>(blockIdx.y) * kRowBlockRows;
+    lora_rank_ring_kernel(void* y, const float* g, const float* f, int64_t n, int64_t k, int64_t rows_per_block,
+                          float scale, uint64_t seed, uint32_t threshold, float keep_scale, DropoutMap map,
+                          const uint8_t* keep_bits, bool overwrite, const void* residual) {
+  extern __shared__ __align__(16) uint4 ring_smem[];
+  constexpr int kY = kResidual ? 2 : 1;
+  const void* srcs[kY];
+  srcs[0] = overwrite ? nullptr : y;
+  if constexpr (kResidual) srcs[1] = residual;
+  const float* const g_src[1] = {g};
+  const bool cached = threshold != 0 && keep_bits != nullptr;
+  const RowRing<T, kY, 1> ring(ring_smem, srcs, g_src,
+                               cached ? keep_bits : nullptr, n, k, rows_per_block);
+  ring.start();  // in flight while the factor's columns are loaded
+  const int64_t col = ring.col;
   float fv[8][kRowCols];
   factor_columns<kTransposed>(f, k, col, fv);
-  stage_g_rows(g, n, block_row0, sg);
-  for (int q = 0; q < kRowBlockRows / kWarps; q += J) {
-    Raw4<T> raw[J], res[kResidual ? J : 1];
-    uint32_t kb[J];
+  for (int item = 0; item < ring.items; ++item) {
+    const auto& st = ring.next(item);
+    const int64_t r0 = ring.row0(item);
 #pragma unroll
-    for (int j = 0; j < J; ++j) {  // every load of the group first
-      const int64_t row = block_row0 + warp + kWarps * (q + j);
-      const bool inside = col_inside && row < n;
-      raw[j] = inside && !overwrite ? load4_raw<T>(y, row * k + col) : Raw4<T>{};
-      if constexpr (kResidual) res[j] = inside ? load4_raw<T>(residual, row * k + col) : Raw4<T>{};
-      kb[j] = inside && threshold != 0 && keep_bits != nullptr ? cached_keep_bits<kRowCols>(keep_bits, row, col, k)
-                                                                : 0u;
-    }
-#pragma unroll
-    for (int j = 0; j < J; ++j) {
-      const int local = warp + kWarps * (q + j);
-      const int64_t row = block_row0 + local;
-      if (!col_inside || row >= n) continue;
+    for (int j = 0; j < kRingRows; ++j) {
+      const int64_t row = r0 + j;
+      if (col >= k || row >= n) continue;
       float gv[8], t[kRowCols];
-      staged_g_row(sg, local, gv);
+      ring.g_row(st, 0, j, gv);
       rank_terms4(fv, gv, t);
       if (threshold != 0) {
         const uint32_t bits =
-            keep_bits != nullptr ? kb[j] : dropout_keep_bits<kRowCols>(seed, map, row, col, k, threshold);
+            cached ? ring.keep_bits4(st, j) : dropout_keep_bits<kRowCols>(seed, map, row, col, k, threshold);
         apply_keep_bits<kRowCols>(t, bits, keep_scale);
       }
-      float v[kRowCols];
-      raw4_to_float<T>(raw[j], v);
+      float v[kRowCols] = {0.0f, 0.0f, 0.0f, 0.0f};
+      if (!overwrite) raw4_to_float<T>(ring.y_raw(st, 0, j), v);
       if constexpr (kResidual) {  // y + residual first (add_lora_residual), then the rank term
         float rv[kRowCols];
-        raw4_to_float<T>(res[j], rv);
+        raw4_to_float<T>(ring.y_raw(st, 1, j), rv);
 #pragma unroll
         for (int i = 0; i < kRowCols; ++i) v[i] = v[i] + rv[i];
       }
@@ -703,44 +803,36 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 }
 
-// lora_swiglu_kernel's pass (the same arguments and bits) with both factors in registers; J rows at once.
-template <typename T, int J>
+// lora_swiglu_kernel's pass (the same arguments and bits) with both factors in registers and gate, up, xg, xu
+// through the ring.
+template <typename T>
 __global__ void __launch_bounds__(kThreads, 2)
-    lora_swiglu_rows_kernel(void* gate, void* up, const float* xg, const float* bg, const float* xu, const float* bu,
-                            int64_t n, int64_t k, float scale, void* out) {
-  __shared__ __align__(16) float sgg[kRowBlockRows][8];
-  __shared__ __align__(16) float sgu[kRowBlockRows][8];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t col = static_cast<int64_t>(blockIdx.x) * kRowBlockCols + lane * kRowCols;
-  const bool col_inside = col < k;
-  const int64_t block_row0 = static_cast<int64_t>(blockIdx.y) * kRowBlockRows;
+    lora_swiglu_ring_kernel(void* gate, void* up, const float* xg, const float* bg, const float* xu, const float* bu,
+                            int64_t n, int64_t k, int64_t rows_per_block, float scale, void* out) {
+  extern __shared__ __align__(16) uint4 ring_smem[];
+  const void* const srcs[2] = {gate, up};
+  const float* const g_src[2] = {xg, xu};
+  const RowRing<T, 2, 2> ring(ring_smem, srcs, g_src, nullptr, n, k, rows_per_block);
+  ring.start();
+  const int64_t col = ring.col;
   float fg[8][kRowCols], fu[8][kRowCols];
   factor_columns<true>(bg, k, col, fg);
   factor_columns<true>(bu, k, col, fu);
-  stage_g_rows(xg, n, block_row0, sgg);
-  stage_g_rows(xu, n, block_row0, sgu);
-  for (int q = 0; q < kRowBlockRows / kWarps; q += J) {
-    Raw4<T> rg[J], ru[J];
+  for (int item = 0; item < ring.items; ++item) {
+    const auto& st = ring.next(item);
+    const int64_t r0 = ring.row0(item);
 #pragma unroll
-    for (int j = 0; j < J; ++j) {
-      const int64_t row = block_row0 + warp + kWarps * (q + j);
-      const bool inside = col_inside && row < n;
-      rg[j] = inside ? load4_raw<T>(gate, row * k + col) : Raw4<T>{};
-      ru[j] = inside ? load4_raw<T>(up, row * k + col) : Raw4<T>{};
-    }
-#pragma unroll
-    for (int j = 0; j < J; ++j) {
-      const int local = warp + kWarps * (q + j);
-      const int64_t row = block_row0 + local;
-      if (!col_inside || row >= n) continue;
+    for (int j = 0; j < kRingRows; ++j) {
+      const int64_t row = r0 + j;
+      if (col >= k || row >= n) continue;
       const int64_t e = row * k + col;
       float gvg[8], gvu[8], tg[kRowCols], tu[kRowCols], gv[kRowCols], uv[kRowCols], o[kRowCols];
-      staged_g_row(sgg, local, gvg);
-      staged_g_row(sgu, local, gvu);
+      ring.g_row(st, 0, j, gvg);
+      ring.g_row(st, 1, j, gvu);
       rank_terms4(fg, gvg, tg);
       rank_terms4(fu, gvu, tu);
-      raw4_to_float<T>(rg[j], gv);
-      raw4_to_float<T>(ru[j], uv);
+      raw4_to_float<T>(ring.y_raw(st, 0, j), gv);
+      raw4_to_float<T>(ring.y_raw(st, 1, j), uv);
 #pragma unroll
       for (int i = 0; i < kRowCols; ++i) {
         gv[i] = gv[i] + scale * tg[i];
@@ -1181,6 +1273,25 @@ cudaError_t launch_staged(dim3 grid, cudaStream_t stream, Args... args) {
   return cudaGetLastError();
 }
 
+// Launches a rank-term pass with its ring (bytes of dynamic shared memory).
+template <auto Kernel, typename... Args>
+cudaError_t launch_ring(dim3 grid, int bytes, cudaStream_t stream, Args... args) {
+  const cudaError_t status = set_func_attribute_once<Kernel>(cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (status != cudaSuccess) return status;
+  Kernel<<<grid, kThreads, bytes, stream>>>(args...);
+  return cudaGetLastError();
+}
+
+// Rows per block of the ring passes: kRingBlockRows (SWIFT_LORA_RING_ROWS, a multiple of 32, for measurements).
+int64_t ring_rows_per_block() {
+  static const int64_t rows = [] {
+    const char* v = std::getenv("SWIFT_LORA_RING_ROWS");
+    const int64_t r = v != nullptr ? std::atoll(v) : 0;
+    return r > 0 && r % kRingItemRows == 0 ? r : static_cast<int64_t>(kRingBlockRows);
+  }();
+  return rows;
+}
+
 // Rows per block of the dy pass: a multiple of 128 sized for ~kTargetBlocks blocks.
 int64_t dy_rows_per_block(int64_t n, int64_t m) {
   const int64_t col_tiles = (m + kDyTileCols - 1) / kDyTileCols;
@@ -1454,20 +1565,25 @@ cudaError_t launch_lora_rank_update(void* y, int y_dtype, const float* g, const 
   if (residual != nullptr && (overwrite || r != 8 || !f_transposed || config.update_rows != 2)) {
     return cudaErrorInvalidValue;  // the residual form: the B product of r 8 (add_lora_residual), default shape
   }
-  if (r == 8 && config.factor_in_registers && config.update_rows == 2) {  // the factor in registers
-    const dim3 rows_grid(static_cast<unsigned>((k + kRowBlockCols - 1) / kRowBlockCols),
-                         static_cast<unsigned>((n + kRowBlockRows - 1) / kRowBlockRows));
+  const bool cached = threshold != 0 && keep_bits != nullptr;
+  if (r == 8 && config.factor_in_registers && config.update_rows == 2 && (!cached || k % 32 == 0)) {
+    const int64_t ring_rows = ring_rows_per_block();
+    const dim3 ring_grid(static_cast<unsigned>((k + kRowBlockCols - 1) / kRowBlockCols),
+                         static_cast<unsigned>((n + ring_rows - 1) / ring_rows));
+    cudaError_t status = cudaSuccess;
     with_element_type(y_dtype, [&](auto* tag) {
       using T = std::remove_pointer_t<decltype(tag)>;
       const auto go = [&](auto transposed, auto with_residual) {
-        lora_rank_rows_kernel<T, decltype(transposed)::value, decltype(with_residual)::value, 8>
-            <<<rows_grid, kThreads, 0, stream>>>(y, g, f, n, k, scale, seed, threshold, keep_scale, map, keep_bits,
-                                                 overwrite, residual);
+        constexpr bool kT = decltype(transposed)::value, kR = decltype(with_residual)::value;
+        constexpr int bytes = kRingBytes<T, kR ? 2 : 1, 1>;
+        status = launch_ring<lora_rank_ring_kernel<T, kT, kR>>(ring_grid, bytes, stream, y, g, f, n, k, ring_rows,
+                                                                 scale, seed, threshold, keep_scale, map, keep_bits,
+                                                                 overwrite, residual);
       };
       if (residual != nullptr) return go(std::true_type{}, std::true_type{});
       f_transposed ? go(std::true_type{}, std::false_type{}) : go(std::false_type{}, std::false_type{});
     });
-    return cudaGetLastError();
+    return status;
   }
   bool launched = false;
   with_element_type(y_dtype, [&](auto* tag) {
@@ -1606,13 +1722,16 @@ cudaError_t launch_lora_swiglu(void* gate, void* up, int dtype, const float* xg,
   if (n <= 0) return cudaSuccess;
   if (r != 8 || !lora_fast_shape(k, r) || !activation_code(dtype) || !grid_fits(n, k)) return cudaErrorInvalidValue;
   if (factor_in_registers) {
-    const dim3 rows_grid(static_cast<unsigned>((k + kRowBlockCols - 1) / kRowBlockCols),
-                         static_cast<unsigned>((n + kRowBlockRows - 1) / kRowBlockRows));
+    const int64_t ring_rows = ring_rows_per_block();
+    const dim3 ring_grid(static_cast<unsigned>((k + kRowBlockCols - 1) / kRowBlockCols),
+                         static_cast<unsigned>((n + ring_rows - 1) / ring_rows));
+    cudaError_t status = cudaSuccess;
     with_element_type(dtype, [&](auto* tag) {
       using T = std::remove_pointer_t<decltype(tag)>;
-      lora_swiglu_rows_kernel<T, 4><<<rows_grid, kThreads, 0, stream>>>(gate, up, xg, bg, xu, bu, n, k, scale, out);
+      status = launch_ring<lora_swiglu_ring_kernel<T>>(ring_grid, kRingBytes<T, 2, 2>, stream, gate, up, xg, bg, xu,
+                                                       bu, n, k, ring_rows, scale, out);
     });
-    return cudaGetLastError();
+    return status;
   }
   const int64_t rows = rows_per_block(n, k) < kSwigluMaxBlockRows ? rows_per_block(n, k) : kSwigluMaxBlockRows;
   const dim3 grid = tile_grid(n, k, rows);
