@@ -35,6 +35,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdlib>
+#include <string>
 #include <type_traits>
 
 #include "ops/cuda/attention_common.cuh"
@@ -639,17 +640,22 @@ __device__ __forceinline__ void rank_terms4(const float (&fv)[8][kRowCols], cons
 // of each streamed operand (y, the residual; gate and up) the lane's own 4 columns (it copies and reads only its
 // own), the rows of g (lanes 0 .. 8 kG - 1 copy 16 bytes each) and the rows' 16 bytes of the keep-bits cache
 // (lanes 16 .. 31 copy 4 bytes each; the launcher requires k % 32 == 0). Items past the end commit empty groups.
-constexpr int kRingRows = 4;                           // rows per item
-constexpr int kRingStages = 4;                         // buffers per warp
-constexpr int kRingItemRows = kWarps * kRingRows;      // 32: a block's rows are a multiple
-constexpr int kRingBlockRows = 256;                    // rows per block: 8 items per warp
+template <int Rows, int Stages, int MinBlocks = 2>
+struct RingShape {
+  static constexpr int kRows = Rows;                 // rows per item
+  static constexpr int kStages = Stages;             // buffers per warp
+  static constexpr int kMinBlocks = MinBlocks;       // blocks per SM the registers are limited for
+  static constexpr int kItemRows = kWarps * Rows;    // a block's rows are a multiple
+};
+using DefaultRing = RingShape<4, 4>;
+constexpr int kRingBlockRows = 256;                  // rows per block: 8 items per warp
 
-template <typename T, int kY, int kG>
+template <typename T, int kY, int kG, int kRows>
 struct RingStage {
   static constexpr int kBytes = kRowCols * static_cast<int>(sizeof(T));  // a lane's 4 columns of a row
-  uint8_t y[kY][kRingRows][32][kBytes];  // streamed operand s, row j, lane
-  float g[kG][kRingRows][8];             // rows of g (of xg, xu)
-  uint8_t bits[kRingRows][16];           // the rows' keep-bits bytes of the block's 128 columns
+  uint8_t y[kY][kRows][32][kBytes];  // streamed operand s, row j, lane
+  float g[kG][kRows][8];             // rows of g (of xg, xu)
+  uint8_t bits[kRows][16];           // the rows' keep-bits bytes of the block's 128 columns
 };
 
 template <int N>
@@ -665,9 +671,10 @@ __device__ __forceinline__ void cp_async_n(uint32_t smem, const void* gmem, bool
 // The warp's stream of items in its block (rows_per_block rows from block_row0, columns c0 .. c0 + 127): item i
 // covers rows first_row + i kRingItemRows + j (j < kRingRows). ys[s] == nullptr: operand s is not read (its buffer
 // is left as it is; the caller uses zeros). bits == nullptr: no keep bits.
-template <typename T, int kY, int kG>
+template <typename T, int kY, int kG, typename S>
 struct RowRing {
-  using Stage = RingStage<T, kY, kG>;
+  static constexpr int kRingRows = S::kRows, kRingStages = S::kStages, kRingItemRows = S::kItemRows;
+  using Stage = RingStage<T, kY, kG, kRingRows>;
   Stage* stages;
   const T* ys[kY];
   const float* gs[kG];
@@ -709,14 +716,16 @@ struct RowRing {
                                     inside);
         }
       }
-      if (lane < 8 * kG) {  // g's rows: lane l copies half l % 2 of row (l % 8) / 2 of g stream l / 8
-        const int s = lane / 8, j = (lane % 8) / 2, half = lane % 2;
+#pragma unroll
+      for (int p0 = 0; p0 < 2 * kG * kRingRows; p0 += 32) {  // g's rows: piece p = half p % 2 of row (p / 2) % rows
+        const int p = p0 + lane, s = p / (2 * kRingRows), j = (p / 2) % kRingRows, half = p % 2;
+        if (p >= 2 * kG * kRingRows) break;
         const float* src = s == 0 ? gs[0] : gs[kG - 1];  // no dynamic index: the ring stays in registers
         const bool inside = r0 + j < n;
         cp_async_n<16>(attn::smem_addr(&st.g[s][j][4 * half]), src + (inside ? (r0 + j) * 8 + 4 * half : 0), inside);
       }
-      if (bits != nullptr && lane >= 16) {  // 4 bytes (32 columns) of a row's 16
-        const int j = (lane - 16) / 4, piece = lane % 4;
+      if (bits != nullptr && 31 - lane < 4 * kRingRows) {  // 4 bytes (32 columns) of a row's 16, from the last lane
+        const int j = (31 - lane) / 4, piece = (31 - lane) % 4;
         const int64_t c0 = col - lane * kRowCols;
         const bool inside = r0 + j < n && c0 + 32 * piece < k;
         cp_async_n<4>(attn::smem_addr(&st.bits[j][4 * piece]),
@@ -749,14 +758,14 @@ struct RowRing {
   }
 };
 
-template <typename T, int kY, int kG>
-constexpr int kRingBytes = kWarps * kRingStages * static_cast<int>(sizeof(RingStage<T, kY, kG>));
+template <typename T, int kY, int kG, typename S>
+constexpr int kRingBytes = kWarps * S::kStages * static_cast<int>(sizeof(RingStage<T, kY, kG, S::kRows>));
 
 // y (n, k) += scale * mult * (g F) (overwrite: y = 0 + ..., y not read; kResidual: y = (y + residual) + ...), r 8.
 // Blocks of kRowBlockCols columns x rows_per_block rows (a multiple of kRingItemRows); the lane's factor columns in
 // registers, its rows through the ring.
-template <typename T, bool kTransposed, bool kResidual>
-__global__ void __launch_bounds__(kThreads, 2)
+template <typename T, bool kTransposed, bool kResidual, typename S>
+__global__ void __launch_bounds__(kThreads, S::kMinBlocks)
     lora_rank_ring_kernel(void* y, const float* g, const float* f, int64_t n, int64_t k, int64_t rows_per_block,
                           float scale, uint64_t seed, uint32_t threshold, float keep_scale, DropoutMap map,
                           const uint8_t* keep_bits, bool overwrite, const void* residual) {
@@ -767,7 +776,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   if constexpr (kResidual) srcs[1] = residual;
   const float* const g_src[1] = {g};
   const bool cached = threshold != 0 && keep_bits != nullptr;
-  const RowRing<T, kY, 1> ring(ring_smem, srcs, g_src,
+  const RowRing<T, kY, 1, S> ring(ring_smem, srcs, g_src,
                                cached ? keep_bits : nullptr, n, k, rows_per_block);
   ring.start();  // in flight while the factor's columns are loaded
   const int64_t col = ring.col;
@@ -777,7 +786,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     const auto& st = ring.next(item);
     const int64_t r0 = ring.row0(item);
 #pragma unroll
-    for (int j = 0; j < kRingRows; ++j) {
+    for (int j = 0; j < S::kRows; ++j) {
       const int64_t row = r0 + j;
       if (col >= k || row >= n) continue;
       float gv[8], t[kRowCols];
@@ -805,14 +814,14 @@ __global__ void __launch_bounds__(kThreads, 2)
 
 // lora_swiglu_kernel's pass (the same arguments and bits) with both factors in registers and gate, up, xg, xu
 // through the ring.
-template <typename T>
-__global__ void __launch_bounds__(kThreads, 2)
+template <typename T, typename S>
+__global__ void __launch_bounds__(kThreads, S::kMinBlocks)
     lora_swiglu_ring_kernel(void* gate, void* up, const float* xg, const float* bg, const float* xu, const float* bu,
                             int64_t n, int64_t k, int64_t rows_per_block, float scale, void* out) {
   extern __shared__ __align__(16) uint4 ring_smem[];
   const void* const srcs[2] = {gate, up};
   const float* const g_src[2] = {xg, xu};
-  const RowRing<T, 2, 2> ring(ring_smem, srcs, g_src, nullptr, n, k, rows_per_block);
+  const RowRing<T, 2, 2, S> ring(ring_smem, srcs, g_src, nullptr, n, k, rows_per_block);
   ring.start();
   const int64_t col = ring.col;
   float fg[8][kRowCols], fu[8][kRowCols];
@@ -822,7 +831,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     const auto& st = ring.next(item);
     const int64_t r0 = ring.row0(item);
 #pragma unroll
-    for (int j = 0; j < kRingRows; ++j) {
+    for (int j = 0; j < S::kRows; ++j) {
       const int64_t row = r0 + j;
       if (col >= k || row >= n) continue;
       const int64_t e = row * k + col;
@@ -1282,14 +1291,36 @@ cudaError_t launch_ring(dim3 grid, int bytes, cudaStream_t stream, Args... args)
   return cudaGetLastError();
 }
 
-// Rows per block of the ring passes: kRingBlockRows (SWIFT_LORA_RING_ROWS, a multiple of 32, for measurements).
+// Rows per block of the ring passes: kRingBlockRows (SWIFT_LORA_RING_ROWS, a multiple of 64, for measurements).
 int64_t ring_rows_per_block() {
   static const int64_t rows = [] {
     const char* v = std::getenv("SWIFT_LORA_RING_ROWS");
     const int64_t r = v != nullptr ? std::atoll(v) : 0;
-    return r > 0 && r % kRingItemRows == 0 ? r : static_cast<int64_t>(kRingBlockRows);
+    return r > 0 && r % 64 == 0 ? r : static_cast<int64_t>(kRingBlockRows);
   }();
   return rows;
+}
+
+// The ring's shape (measurements, BF16 only): SWIFT_LORA_RING_SHAPE = ROWSxSTAGES among 4x4 (default), 4x6, 8x4, 2x8,
+// 8x3; fn(shape) is called with it.
+template <typename T, typename Fn>
+void with_ring_shape(Fn&& fn) {
+  static const int variant = [] {
+    const char* v = std::getenv("SWIFT_LORA_RING_SHAPE");
+    const std::string s = v != nullptr ? v : "";
+    return s == "4x6" ? 1 : s == "8x4" ? 2 : s == "2x8" ? 3 : s == "8x3" ? 4 : s == "4x4x3" ? 5 : 0;
+  }();
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    switch (variant) {
+      case 1: return fn(RingShape<4, 6>{});
+      case 2: return fn(RingShape<8, 4>{});
+      case 3: return fn(RingShape<2, 8>{});
+      case 4: return fn(RingShape<8, 3>{});
+      case 5: return fn(RingShape<4, 4, 3>{});
+      default: break;
+    }
+  }
+  fn(DefaultRing{});
 }
 
 // Rows per block of the dy pass: a multiple of 128 sized for ~kTargetBlocks blocks.
@@ -1575,10 +1606,13 @@ cudaError_t launch_lora_rank_update(void* y, int y_dtype, const float* g, const 
       using T = std::remove_pointer_t<decltype(tag)>;
       const auto go = [&](auto transposed, auto with_residual) {
         constexpr bool kT = decltype(transposed)::value, kR = decltype(with_residual)::value;
-        constexpr int bytes = kRingBytes<T, kR ? 2 : 1, 1>;
-        status = launch_ring<lora_rank_ring_kernel<T, kT, kR>>(ring_grid, bytes, stream, y, g, f, n, k, ring_rows,
-                                                                 scale, seed, threshold, keep_scale, map, keep_bits,
-                                                                 overwrite, residual);
+        with_ring_shape<T>([&](auto shape) {
+          using S = decltype(shape);
+          constexpr int bytes = kRingBytes<T, kR ? 2 : 1, 1, S>;
+          status = launch_ring<lora_rank_ring_kernel<T, kT, kR, S>>(ring_grid, bytes, stream, y, g, f, n, k,
+                                                                      ring_rows, scale, seed, threshold, keep_scale,
+                                                                      map, keep_bits, overwrite, residual);
+        });
       };
       if (residual != nullptr) return go(std::true_type{}, std::true_type{});
       f_transposed ? go(std::true_type{}, std::false_type{}) : go(std::false_type{}, std::false_type{});
@@ -1728,8 +1762,11 @@ cudaError_t launch_lora_swiglu(void* gate, void* up, int dtype, const float* xg,
     cudaError_t status = cudaSuccess;
     with_element_type(dtype, [&](auto* tag) {
       using T = std::remove_pointer_t<decltype(tag)>;
-      status = launch_ring<lora_swiglu_ring_kernel<T>>(ring_grid, kRingBytes<T, 2, 2>, stream, gate, up, xg, bg, xu,
-                                                       bu, n, k, ring_rows, scale, out);
+      with_ring_shape<T>([&](auto shape) {
+        using S = decltype(shape);
+        status = launch_ring<lora_swiglu_ring_kernel<T, S>>(ring_grid, kRingBytes<T, 2, 2, S>, stream, gate, up, xg,
+                                                            bg, xu, bu, n, k, ring_rows, scale, out);
+      });
     });
     return status;
   }
