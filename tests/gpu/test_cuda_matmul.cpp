@@ -661,15 +661,15 @@ TEST(OpsCudaMatmul, LoraXPassOnTensorCoresMatchesTheCudaCoreKernels) {
   }
 }
 
-// The r 8 rank updates and swiglu_lora with each lane's factor columns in registers (lora_rank_rows_kernel,
-// lora_swiglu_rows_kernel) against the shared-memory forms (set_lora_factor_in_registers(false)): the same per-element
+// The r 8 rank updates and swiglu_lora with each lane's factor columns in registers and the rows through the cp.async
+// ring (lora_ring.cu) against the shared-memory forms (set_lora_factor_in_registers(false)): the same per-element
 // arithmetic, so the same bits: lora_linear's y (B product), the backward's dx and da (dropout drawn, or the keep-bits
-// cache), add_lora_residual and swiglu_lora; odd rows (several 256-row blocks), widths not a multiple of 128; F32 /
-// BF16 / F16.
+// cache: the ring reads it where k % 32 == 0, here K = 96 and 352), add_lora_residual and swiglu_lora; odd rows
+// (several 256-row blocks, items of 4 rows cut by n), widths not a multiple of 128; F32 / BF16 / F16.
 TEST(OpsCudaMatmul, LoraFactorInRegistersIsTheSharedMemoryForm) {
   ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
   struct Case { int64_t n, k, m; };
-  const Case cases[] = {{70, 96, 1032}, {333, 40, 200}, {600, 264, 520}, {1, 16, 8}, {257, 136, 72}};
+  const Case cases[] = {{70, 96, 1032}, {333, 40, 200}, {600, 264, 520}, {1, 16, 8}, {257, 136, 72}, {301, 352, 136}};
   uint32_t seed = 13100;
   auto host = [](const Tensor& t) { return t.to(Device::cpu()); };
   for (const Case& cs : cases) {

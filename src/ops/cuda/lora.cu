@@ -3,6 +3,9 @@
 //   y += scale * mult * (g F)      (forward's B product with F = b^T, no dropout; backward's dx term with F = a)
 //   da += scale * g^T dropout(x)   (backward: one read of x)
 //   g = dy b, db += scale dy^T xa  (backward, r 8, BF16: one read of dy for both, on tensor cores)
+// The r 8 rank updates and the swiglu-folded B products run by default in lora_ring.cu (the factor in registers, the
+// rows through a cp.async ring); their shared-memory forms here serve r 16, the non-default work shapes,
+// SWIFT_LORA_FACTOR_REGS=0 and cached keep bits with k % 32 != 0.
 // With r 8 and BF16 x, xa and da run on tensor cores too (lora_x_mma_kernel: the fp32 factor as three bf16 terms, every
 // product exact); other ranks / dtypes, LoraKernelConfig's non-default work shapes and tensor_cores = false run the
 // CUDA-core kernels below.
@@ -34,13 +37,12 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <cstdlib>
-#include <string>
 #include <type_traits>
 
 #include "ops/cuda/attention_common.cuh"
 #include "ops/cuda/func_attribute.cuh"
 #include "ops/cuda/kernels_lora.cuh"
+#include "ops/cuda/lora_common.cuh"
 #include "ops/cuda/swiglu_math.cuh"
 #include "ops/philox.h"
 
@@ -48,7 +50,8 @@ namespace swift::ops::cuda {
 
 namespace {
 
-constexpr int kWarps = 8, kThreads = 256;
+using namespace lora_detail;
+
 constexpr int kVec = 8;                  // columns per lane
 constexpr int kWarpCols = 32 * kVec;     // 256
 constexpr int kSteps = 2;                // warp-column steps per block tile
@@ -59,37 +62,6 @@ constexpr int kMaxBlockRows = 256;       // xa / rank update: rows per block at 
 
 template <int R>
 constexpr int kRowsAtOnce = R == 8 ? 4 : 2;
-
-// Element types T of the kernels: float (dtype code 0), __nv_bfloat16 (1), __half (2). 16-bit types move as pairs
-// packed in 32-bit words, widened exactly and rounded to nearest even on store.
-template <typename T>
-constexpr bool kHalfWidth = sizeof(T) == 2;
-
-template <typename T>
-__device__ __forceinline__ void pair_to_float2(uint32_t w, float& lo, float& hi) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    const __nv_bfloat162 h = *reinterpret_cast<const __nv_bfloat162*>(&w);
-    lo = __low2float(h);
-    hi = __high2float(h);
-  } else {
-    static_assert(std::is_same_v<T, __half>);
-    const __half2 h = *reinterpret_cast<const __half2*>(&w);
-    lo = __low2float(h);
-    hi = __high2float(h);
-  }
-}
-
-template <typename T>
-__device__ __forceinline__ uint32_t float2_to_pair(float lo, float hi) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&h);
-  } else {
-    static_assert(std::is_same_v<T, __half>);
-    const __half2 h = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&h);
-  }
-}
 
 // 8 elements as raw 16-byte words (16-bit types: one, F32: two), so a warp can issue all its loads before using any.
 template <typename T>
@@ -191,39 +163,6 @@ __device__ __forceinline__ void load_group_raw(const void* p, int64_t n, int64_t
       }
     }
   }
-}
-
-// The keep bits of elements (row, col .. col + N - 1) of an (n, k) operand (bit i: element col + i kept; N in {4, 8},
-// col % 4 == 0), drawn at stream indices g .. g + N - 1 with g = dropout_index(map, row, col, k).
-template <int N>
-__device__ __forceinline__ uint32_t dropout_keep_bits(uint64_t seed, const DropoutMap& map, int64_t row, int64_t col,
-                                                      int64_t k, uint32_t threshold) {
-  static_assert(N == 4 || N == 8, "4 or 8 columns");
-  const uint64_t g = dropout_index(map, row, col, k);
-  if ((g & (N - 1)) == 0) {  // a whole block (N = 8) or half of one (N = 4): every identity-mapped call
-    const uint32_t bits = dropout_keep_bits8(philox_block(seed, g >> 3), threshold);
-    return N == 8 ? bits : (bits >> (g & 4)) & 0xFu;
-  }
-  PhiloxCursor cursor(seed);
-  uint32_t bits = 0;
-#pragma unroll
-  for (int i = 0; i < N; ++i) bits |= (cursor.draw(g + i) >= threshold ? 1u : 0u) << i;
-  return bits;
-}
-
-// v[i] *= keep_scale or 0 by bit i of `bits` (the multiplier of ops.h: the same product as the CPU's).
-template <int N>
-__device__ __forceinline__ void apply_keep_bits(float v[N], uint32_t bits, float keep_scale) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) v[i] = v[i] * (((bits >> i) & 1u) != 0 ? keep_scale : 0.0f);
-}
-
-// The keep bits of 8-aligned columns col .. col + 7 of row `row` of a (n, k) operand (k % 8 == 0) in a keep-bits cache
-// ((n, k / 8) bytes), as dropout_keep_bits<8> draws them; N = 4 takes the 4 bits of columns col .. col + 3.
-template <int N>
-__device__ __forceinline__ uint32_t cached_keep_bits(const uint8_t* keep_bits, int64_t row, int64_t col, int64_t k) {
-  const uint32_t byte = keep_bits[row * (k / 8) + col / 8];
-  return N == 8 ? byte : (byte >> (col % 8)) & 0xFu;
 }
 
 // Sums R values over the 32 lanes of a warp by halving exchanges (a reduce-scatter: log2(R) steps move half of the
@@ -550,317 +489,6 @@ __global__ void __launch_bounds__(kThreads, kHalfWidth<T> ? 2 : 1)
         for (int i = 0; i < kVec; ++i) o[i] = swiglu_value(g[i], u[i]);
         store8<T>(out, e, o);
       }
-    }
-  }
-}
-
-// ---- the rank-term passes with the factor in registers (r 8): y += scale * mult * (g F), and the swiglu with the
-// folded B products ----
-// The rank update and lora_swiglu_kernel above read each element's R factor values from shared memory: 16 bytes per
-// element with J = 2 rows, so L1 / shared memory ran at 90% while DRAM ran at 43-50% (docs/PERFORMANCE.md run 18,
-// call 12). Here a lane owns 4 columns for the whole block and holds their 8 x 4 factor values in registers; the
-// block's rows of g are staged in shared memory (a row is read by the whole warp at once: one broadcast); the 8 warps
-// take the block's rows w, w + 8, ... in groups whose loads (y, the residual, the cached keep bits) are issued before
-// their math. Per
-// element the arithmetic is the rank update's (t = sum over rr in order of g[rr] F[rr][c], the multiplier applied to
-// t, then y + scale * t, rounded once), so the results are the same bits.
-constexpr int kRowCols = 4;                   // columns per lane
-constexpr int kRowBlockCols = 32 * kRowCols;  // 128 columns per block
-
-template <typename T>
-using Raw4 = std::conditional_t<kHalfWidth<T>, uint2, uint4>;
-
-template <typename T>
-__device__ __forceinline__ Raw4<T> load4_raw(const void* p, int64_t e) {
-  return *reinterpret_cast<const Raw4<T>*>(static_cast<const T*>(p) + e);
-}
-
-template <typename T>
-__device__ __forceinline__ void raw4_to_float(const Raw4<T>& w, float (&v)[4]) {
-  if constexpr (kHalfWidth<T>) {
-    pair_to_float2<T>(w.x, v[0], v[1]);
-    pair_to_float2<T>(w.y, v[2], v[3]);
-  } else {
-    v[0] = __uint_as_float(w.x); v[1] = __uint_as_float(w.y); v[2] = __uint_as_float(w.z); v[3] = __uint_as_float(w.w);
-  }
-}
-
-template <typename T>
-__device__ __forceinline__ void store4(void* p, int64_t e, const float (&v)[4]) {
-  if constexpr (kHalfWidth<T>) {
-    *reinterpret_cast<uint2*>(static_cast<T*>(p) + e) = make_uint2(float2_to_pair<T>(v[0], v[1]),
-                                                                   float2_to_pair<T>(v[2], v[3]));
-  } else {
-    *reinterpret_cast<float4*>(static_cast<float*>(p) + e) = make_float4(v[0], v[1], v[2], v[3]);
-  }
-}
-
-// The factor's 8 x 4 values of columns col .. col + 3 (zeros past k): F = f (8, k), or f stored (k, 8) when
-// kTransposed (LoRA's b).
-template <bool kTransposed>
-__device__ __forceinline__ void factor_columns(const float* f, int64_t k, int64_t col, float (&fv)[8][kRowCols]) {
-#pragma unroll
-  for (int i = 0; i < kRowCols; ++i)
-#pragma unroll
-    for (int rr = 0; rr < 8; ++rr) fv[rr][i] = 0.0f;
-  if (col >= k) return;  // k % 8 == 0: the 4 columns are all in or all out
-  if constexpr (kTransposed) {
-#pragma unroll
-    for (int i = 0; i < kRowCols; ++i) {
-      const float4 lo = *reinterpret_cast<const float4*>(f + (col + i) * 8);
-      const float4 hi = *reinterpret_cast<const float4*>(f + (col + i) * 8 + 4);
-      fv[0][i] = lo.x; fv[1][i] = lo.y; fv[2][i] = lo.z; fv[3][i] = lo.w;
-      fv[4][i] = hi.x; fv[5][i] = hi.y; fv[6][i] = hi.z; fv[7][i] = hi.w;
-    }
-  } else {
-#pragma unroll
-    for (int rr = 0; rr < 8; ++rr) {
-      const float4 v = *reinterpret_cast<const float4*>(f + rr * k + col);
-      fv[rr][0] = v.x; fv[rr][1] = v.y; fv[rr][2] = v.z; fv[rr][3] = v.w;
-    }
-  }
-}
-
-// t[i] = sum over rr (in order, from 0) of gv[rr] * fv[rr][i]: rank_terms' arithmetic for 4 columns.
-__device__ __forceinline__ void rank_terms4(const float (&fv)[8][kRowCols], const float (&gv)[8],
-                                            float (&t)[kRowCols]) {
-#pragma unroll
-  for (int i = 0; i < kRowCols; ++i) t[i] = 0.0f;
-#pragma unroll
-  for (int rr = 0; rr < 8; ++rr) {
-#pragma unroll
-    for (int i = 0; i < kRowCols; ++i) t[i] += gv[rr] * fv[rr][i];
-  }
-}
-
-// The rows of a rank-term pass stream through a per-warp ring of shared-memory buffers filled by cp.async
-// (kRingStages buffers, kRingStages - 1 items in flight while one is computed): the 7B's shapes need ~40 KB in
-// flight per SM, and loads issued from registers a group at a time (8 rows of 8 bytes per lane) left the kernels
-// waiting on each group's latency (docs/PERFORMANCE.md run 19). An item is kRingRows rows of the warp's 128 columns:
-// of each streamed operand (y, the residual; gate and up) the lane's own 4 columns (it copies and reads only its
-// own), the rows of g (lanes 0 .. 8 kG - 1 copy 16 bytes each) and the rows' 16 bytes of the keep-bits cache
-// (lanes 16 .. 31 copy 4 bytes each; the launcher requires k % 32 == 0). Items past the end commit empty groups.
-template <int Rows, int Stages, int MinBlocks = 2>
-struct RingShape {
-  static constexpr int kRows = Rows;                 // rows per item
-  static constexpr int kStages = Stages;             // buffers per warp
-  static constexpr int kMinBlocks = MinBlocks;       // blocks per SM the registers are limited for
-  static constexpr int kItemRows = kWarps * Rows;    // a block's rows are a multiple
-};
-using DefaultRing = RingShape<4, 4>;
-constexpr int kRingBlockRows = 256;                  // rows per block: 8 items per warp
-
-template <typename T, int kY, int kG, int kRows>
-struct RingStage {
-  static constexpr int kBytes = kRowCols * static_cast<int>(sizeof(T));  // a lane's 4 columns of a row
-  uint8_t y[kY][kRows][32][kBytes];  // streamed operand s, row j, lane
-  float g[kG][kRows][8];             // rows of g (of xg, xu)
-  uint8_t bits[kRows][16];           // the rows' keep-bits bytes of the block's 128 columns
-};
-
-template <int N>
-__device__ __forceinline__ void cp_async_n(uint32_t smem, const void* gmem, bool valid) {
-  if constexpr (N == 16) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem), "r"(valid ? 16 : 0));
-  } else {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(smem), "l"(gmem), "n"(N),
-                 "r"(valid ? N : 0));
-  }
-}
-
-// The warp's stream of items in its block (rows_per_block rows from block_row0, columns c0 .. c0 + 127): item i
-// covers rows first_row + i kRingItemRows + j (j < kRingRows). ys[s] == nullptr: operand s is not read (its buffer
-// is left as it is; the caller uses zeros). bits == nullptr: no keep bits.
-template <typename T, int kY, int kG, typename S>
-struct RowRing {
-  static constexpr int kRingRows = S::kRows, kRingStages = S::kStages, kRingItemRows = S::kItemRows;
-  using Stage = RingStage<T, kY, kG, kRingRows>;
-  Stage* stages;
-  const T* ys[kY];
-  const float* gs[kG];
-  const uint8_t* bits;
-  int64_t n, k, first_row, col;
-  int items, lane;
-
-  __device__ __forceinline__ RowRing(uint4* smem, const void* const* y_src, const float* const* g_src,
-                                     const uint8_t* bits_, int64_t n_, int64_t k_, int64_t rows_per_block)
-      : bits(bits_), n(n_), k(k_) {
-    const int warp = threadIdx.x / 32;
-    lane = threadIdx.x % 32;
-    stages = reinterpret_cast<Stage*>(smem) + warp * kRingStages;
-#pragma unroll
-    for (int s = 0; s < kY; ++s) ys[s] = static_cast<const T*>(y_src[s]);
-#pragma unroll
-    for (int s = 0; s < kG; ++s) gs[s] = g_src[s];
-    col = static_cast<int64_t>(blockIdx.x) * kRowBlockCols + lane * kRowCols;
-    const int64_t block_row0 = static_cast<int64_t>(blockIdx.y) * rows_per_block;
-    const int64_t block_row1 = block_row0 + rows_per_block < n ? block_row0 + rows_per_block : n;
-    first_row = block_row0 + warp * kRingRows;
-    items = first_row < block_row1 ? static_cast<int>((block_row1 - first_row + kRingItemRows - 1) / kRingItemRows)
-                                   : 0;
-  }
-  __device__ __forceinline__ int64_t row0(int item) const {
-    return first_row + static_cast<int64_t>(item) * kRingItemRows;
-  }
-  __device__ __forceinline__ void issue(int item) const {
-    if (item < items) {
-      const int64_t r0 = row0(item);
-      Stage& st = stages[item % kRingStages];
-#pragma unroll
-      for (int s = 0; s < kY; ++s) {
-        if (ys[s] == nullptr) continue;
-#pragma unroll
-        for (int j = 0; j < kRingRows; ++j) {
-          const bool inside = col < k && r0 + j < n;
-          cp_async_n<Stage::kBytes>(attn::smem_addr(&st.y[s][j][lane][0]), ys[s] + (inside ? (r0 + j) * k + col : 0),
-                                    inside);
-        }
-      }
-#pragma unroll
-      for (int p0 = 0; p0 < 2 * kG * kRingRows; p0 += 32) {  // g's rows: piece p = half p % 2 of row (p / 2) % rows
-        const int p = p0 + lane, s = p / (2 * kRingRows), j = (p / 2) % kRingRows, half = p % 2;
-        if (p >= 2 * kG * kRingRows) break;
-        const float* src = s == 0 ? gs[0] : gs[kG - 1];  // no dynamic index: the ring stays in registers
-        const bool inside = r0 + j < n;
-        cp_async_n<16>(attn::smem_addr(&st.g[s][j][4 * half]), src + (inside ? (r0 + j) * 8 + 4 * half : 0), inside);
-      }
-      if (bits != nullptr && 31 - lane < 4 * kRingRows) {  // 4 bytes (32 columns) of a row's 16, from the last lane
-        const int j = (31 - lane) / 4, piece = (31 - lane) % 4;
-        const int64_t c0 = col - lane * kRowCols;
-        const bool inside = r0 + j < n && c0 + 32 * piece < k;
-        cp_async_n<4>(attn::smem_addr(&st.bits[j][4 * piece]),
-                      bits + (inside ? (r0 + j) * (k / 8) + c0 / 8 + 4 * piece : 0), inside);
-      }
-    }
-    attn::cp_async_commit();
-  }
-  __device__ __forceinline__ void start() const {
-#pragma unroll
-    for (int i = 0; i < kRingStages - 1; ++i) issue(i);
-  }
-  // Item `item` landed and visible to the warp; its buffer's predecessor reused for item + kRingStages - 1.
-  __device__ __forceinline__ const Stage& next(int item) const {
-    attn::cp_async_wait<kRingStages - 2>();
-    __syncwarp();
-    issue(item + kRingStages - 1);
-    return stages[item % kRingStages];
-  }
-  __device__ __forceinline__ Raw4<T> y_raw(const Stage& st, int s, int j) const {
-    return *reinterpret_cast<const Raw4<T>*>(&st.y[s][j][lane][0]);
-  }
-  __device__ __forceinline__ void g_row(const Stage& st, int s, int j, float (&gv)[8]) const {
-    const float4 lo = *reinterpret_cast<const float4*>(&st.g[s][j][0]);
-    const float4 hi = *reinterpret_cast<const float4*>(&st.g[s][j][4]);
-    gv[0] = lo.x; gv[1] = lo.y; gv[2] = lo.z; gv[3] = lo.w; gv[4] = hi.x; gv[5] = hi.y; gv[6] = hi.z; gv[7] = hi.w;
-  }
-  __device__ __forceinline__ uint32_t keep_bits4(const Stage& st, int j) const {
-    return (static_cast<uint32_t>(st.bits[j][lane / 2]) >> (4 * (lane % 2))) & 0xFu;
-  }
-};
-
-template <typename T, int kY, int kG, typename S>
-constexpr int kRingBytes = kWarps * S::kStages * static_cast<int>(sizeof(RingStage<T, kY, kG, S::kRows>));
-
-// y (n, k) += scale * mult * (g F) (overwrite: y = 0 + ..., y not read; kResidual: y = (y + residual) + ...), r 8.
-// Blocks of kRowBlockCols columns x rows_per_block rows (a multiple of kRingItemRows); the lane's factor columns in
-// registers, its rows through the ring.
-template <typename T, bool kTransposed, bool kResidual, typename S>
-__global__ void __launch_bounds__(kThreads, S::kMinBlocks)
-    lora_rank_ring_kernel(void* y, const float* g, const float* f, int64_t n, int64_t k, int64_t rows_per_block,
-                          float scale, uint64_t seed, uint32_t threshold, float keep_scale, DropoutMap map,
-                          const uint8_t* keep_bits, bool overwrite, const void* residual) {
-  extern __shared__ __align__(16) uint4 ring_smem[];
-  constexpr int kY = kResidual ? 2 : 1;
-  const void* srcs[kY];
-  srcs[0] = overwrite ? nullptr : y;
-  if constexpr (kResidual) srcs[1] = residual;
-  const float* const g_src[1] = {g};
-  const bool cached = threshold != 0 && keep_bits != nullptr;
-  const RowRing<T, kY, 1, S> ring(ring_smem, srcs, g_src,
-                               cached ? keep_bits : nullptr, n, k, rows_per_block);
-  ring.start();  // in flight while the factor's columns are loaded
-  const int64_t col = ring.col;
-  float fv[8][kRowCols];
-  factor_columns<kTransposed>(f, k, col, fv);
-  for (int item = 0; item < ring.items; ++item) {
-    const auto& st = ring.next(item);
-    const int64_t r0 = ring.row0(item);
-#pragma unroll
-    for (int j = 0; j < S::kRows; ++j) {
-      const int64_t row = r0 + j;
-      if (col >= k || row >= n) continue;
-      float gv[8], t[kRowCols];
-      ring.g_row(st, 0, j, gv);
-      rank_terms4(fv, gv, t);
-      if (threshold != 0) {
-        const uint32_t bits =
-            cached ? ring.keep_bits4(st, j) : dropout_keep_bits<kRowCols>(seed, map, row, col, k, threshold);
-        apply_keep_bits<kRowCols>(t, bits, keep_scale);
-      }
-      float v[kRowCols] = {0.0f, 0.0f, 0.0f, 0.0f};
-      if (!overwrite) raw4_to_float<T>(ring.y_raw(st, 0, j), v);
-      if constexpr (kResidual) {  // y + residual first (add_lora_residual), then the rank term
-        float rv[kRowCols];
-        raw4_to_float<T>(ring.y_raw(st, 1, j), rv);
-#pragma unroll
-        for (int i = 0; i < kRowCols; ++i) v[i] = v[i] + rv[i];
-      }
-#pragma unroll
-      for (int i = 0; i < kRowCols; ++i) v[i] = v[i] + scale * t[i];
-      store4<T>(y, row * k + col, v);
-    }
-  }
-}
-
-// lora_swiglu_kernel's pass (the same arguments and bits) with both factors in registers and gate, up, xg, xu
-// through the ring.
-template <typename T, typename S>
-__global__ void __launch_bounds__(kThreads, S::kMinBlocks)
-    lora_swiglu_ring_kernel(void* gate, void* up, const float* xg, const float* bg, const float* xu, const float* bu,
-                            int64_t n, int64_t k, int64_t rows_per_block, float scale, void* out) {
-  extern __shared__ __align__(16) uint4 ring_smem[];
-  const void* const srcs[2] = {gate, up};
-  const float* const g_src[2] = {xg, xu};
-  const RowRing<T, 2, 2, S> ring(ring_smem, srcs, g_src, nullptr, n, k, rows_per_block);
-  ring.start();
-  const int64_t col = ring.col;
-  float fg[8][kRowCols], fu[8][kRowCols];
-  factor_columns<true>(bg, k, col, fg);
-  factor_columns<true>(bu, k, col, fu);
-  for (int item = 0; item < ring.items; ++item) {
-    const auto& st = ring.next(item);
-    const int64_t r0 = ring.row0(item);
-#pragma unroll
-    for (int j = 0; j < S::kRows; ++j) {
-      const int64_t row = r0 + j;
-      if (col >= k || row >= n) continue;
-      const int64_t e = row * k + col;
-      float gvg[8], gvu[8], tg[kRowCols], tu[kRowCols], gv[kRowCols], uv[kRowCols], o[kRowCols];
-      ring.g_row(st, 0, j, gvg);
-      ring.g_row(st, 1, j, gvu);
-      rank_terms4(fg, gvg, tg);
-      rank_terms4(fu, gvu, tu);
-      raw4_to_float<T>(ring.y_raw(st, 0, j), gv);
-      raw4_to_float<T>(ring.y_raw(st, 1, j), uv);
-#pragma unroll
-      for (int i = 0; i < kRowCols; ++i) {
-        gv[i] = gv[i] + scale * tg[i];
-        uv[i] = uv[i] + scale * tu[i];
-      }
-      store4<T>(gate, e, gv);
-      store4<T>(up, e, uv);
-      if constexpr (kHalfWidth<T>) {  // the values just stored, as the swiglu kernel would load them
-        Raw4<T> w;
-        w.x = float2_to_pair<T>(gv[0], gv[1]);
-        w.y = float2_to_pair<T>(gv[2], gv[3]);
-        raw4_to_float<T>(w, gv);
-        w.x = float2_to_pair<T>(uv[0], uv[1]);
-        w.y = float2_to_pair<T>(uv[2], uv[3]);
-        raw4_to_float<T>(w, uv);
-      }
-#pragma unroll
-      for (int i = 0; i < kRowCols; ++i) o[i] = swiglu_value(gv[i], uv[i]);
-      store4<T>(out, e, o);
     }
   }
 }
@@ -1282,47 +910,6 @@ cudaError_t launch_staged(dim3 grid, cudaStream_t stream, Args... args) {
   return cudaGetLastError();
 }
 
-// Launches a rank-term pass with its ring (bytes of dynamic shared memory).
-template <auto Kernel, typename... Args>
-cudaError_t launch_ring(dim3 grid, int bytes, cudaStream_t stream, Args... args) {
-  const cudaError_t status = set_func_attribute_once<Kernel>(cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-  if (status != cudaSuccess) return status;
-  Kernel<<<grid, kThreads, bytes, stream>>>(args...);
-  return cudaGetLastError();
-}
-
-// Rows per block of the ring passes: kRingBlockRows (SWIFT_LORA_RING_ROWS, a multiple of 64, for measurements).
-int64_t ring_rows_per_block() {
-  static const int64_t rows = [] {
-    const char* v = std::getenv("SWIFT_LORA_RING_ROWS");
-    const int64_t r = v != nullptr ? std::atoll(v) : 0;
-    return r > 0 && r % 64 == 0 ? r : static_cast<int64_t>(kRingBlockRows);
-  }();
-  return rows;
-}
-
-// The ring's shape (measurements, BF16 only): SWIFT_LORA_RING_SHAPE = ROWSxSTAGES among 4x4 (default), 4x6, 8x4, 2x8,
-// 8x3; fn(shape) is called with it.
-template <typename T, typename Fn>
-void with_ring_shape(Fn&& fn) {
-  static const int variant = [] {
-    const char* v = std::getenv("SWIFT_LORA_RING_SHAPE");
-    const std::string s = v != nullptr ? v : "";
-    return s == "4x6" ? 1 : s == "8x4" ? 2 : s == "2x8" ? 3 : s == "8x3" ? 4 : s == "4x4x3" ? 5 : 0;
-  }();
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    switch (variant) {
-      case 1: return fn(RingShape<4, 6>{});
-      case 2: return fn(RingShape<8, 4>{});
-      case 3: return fn(RingShape<2, 8>{});
-      case 4: return fn(RingShape<8, 3>{});
-      case 5: return fn(RingShape<4, 4, 3>{});
-      default: break;
-    }
-  }
-  fn(DefaultRing{});
-}
-
 // Rows per block of the dy pass: a multiple of 128 sized for ~kTargetBlocks blocks.
 int64_t dy_rows_per_block(int64_t n, int64_t m) {
   const int64_t col_tiles = (m + kDyTileCols - 1) / kDyTileCols;
@@ -1494,16 +1081,6 @@ dim3 tile_grid(int64_t n, int64_t k, int64_t rows) {
 
 bool grid_fits(int64_t n, int64_t k) { return k / kTileCols < (1LL << 31) && n < (1LL << 40); }
 
-bool activation_code(int dtype) { return dtype == 0 || dtype == 1 || dtype == 2; }
-
-// Calls launch(tag), tag a null T* of the element type T of dtype code 0 / 1 / 2 (checked by activation_code).
-template <typename Launch>
-void with_element_type(int dtype, Launch&& launch) {
-  if (dtype == 0) launch(static_cast<float*>(nullptr));
-  if (dtype == 1) launch(static_cast<__nv_bfloat16*>(nullptr));
-  if (dtype == 2) launch(static_cast<__half*>(nullptr));
-}
-
 }  // namespace
 
 bool lora_fast_shape(int64_t k, int r) { return (r == 8 || r == 16) && k % 8 == 0 && k > 0; }
@@ -1596,28 +1173,9 @@ cudaError_t launch_lora_rank_update(void* y, int y_dtype, const float* g, const 
   if (residual != nullptr && (overwrite || r != 8 || !f_transposed || config.update_rows != 2)) {
     return cudaErrorInvalidValue;  // the residual form: the B product of r 8 (add_lora_residual), default shape
   }
-  const bool cached = threshold != 0 && keep_bits != nullptr;
-  if (r == 8 && config.factor_in_registers && config.update_rows == 2 && (!cached || k % 32 == 0)) {
-    const int64_t ring_rows = ring_rows_per_block();
-    const dim3 ring_grid(static_cast<unsigned>((k + kRowBlockCols - 1) / kRowBlockCols),
-                         static_cast<unsigned>((n + ring_rows - 1) / ring_rows));
-    cudaError_t status = cudaSuccess;
-    with_element_type(y_dtype, [&](auto* tag) {
-      using T = std::remove_pointer_t<decltype(tag)>;
-      const auto go = [&](auto transposed, auto with_residual) {
-        constexpr bool kT = decltype(transposed)::value, kR = decltype(with_residual)::value;
-        with_ring_shape<T>([&](auto shape) {
-          using S = decltype(shape);
-          constexpr int bytes = kRingBytes<T, kR ? 2 : 1, 1, S>;
-          status = launch_ring<lora_rank_ring_kernel<T, kT, kR, S>>(ring_grid, bytes, stream, y, g, f, n, k,
-                                                                      ring_rows, scale, seed, threshold, keep_scale,
-                                                                      map, keep_bits, overwrite, residual);
-        });
-      };
-      if (residual != nullptr) return go(std::true_type{}, std::true_type{});
-      f_transposed ? go(std::true_type{}, std::false_type{}) : go(std::false_type{}, std::false_type{});
-    });
-    return status;
+  if (r == 8 && config.factor_in_registers && config.update_rows == 2 && lora_ring_fits(k, threshold, keep_bits)) {
+    return launch_lora_rank_update_ring(y, y_dtype, g, f, f_transposed, n, k, scale, seed, threshold, keep_scale, map,
+                                        keep_bits, stream, overwrite, residual);
   }
   bool launched = false;
   with_element_type(y_dtype, [&](auto* tag) {
@@ -1755,21 +1313,7 @@ cudaError_t launch_lora_swiglu(void* gate, void* up, int dtype, const float* xg,
                                cudaStream_t stream, bool factor_in_registers) {
   if (n <= 0) return cudaSuccess;
   if (r != 8 || !lora_fast_shape(k, r) || !activation_code(dtype) || !grid_fits(n, k)) return cudaErrorInvalidValue;
-  if (factor_in_registers) {
-    const int64_t ring_rows = ring_rows_per_block();
-    const dim3 ring_grid(static_cast<unsigned>((k + kRowBlockCols - 1) / kRowBlockCols),
-                         static_cast<unsigned>((n + ring_rows - 1) / ring_rows));
-    cudaError_t status = cudaSuccess;
-    with_element_type(dtype, [&](auto* tag) {
-      using T = std::remove_pointer_t<decltype(tag)>;
-      with_ring_shape<T>([&](auto shape) {
-        using S = decltype(shape);
-        status = launch_ring<lora_swiglu_ring_kernel<T, S>>(ring_grid, kRingBytes<T, 2, 2, S>, stream, gate, up, xg,
-                                                            bg, xu, bu, n, k, ring_rows, scale, out);
-      });
-    });
-    return status;
-  }
+  if (factor_in_registers) return launch_lora_swiglu_ring(gate, up, dtype, xg, bg, xu, bu, n, k, scale, out, stream);
   const int64_t rows = rows_per_block(n, k) < kSwigluMaxBlockRows ? rows_per_block(n, k) : kSwigluMaxBlockRows;
   const dim3 grid = tile_grid(n, k, rows);
   with_element_type(dtype, [&](auto* tag) {
