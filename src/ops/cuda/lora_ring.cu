@@ -20,6 +20,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <type_traits>
 
 #include "ops/cuda/attention_common.cuh"
@@ -56,8 +57,9 @@ __device__ __forceinline__ void raw4_to_float(const Raw4<T>& w, float (&v)[4]) {
 template <typename T>
 __device__ __forceinline__ void store4(void* p, int64_t e, const float (&v)[4]) {
   if constexpr (kHalfWidth<T>) {
-    *reinterpret_cast<uint2*>(static_cast<T*>(p) + e) = make_uint2(float2_to_pair<T>(v[0], v[1]),
-                                                                   float2_to_pair<T>(v[2], v[3]));
+    // One 8-byte store (through a uint2 lvalue nvcc issued two 4-byte ones).
+    asm volatile("st.global.v2.b32 [%0], {%1, %2};\n" ::"l"(static_cast<T*>(p) + e), "r"(float2_to_pair<T>(v[0], v[1])),
+                 "r"(float2_to_pair<T>(v[2], v[3])));
   } else {
     *reinterpret_cast<float4*>(static_cast<float*>(p) + e) = make_float4(v[0], v[1], v[2], v[3]);
   }
@@ -119,6 +121,7 @@ struct RingShape {
 // blocks per SM (80 registers), the swiglu (two operands: 74 KB of ring per block) at 2 blocks per SM.
 using RankRing = RingShape<4, 4, 3>;
 using SwigluRing = RingShape<4, 4, 2>;
+using SwigluRing3 = RingShape<4, 3, 3>;  // SWIFT_LORA_SWIGLU_BLOCKS=3 (measurements): 3 blocks per SM, 80 registers
 constexpr int kRingBlockRows = 256;                  // rows per block: 8 items per warp (3.4 waves at k 3584)
 
 template <typename T, int kY, int kG, int kRows>
@@ -232,10 +235,14 @@ struct RowRing {
 template <typename T, int kY, int kG, typename S>
 constexpr int kRingBytes = kWarps * S::kStages * static_cast<int>(sizeof(RingStage<T, kY, kG, S::kRows>));
 
+// The multiplier of the rank term: none (no dropout), from the keep-bits cache, or drawn (Philox; mapped blocks too).
+enum RingMask : int { kNoMask = 0, kCachedMask = 1, kDrawnMask = 2 };
+
 // y (n, k) += scale * mult * (g F) (overwrite: y = 0 + ..., y not read; kResidual: y = (y + residual) + ...), r 8.
-// Blocks of kRowBlockCols columns x rows_per_block rows (a multiple of kRingItemRows); the lane's factor columns in
-// registers, its rows through the ring.
-template <typename T, bool kTransposed, bool kResidual, typename S>
+// Blocks of kRowBlockCols columns x rows_per_block rows (a multiple of kItemRows); the lane's factor columns in
+// registers, its rows through the ring. kMask is a template parameter so that the drawn form's Philox code stays out
+// of the other two (registers, and 80 of them at 3 blocks per SM).
+template <typename T, bool kTransposed, bool kResidual, int kMask, typename S>
 __global__ void __launch_bounds__(kThreads, S::kMinBlocks)
     lora_rank_ring_kernel(void* y, const float* g, const float* f, int64_t n, int64_t k, int64_t rows_per_block,
                           float scale, uint64_t seed, uint32_t threshold, float keep_scale, DropoutMap map,
@@ -246,27 +253,28 @@ __global__ void __launch_bounds__(kThreads, S::kMinBlocks)
   srcs[0] = overwrite ? nullptr : y;
   if constexpr (kResidual) srcs[1] = residual;
   const float* const g_src[1] = {g};
-  const bool cached = threshold != 0 && keep_bits != nullptr;
-  const RowRing<T, kY, 1, S> ring(ring_smem, srcs, g_src,
-                               cached ? keep_bits : nullptr, n, k, rows_per_block);
+  const RowRing<T, kY, 1, S> ring(ring_smem, srcs, g_src, kMask == kCachedMask ? keep_bits : nullptr, n, k,
+                                  rows_per_block);
   ring.start();  // in flight while the factor's columns are loaded
   const int64_t col = ring.col;
+  const bool col_inside = col < k;
   float fv[8][kRowCols];
   factor_columns<kTransposed>(f, k, col, fv);
   for (int item = 0; item < ring.items; ++item) {
     const auto& st = ring.next(item);
     const int64_t r0 = ring.row0(item);
+    if (!col_inside) continue;
+    const int rows = n - r0 < S::kRows ? static_cast<int>(n - r0) : S::kRows;  // >= 1
+    T* out = static_cast<T*>(y) + r0 * k + col;
 #pragma unroll
-    for (int j = 0; j < S::kRows; ++j) {
-      const int64_t row = r0 + j;
-      if (col >= k || row >= n) continue;
+    for (int j = 0; j < S::kRows; ++j, out += k) {
+      if (j >= rows) break;
       float gv[8], t[kRowCols];
       ring.g_row(st, 0, j, gv);
       rank_terms4(fv, gv, t);
-      if (threshold != 0) {
-        const uint32_t bits =
-            cached ? ring.keep_bits4(st, j) : dropout_keep_bits<kRowCols>(seed, map, row, col, k, threshold);
-        apply_keep_bits<kRowCols>(t, bits, keep_scale);
+      if constexpr (kMask == kCachedMask) apply_keep_bits<kRowCols>(t, ring.keep_bits4(st, j), keep_scale);
+      if constexpr (kMask == kDrawnMask) {
+        apply_keep_bits<kRowCols>(t, dropout_keep_bits<kRowCols>(seed, map, r0 + j, col, k, threshold), keep_scale);
       }
       float v[kRowCols] = {0.0f, 0.0f, 0.0f, 0.0f};
       if (!overwrite) raw4_to_float<T>(ring.y_raw(st, 0, j), v);
@@ -278,7 +286,7 @@ __global__ void __launch_bounds__(kThreads, S::kMinBlocks)
       }
 #pragma unroll
       for (int i = 0; i < kRowCols; ++i) v[i] = v[i] + scale * t[i];
-      store4<T>(y, row * k + col, v);
+      store4<T>(out, 0, v);
     }
   }
 }
@@ -298,14 +306,16 @@ __global__ void __launch_bounds__(kThreads, S::kMinBlocks)
   float fg[8][kRowCols], fu[8][kRowCols];
   factor_columns<true>(bg, k, col, fg);
   factor_columns<true>(bu, k, col, fu);
+  const bool col_inside = col < k;
   for (int item = 0; item < ring.items; ++item) {
     const auto& st = ring.next(item);
     const int64_t r0 = ring.row0(item);
+    if (!col_inside) continue;
+    const int rows = n - r0 < S::kRows ? static_cast<int>(n - r0) : S::kRows;  // >= 1
+    int64_t e = r0 * k + col;
 #pragma unroll
-    for (int j = 0; j < S::kRows; ++j) {
-      const int64_t row = r0 + j;
-      if (col >= k || row >= n) continue;
-      const int64_t e = row * k + col;
+    for (int j = 0; j < S::kRows; ++j, e += k) {
+      if (j >= rows) break;
       float gvg[8], gvu[8], tg[kRowCols], tu[kRowCols], gv[kRowCols], uv[kRowCols], o[kRowCols];
       ring.g_row(st, 0, j, gvg);
       ring.g_row(st, 1, j, gvu);
@@ -371,10 +381,15 @@ cudaError_t launch_lora_rank_update_ring(void* y, int y_dtype, const float* g, c
     using T = std::remove_pointer_t<decltype(tag)>;
     const auto go = [&](auto transposed, auto with_residual) {
       constexpr bool kT = decltype(transposed)::value, kR = decltype(with_residual)::value;
-      status = launch_ring<lora_rank_ring_kernel<T, kT, kR, RankRing>>(
-          ring_grid(n, k), kRingBytes<T, kR ? 2 : 1, 1, RankRing>, stream, y, g, f, n, k,
-          static_cast<int64_t>(kRingBlockRows), scale, seed, threshold, keep_scale, map, keep_bits, overwrite,
-          residual);
+      const auto launch = [&](auto mask) {
+        status = launch_ring<lora_rank_ring_kernel<T, kT, kR, decltype(mask)::value, RankRing>>(
+            ring_grid(n, k), kRingBytes<T, kR ? 2 : 1, 1, RankRing>, stream, y, g, f, n, k,
+            static_cast<int64_t>(kRingBlockRows), scale, seed, threshold, keep_scale, map, keep_bits, overwrite,
+            residual);
+      };
+      if (threshold == 0) return launch(std::integral_constant<int, kNoMask>{});
+      keep_bits != nullptr ? launch(std::integral_constant<int, kCachedMask>{})
+                           : launch(std::integral_constant<int, kDrawnMask>{});
     };
     if (residual != nullptr) return go(std::true_type{}, std::true_type{});
     f_transposed ? go(std::true_type{}, std::false_type{}) : go(std::false_type{}, std::false_type{});
@@ -390,9 +405,17 @@ cudaError_t launch_lora_swiglu_ring(void* gate, void* up, int dtype, const float
   cudaError_t status = cudaSuccess;
   with_element_type(dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    status = launch_ring<lora_swiglu_ring_kernel<T, SwigluRing>>(ring_grid(n, k), kRingBytes<T, 2, 2, SwigluRing>,
-                                                                 stream, gate, up, xg, bg, xu, bu, n, k,
-                                                                 static_cast<int64_t>(kRingBlockRows), scale, out);
+    static const bool three = [] {
+      const char* v = std::getenv("SWIFT_LORA_SWIGLU_BLOCKS");
+      return v != nullptr && v[0] == '3';
+    }();
+    const auto launch = [&](auto shape) {
+      using S = decltype(shape);
+      status = launch_ring<lora_swiglu_ring_kernel<T, S>>(ring_grid(n, k), kRingBytes<T, 2, 2, S>, stream, gate, up,
+                                                          xg, bg, xu, bu, n, k, static_cast<int64_t>(kRingBlockRows),
+                                                          scale, out);
+    };
+    three && std::is_same_v<T, __nv_bfloat16> ? launch(SwigluRing3{}) : launch(SwigluRing{});
   });
   return status;
 }
