@@ -20,7 +20,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <cstdlib>
 #include <type_traits>
 
 #include "ops/cuda/attention_common.cuh"
@@ -118,10 +117,10 @@ struct RingShape {
   static constexpr int kItemRows = kWarps * Rows;    // a block's rows are a multiple
 };
 // Measured at the 7B's shapes (bench_lora, docs/PERFORMANCE.md run 19): the rank update at 4 rows x 4 buffers and 3
-// blocks per SM (80 registers), the swiglu (two operands: 74 KB of ring per block) at 2 blocks per SM.
+// blocks per SM (80 registers), the swiglu (two operands: 74 KB of ring per block) at 2 blocks per SM (3 blocks, 3
+// buffers and 80 registers spill 220 bytes: the 7B step 1.7% slower).
 using RankRing = RingShape<4, 4, 3>;
 using SwigluRing = RingShape<4, 4, 2>;
-using SwigluRing3 = RingShape<4, 3, 3>;  // SWIFT_LORA_SWIGLU_BLOCKS=3 (measurements): 3 blocks per SM, 80 registers
 constexpr int kRingBlockRows = 256;                  // rows per block: 8 items per warp (3.4 waves at k 3584)
 
 template <typename T, int kY, int kG, int kRows>
@@ -405,17 +404,9 @@ cudaError_t launch_lora_swiglu_ring(void* gate, void* up, int dtype, const float
   cudaError_t status = cudaSuccess;
   with_element_type(dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    static const bool three = [] {
-      const char* v = std::getenv("SWIFT_LORA_SWIGLU_BLOCKS");
-      return v != nullptr && v[0] == '3';
-    }();
-    const auto launch = [&](auto shape) {
-      using S = decltype(shape);
-      status = launch_ring<lora_swiglu_ring_kernel<T, S>>(ring_grid(n, k), kRingBytes<T, 2, 2, S>, stream, gate, up,
-                                                          xg, bg, xu, bu, n, k, static_cast<int64_t>(kRingBlockRows),
-                                                          scale, out);
-    };
-    three && std::is_same_v<T, __nv_bfloat16> ? launch(SwigluRing3{}) : launch(SwigluRing{});
+    status = launch_ring<lora_swiglu_ring_kernel<T, SwigluRing>>(ring_grid(n, k), kRingBytes<T, 2, 2, SwigluRing>,
+                                                                 stream, gate, up, xg, bg, xu, bu, n, k,
+                                                                 static_cast<int64_t>(kRingBlockRows), scale, out);
   });
   return status;
 }
