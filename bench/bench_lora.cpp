@@ -151,6 +151,7 @@ int main(int argc, char** argv) {
   add("up4", [](LoraKernelConfig& c) { c.update_rows = 4; });
   add("da2", [](LoraKernelConfig& c) { c.da_rows = 2; });
   add("da8", [](LoraKernelConfig& c) { c.da_rows = 8; });
+  add("factor in shared memory", [](LoraKernelConfig& c) { c.factor_in_registers = false; });
   if (p > 0) configs.push_back({"keep-bits cache", {}, true});
 
   std::printf("bench_lora: tokens %lld, r %d, dropout %.3f, BF16, %lld layers\n", static_cast<long long>(tokens), r, p,

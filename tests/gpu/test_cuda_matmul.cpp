@@ -661,6 +661,68 @@ TEST(OpsCudaMatmul, LoraXPassOnTensorCoresMatchesTheCudaCoreKernels) {
   }
 }
 
+// The r 8 rank updates and swiglu_lora with each lane's factor columns in registers and the rows through the cp.async
+// ring (lora_ring.cu) against the shared-memory forms (set_lora_factor_in_registers(false)): the same per-element
+// arithmetic, so the same bits: lora_linear's y (B product), the backward's dx and da (dropout drawn, or the keep-bits
+// cache: the ring reads it where k % 32 == 0, here K = 96 and 352), add_lora_residual and swiglu_lora; odd rows
+// (several 256-row blocks, items of 4 rows cut by n), widths not a multiple of 128; F32 / BF16 / F16.
+TEST(OpsCudaMatmul, LoraFactorInRegistersIsTheSharedMemoryForm) {
+  ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
+  struct Case { int64_t n, k, m; };
+  const Case cases[] = {{70, 96, 1032}, {333, 40, 200}, {600, 264, 520}, {1, 16, 8}, {257, 136, 72}, {301, 352, 136}};
+  uint32_t seed = 13100;
+  auto host = [](const Tensor& t) { return t.to(Device::cpu()); };
+  for (const Case& cs : cases) {
+    for (DType act : {DType::F32, DType::BF16, DType::F16}) {
+      for (int cached = 0; cached < 2; ++cached) {
+        SCOPED_TRACE(fmt::format("N={} K={} M={} act={} cached={}", cs.n, cs.k, cs.m, name(act), cached));
+        const float scale = 4.0f;
+        auto [x, w, a, b] = lora_operands(cs.n, cs.k, cs.m, 8, act, seed);
+        auto [x2, w2, a2, b2] = lora_operands(cs.n, cs.k, cs.m, 8, act, seed);
+        Input dy = make_input({cs.n, cs.m}, act, ++seed);
+        Input res = make_input({cs.n, cs.m}, act, ++seed);
+        const Tensor da0 = random_tensor({8, cs.k}, DType::F32, ++seed);
+        struct Run { Tensor y, xa, dx, da, db, yr, gate, up, out; };
+        auto run = [&](bool registers) {
+          ops::cuda::set_lora_factor_in_registers(registers);
+          ops::Dropout drop{0.1f, 0x5EEDull + seed};
+          if (cached != 0) drop.keep_bits = Tensor::zeros({cs.n, cs.k / 8}, DType::U8).to(Device::cuda());
+          DeviceOut y({cs.n, cs.m}, act), xa({cs.n, 8}, DType::F32);
+          ops::lora_linear(x.dev, w.dev, Tensor(), a.dev, b.dev, scale, drop, y.tensor, xa.tensor);
+          DeviceOut dx({cs.n, cs.k}, act), da({8, cs.k}, DType::F32), db({cs.m, 8}, DType::F32);
+          da.set(da0);
+          db.set(Tensor::zeros({cs.m, 8}, DType::F32));
+          ops::lora_linear_backward(dy.dev, x.dev, w.dev, a.dev, b.dev, xa.tensor, scale, drop, dx.tensor, da.tensor,
+                                    db.tensor);
+          // add_lora_residual on a copy of y, then swiglu_lora with y as gate and a second linear as up.
+          Tensor yr = Tensor::empty({cs.n, cs.m}, act, Device::cuda());
+          yr.copy_from(y.tensor);
+          ops::add_lora_residual(yr, res.dev, ops::LoraBProduct{xa.tensor, b.dev}, scale);
+          Tensor gate = Tensor::empty({cs.n, cs.m}, act, Device::cuda());
+          Tensor up = Tensor::empty({cs.n, cs.m}, act, Device::cuda());
+          Tensor xa2 = Tensor::empty({cs.n, 8}, DType::F32, Device::cuda());
+          ops::lora_linear(x.dev, w.dev, Tensor(), a.dev, b.dev, scale, {}, gate, xa.tensor, false, false);
+          ops::lora_linear(x2.dev, w2.dev, Tensor(), a2.dev, b2.dev, scale, {}, up, xa2, false, false);
+          Tensor out = Tensor::empty({cs.n, cs.m}, act, Device::cuda());
+          ops::swiglu_lora(gate, up, ops::LoraBProduct{xa.tensor, b.dev}, ops::LoraBProduct{xa2, b2.dev}, scale, out);
+          ops::cuda::set_lora_factor_in_registers(true);
+          return Run{y.fetch(), xa.fetch(), dx.fetch(), da.fetch(), db.fetch(), host(yr), host(gate), host(up),
+                     host(out)};
+        };
+        const Run regs = run(true), shared = run(false);
+        expect_bit_equal(regs.y, shared.y, "y");
+        expect_bit_equal(regs.dx, shared.dx, "dx");
+        expect_bit_equal(regs.da, shared.da, "da");
+        expect_bit_equal(regs.db, shared.db, "db");
+        expect_bit_equal(regs.yr, shared.yr, "add_lora_residual");
+        expect_bit_equal(regs.gate, shared.gate, "swiglu_lora gate");
+        expect_bit_equal(regs.up, shared.up, "swiglu_lora up");
+        expect_bit_equal(regs.out, shared.out, "swiglu_lora out");
+      }
+    }
+  }
+}
+
 // Worst relative-norm errors seen above (runs after them: tests run in definition order).
 TEST(OpsCudaMatmul, Summary) {
   std::printf("%-44s %s\n", "op activation-dtype output", "worst ||out-ref||/||ref||");

@@ -108,6 +108,11 @@ void set_rope_qkv_fused(bool on);
 // the CUDA-core kernels. On unless SWIFT_LORA_X_MMA=0 (A/B measurements); set_lora_x_mma overrides it (tests).
 bool lora_x_mma();
 void set_lora_x_mma(bool on);
+// The r 8 rank updates (dx term, B products, add_lora_residual) and swiglu_lora with each lane's columns of the
+// factor in registers and the rows through a cp.async ring (lora_ring.cu) instead of the factor read from shared
+// memory per element (lora.cu): the same bits. On unless SWIFT_LORA_FACTOR_REGS=0; set_lora_factor_in_registers
+// overrides it (tests).
+void set_lora_factor_in_registers(bool on);
 
 // ---- LM head + cross-entropy (ops_cross_entropy.cpp) ----
 // SWIFT_CE_ONE_PASS (default on): the gradient calls read each fp32 logits row once (statistics and unnormalised

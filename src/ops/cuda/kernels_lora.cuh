@@ -30,6 +30,10 @@ struct LoraKernelConfig {
   // 8-column groups are whole Philox blocks): the fp32 factor as three bf16 terms, exact products (lora.cu). False:
   // the CUDA-core kernels.
   bool tensor_cores = true;
+  // The rank update for r 8 (the default update_rows) with each lane's 4 columns of the factor in registers and the
+  // rows streamed through a cp.async ring (lora_ring.cu) instead of the factor read from shared memory per element
+  // (with cached keep bits: where k % 32 == 0); the same bits.
+  bool factor_in_registers = true;
 };
 
 // Column splits of the xa pass; `part` needs lora_xa_splits(k) * n * r floats when that is > 1 (else unused).
@@ -77,8 +81,9 @@ cudaError_t launch_lora_dy(const void* dy, int dy_dtype, const float* b, const f
 // The MLP's gate and up get their B products and feed the swiglu in one pass (r = 8 only; gate, up, out (n, k) of
 // dtype code 0 / 1 / 2; xg, xu: (n, 8) F32; bg, bu: (k, 8) F32, LoRA's b): gate += scale * xg bg^T and up likewise,
 // in place and rounded exactly as launch_lora_rank_update rounds y, then out = swiglu(gate, up) as launch_swiglu.
+// factor_in_registers: as LoraKernelConfig's (lora_ring.cu); the same bits either way.
 cudaError_t launch_lora_swiglu(void* gate, void* up, int dtype, const float* xg, const float* bg, const float* xu,
                                const float* bu, int64_t n, int64_t k, int r, float scale, void* out,
-                               cudaStream_t stream);
+                               cudaStream_t stream, bool factor_in_registers = true);
 
 }  // namespace swift::ops::cuda

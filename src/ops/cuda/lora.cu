@@ -3,6 +3,9 @@
 //   y += scale * mult * (g F)      (forward's B product with F = b^T, no dropout; backward's dx term with F = a)
 //   da += scale * g^T dropout(x)   (backward: one read of x)
 //   g = dy b, db += scale dy^T xa  (backward, r 8, BF16: one read of dy for both, on tensor cores)
+// The r 8 rank updates and the swiglu-folded B products run by default in lora_ring.cu (the factor in registers, the
+// rows through a cp.async ring); their shared-memory forms here serve r 16, the non-default work shapes,
+// SWIFT_LORA_FACTOR_REGS=0 and cached keep bits with k % 32 != 0.
 // With r 8 and BF16 x, xa and da run on tensor cores too (lora_x_mma_kernel: the fp32 factor as three bf16 terms, every
 // product exact); other ranks / dtypes, LoraKernelConfig's non-default work shapes and tensor_cores = false run the
 // CUDA-core kernels below.
@@ -39,6 +42,7 @@
 #include "ops/cuda/attention_common.cuh"
 #include "ops/cuda/func_attribute.cuh"
 #include "ops/cuda/kernels_lora.cuh"
+#include "ops/cuda/lora_common.cuh"
 #include "ops/cuda/swiglu_math.cuh"
 #include "ops/philox.h"
 
@@ -46,7 +50,8 @@ namespace swift::ops::cuda {
 
 namespace {
 
-constexpr int kWarps = 8, kThreads = 256;
+using namespace lora_detail;
+
 constexpr int kVec = 8;                  // columns per lane
 constexpr int kWarpCols = 32 * kVec;     // 256
 constexpr int kSteps = 2;                // warp-column steps per block tile
@@ -57,37 +62,6 @@ constexpr int kMaxBlockRows = 256;       // xa / rank update: rows per block at 
 
 template <int R>
 constexpr int kRowsAtOnce = R == 8 ? 4 : 2;
-
-// Element types T of the kernels: float (dtype code 0), __nv_bfloat16 (1), __half (2). 16-bit types move as pairs
-// packed in 32-bit words, widened exactly and rounded to nearest even on store.
-template <typename T>
-constexpr bool kHalfWidth = sizeof(T) == 2;
-
-template <typename T>
-__device__ __forceinline__ void pair_to_float2(uint32_t w, float& lo, float& hi) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    const __nv_bfloat162 h = *reinterpret_cast<const __nv_bfloat162*>(&w);
-    lo = __low2float(h);
-    hi = __high2float(h);
-  } else {
-    static_assert(std::is_same_v<T, __half>);
-    const __half2 h = *reinterpret_cast<const __half2*>(&w);
-    lo = __low2float(h);
-    hi = __high2float(h);
-  }
-}
-
-template <typename T>
-__device__ __forceinline__ uint32_t float2_to_pair(float lo, float hi) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&h);
-  } else {
-    static_assert(std::is_same_v<T, __half>);
-    const __half2 h = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&h);
-  }
-}
 
 // 8 elements as raw 16-byte words (16-bit types: one, F32: two), so a warp can issue all its loads before using any.
 template <typename T>
@@ -189,39 +163,6 @@ __device__ __forceinline__ void load_group_raw(const void* p, int64_t n, int64_t
       }
     }
   }
-}
-
-// The keep bits of elements (row, col .. col + N - 1) of an (n, k) operand (bit i: element col + i kept; N in {4, 8},
-// col % 4 == 0), drawn at stream indices g .. g + N - 1 with g = dropout_index(map, row, col, k).
-template <int N>
-__device__ __forceinline__ uint32_t dropout_keep_bits(uint64_t seed, const DropoutMap& map, int64_t row, int64_t col,
-                                                      int64_t k, uint32_t threshold) {
-  static_assert(N == 4 || N == 8, "4 or 8 columns");
-  const uint64_t g = dropout_index(map, row, col, k);
-  if ((g & (N - 1)) == 0) {  // a whole block (N = 8) or half of one (N = 4): every identity-mapped call
-    const uint32_t bits = dropout_keep_bits8(philox_block(seed, g >> 3), threshold);
-    return N == 8 ? bits : (bits >> (g & 4)) & 0xFu;
-  }
-  PhiloxCursor cursor(seed);
-  uint32_t bits = 0;
-#pragma unroll
-  for (int i = 0; i < N; ++i) bits |= (cursor.draw(g + i) >= threshold ? 1u : 0u) << i;
-  return bits;
-}
-
-// v[i] *= keep_scale or 0 by bit i of `bits` (the multiplier of ops.h: the same product as the CPU's).
-template <int N>
-__device__ __forceinline__ void apply_keep_bits(float v[N], uint32_t bits, float keep_scale) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) v[i] = v[i] * (((bits >> i) & 1u) != 0 ? keep_scale : 0.0f);
-}
-
-// The keep bits of 8-aligned columns col .. col + 7 of row `row` of a (n, k) operand (k % 8 == 0) in a keep-bits cache
-// ((n, k / 8) bytes), as dropout_keep_bits<8> draws them; N = 4 takes the 4 bits of columns col .. col + 3.
-template <int N>
-__device__ __forceinline__ uint32_t cached_keep_bits(const uint8_t* keep_bits, int64_t row, int64_t col, int64_t k) {
-  const uint32_t byte = keep_bits[row * (k / 8) + col / 8];
-  return N == 8 ? byte : (byte >> (col % 8)) & 0xFu;
 }
 
 // Sums R values over the 32 lanes of a warp by halving exchanges (a reduce-scatter: log2(R) steps move half of the
@@ -1140,16 +1081,6 @@ dim3 tile_grid(int64_t n, int64_t k, int64_t rows) {
 
 bool grid_fits(int64_t n, int64_t k) { return k / kTileCols < (1LL << 31) && n < (1LL << 40); }
 
-bool activation_code(int dtype) { return dtype == 0 || dtype == 1 || dtype == 2; }
-
-// Calls launch(tag), tag a null T* of the element type T of dtype code 0 / 1 / 2 (checked by activation_code).
-template <typename Launch>
-void with_element_type(int dtype, Launch&& launch) {
-  if (dtype == 0) launch(static_cast<float*>(nullptr));
-  if (dtype == 1) launch(static_cast<__nv_bfloat16*>(nullptr));
-  if (dtype == 2) launch(static_cast<__half*>(nullptr));
-}
-
 }  // namespace
 
 bool lora_fast_shape(int64_t k, int r) { return (r == 8 || r == 16) && k % 8 == 0 && k > 0; }
@@ -1241,6 +1172,10 @@ cudaError_t launch_lora_rank_update(void* y, int y_dtype, const float* g, const 
   const dim3 grid = tile_grid(n, k, rows);
   if (residual != nullptr && (overwrite || r != 8 || !f_transposed || config.update_rows != 2)) {
     return cudaErrorInvalidValue;  // the residual form: the B product of r 8 (add_lora_residual), default shape
+  }
+  if (r == 8 && config.factor_in_registers && config.update_rows == 2 && lora_ring_fits(k, threshold, keep_bits)) {
+    return launch_lora_rank_update_ring(y, y_dtype, g, f, f_transposed, n, k, scale, seed, threshold, keep_scale, map,
+                                        keep_bits, stream, overwrite, residual);
   }
   bool launched = false;
   with_element_type(y_dtype, [&](auto* tag) {
@@ -1375,9 +1310,10 @@ cudaError_t launch_lora_dy(const void* dy, int dy_dtype, const float* b, const f
 
 cudaError_t launch_lora_swiglu(void* gate, void* up, int dtype, const float* xg, const float* bg, const float* xu,
                                const float* bu, int64_t n, int64_t k, int r, float scale, void* out,
-                               cudaStream_t stream) {
+                               cudaStream_t stream, bool factor_in_registers) {
   if (n <= 0) return cudaSuccess;
   if (r != 8 || !lora_fast_shape(k, r) || !activation_code(dtype) || !grid_fits(n, k)) return cudaErrorInvalidValue;
+  if (factor_in_registers) return launch_lora_swiglu_ring(gate, up, dtype, xg, bg, xu, bu, n, k, scale, out, stream);
   const int64_t rows = rows_per_block(n, k) < kSwigluMaxBlockRows ? rows_per_block(n, k) : kSwigluMaxBlockRows;
   const dim3 grid = tile_grid(n, k, rows);
   with_element_type(dtype, [&](auto* tag) {

@@ -272,11 +272,25 @@ LoraKernelConfig x_pass_config() {
   config.tensor_cores = x_mma_switch().on();
   return config;
 }
+// SWIFT_LORA_FACTOR_REGS=0: the rank updates and the folded swiglu read the factor from shared memory per element
+// (A/B; the same bits).
+EnvSwitch& factor_regs_switch() {
+  static EnvSwitch sw("SWIFT_LORA_FACTOR_REGS", true);
+  return sw;
+}
+bool factor_in_registers() { return factor_regs_switch().on(); }
+LoraKernelConfig rank_config() {
+  LoraKernelConfig config;
+  config.factor_in_registers = factor_in_registers();
+  return config;
+}
 }  // namespace
 
 bool lora_x_mma() { return x_mma_switch().on(); }
 
 void set_lora_x_mma(bool on) { x_mma_switch().set(on); }
+
+void set_lora_factor_in_registers(bool on) { factor_regs_switch().set(on); }
 
 namespace {
 
@@ -290,7 +304,7 @@ void add_b_product(const char* op, const Tensor& xa, const Tensor& b, float scal
   if (one_pass(y, r)) {  // one read and write of y (overwrite: one write), fp32 factors
     check_launch(op, launch_lora_rank_update(y.raw(), code(act), xa.data<float>(), b.data<float>(), true, n, m,
                                              static_cast<int>(r), scale, 0, 0u, 1.0f, DropoutMap{}, nullptr,
-                                             stream(device), {}, overwrite));
+                                             stream(device), rank_config(), overwrite));
     return;
   }
   // The general path: xa and b rounded to y's dtype, one cuBLASLt product (fp32 accumulation).
@@ -377,7 +391,8 @@ void swiglu_lora(Tensor& gate, Tensor& up, const LoraBProduct& gate_b, const Lor
   }
   check_launch(op, launch_lora_swiglu(gate.raw(), up.raw(), code(gate.dtype()), gate_b.xa.data<float>(),
                                       gate_b.b.data<float>(), up_b.xa.data<float>(), up_b.b.data<float>(), gate.size(0),
-                                      gate.size(1), 8, scale, out.raw(), stream(dev(gate))));
+                                      gate.size(1), 8, scale, out.raw(), stream(dev(gate)),
+                                      factor_in_registers()));
 }
 
 // One pass for r 8 and one-pass shapes (the rank update reading the residual too), else add then the B product.
@@ -387,8 +402,8 @@ void add_lora_residual(Tensor& y, const Tensor& residual, const LoraBProduct& bp
   if (n == 0 || m == 0) return;
   if (r == 8 && one_pass(y, r) && one_pass(residual, r)) {
     check_launch(op, launch_lora_rank_update(y.raw(), code(y.dtype()), bp.xa.data<float>(), bp.b.data<float>(), true, n,
-                                             m, 8, scale, 0, 0u, 1.0f, DropoutMap{}, nullptr, stream(dev(y)), {}, false,
-                                             residual.raw()));
+                                             m, 8, scale, 0, 0u, 1.0f, DropoutMap{}, nullptr, stream(dev(y)),
+                                             rank_config(), false, residual.raw()));
     return;
   }
   add(y, residual, y);
@@ -439,7 +454,7 @@ void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, co
       DeviceRegion region("lora_linear_backward.dx_lora", device);
       check_launch(op, launch_lora_rank_update(dx.raw(), code(act), g.data<float>(), a.data<float>(), false, n, k,
                                                static_cast<int>(r), scale, d.seed, d.threshold, d.keep_scale, d.map,
-                                               keep_bits_of(dropout), stream(device)));
+                                               keep_bits_of(dropout), stream(device), rank_config()));
     }
     if (da.defined()) {
       DeviceRegion region("lora_linear_backward.da", device);
