@@ -2,6 +2,7 @@
 # On the GPU machine, one call (session 16): bench_lora's rank-term passes (b, dx; swiglu_lora runs in the 7B step only)
 # for each ring shape (SWIFT_LORA_RING_SHAPE: rows per item x buffers per warp [x blocks per SM]) at 256 and 512 rows
 # per block (SWIFT_LORA_RING_ROWS), keep-bits cache configuration; then the 7B step for each shape at 256 rows.
+# (SWIFT_LORA_RING_SHAPE and SWIFT_LORA_RING_ROWS existed on commit 7ac9ef5 only: PERFORMANCE run 19, call 3.)
 # Carry .device-deps (and .device-prebuilt: prebuild.sh test_gpu bench_train_step bench_lora).
 source "$(dirname "$0")/env.sh"
 build_gpu sweep test_gpu bench_train_step bench_lora

@@ -5,6 +5,7 @@
 # (among them LoraFactorInRegistersIsTheSharedMemoryForm: the same bits); bench_lora (the "factor in shared memory"
 # configuration is the A/B for the B products and the dx term); the 7B step interleaved REPS times (default 2) with
 # and without; the 7B's events profile ($OUT/profile-7b.txt).
+# (The register-loaded form it measured was replaced by the ring of lora_ring.cu: PERFORMANCE run 19, call 1.)
 # Carry .device-deps (and .device-prebuilt: prebuild.sh test_gpu bench_train_step bench_lora). Logs go to $OUT.
 source "$(dirname "$0")/env.sh"
 build_gpu rows test_gpu bench_train_step bench_lora

@@ -4,6 +4,7 @@
 # bench_lora; the 7B step interleaved REPS times (default 2): the default, swiglu_lora at 3 blocks per SM
 # (SWIFT_LORA_SWIGLU_BLOCKS=3) and the shared-memory forms (SWIFT_LORA_FACTOR_REGS=0); Nsight Compute at the
 # application's own clocks (--clock-control none) of the dx term and swiglu_lora ($OUT/ncu-*.txt).
+# (SWIFT_LORA_SWIGLU_BLOCKS existed on commit ab3ac57 only: PERFORMANCE run 19, call 6.)
 # Carry .device-deps (and .device-prebuilt: prebuild.sh test_gpu bench_train_step bench_lora).
 source "$(dirname "$0")/env.sh"
 build_gpu trim test_gpu bench_train_step bench_lora
