@@ -3,9 +3,9 @@
 //   y = (y | 0 | y + residual) + scale * mult * (g F)   (the B product, add_lora_residual's form, the dx term)
 //   gate += scale xg bg^T, up += scale xu bu^T, out = swiglu(gate, up)   (the MLP's folded B products)
 // lora.cu's shared-memory forms (lora_rank_update_kernel, lora_swiglu_kernel) read each element's 8 factor values
-// from shared memory: L1 ran at 90% while DRAM ran at 43-50% (docs/PERFORMANCE.md run 18, call 12). Factor values
-// in registers with the rows loaded a group at a time from registers waited on each group's latency instead (run 19:
-// dx term 23.8 vs 16.5 ms); the ring keeps ~3 items in flight per warp.
+// from shared memory: L1 ran at 90% while DRAM ran at 43-50% (docs/PERFORMANCE.md run 18, call 12). With the factor
+// in registers but each warp's rows loaded into registers a group at a time, the kernels waited on every group's
+// latency instead (run 19 call 1: dx term 20.8 vs 16.5 ms); the ring keeps 3 items in flight per warp.
 //
 // Invariants:
 //  - Per element the arithmetic is the shared-memory forms' (t = sum over rr in order from 0 of g[rr] F[rr][c], the
@@ -37,11 +37,6 @@ constexpr int kRowBlockCols = 32 * kRowCols;  // 128 columns per block
 
 template <typename T>
 using Raw4 = std::conditional_t<kHalfWidth<T>, uint2, uint4>;
-
-template <typename T>
-__device__ __forceinline__ Raw4<T> load4_raw(const void* p, int64_t e) {
-  return *reinterpret_cast<const Raw4<T>*>(static_cast<const T*>(p) + e);
-}
 
 template <typename T>
 __device__ __forceinline__ void raw4_to_float(const Raw4<T>& w, float (&v)[4]) {
@@ -105,10 +100,10 @@ __device__ __forceinline__ void rank_terms4(const float (&fv)[8][kRowCols], cons
 // The rows of a rank-term pass stream through a per-warp ring of shared-memory buffers filled by cp.async
 // (kRingStages buffers, kRingStages - 1 items in flight while one is computed): the 7B's shapes need ~40 KB in
 // flight per SM, and loads issued from registers a group at a time (8 rows of 8 bytes per lane) left the kernels
-// waiting on each group's latency (docs/PERFORMANCE.md run 19). An item is kRingRows rows of the warp's 128 columns:
-// of each streamed operand (y, the residual; gate and up) the lane's own 4 columns (it copies and reads only its
-// own), the rows of g (lanes 0 .. 8 kG - 1 copy 16 bytes each) and the rows' 16 bytes of the keep-bits cache
-// (lanes 16 .. 31 copy 4 bytes each; the launcher requires k % 32 == 0). Items past the end commit empty groups.
+// waiting on each group's latency (docs/PERFORMANCE.md run 19). An item is kRows rows of the warp's 128 columns: of
+// each streamed operand (y, the residual; gate and up) the lane's own 4 columns (it copies and reads only its own),
+// the rows of g (16-byte pieces, from lane 0 up) and the rows' 16 bytes of the keep-bits cache (4-byte pieces, from
+// lane 31 down; the launcher requires k % 32 == 0). Items past the end commit empty groups.
 template <int Rows, int Stages, int MinBlocks = 2>
 struct RingShape {
   static constexpr int kRows = Rows;                 // rows per item
@@ -121,7 +116,7 @@ struct RingShape {
 // buffers and 80 registers spill 220 bytes: the 7B step 1.7% slower).
 using RankRing = RingShape<4, 4, 3>;
 using SwigluRing = RingShape<4, 4, 2>;
-constexpr int kRingBlockRows = 256;                  // rows per block: 8 items per warp (3.4 waves at k 3584)
+constexpr int kRingBlockRows = 256;                  // rows per block: 8 items per warp
 
 template <typename T, int kY, int kG, int kRows>
 struct RingStage {
