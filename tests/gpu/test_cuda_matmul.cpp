@@ -344,6 +344,16 @@ TEST(OpsCudaMatmul, LoraLinearForwardAndBackward) {
         ops::ref::lora_linear_backward(dy.ref, x.ref, w.ref, a.ref, b.ref, xa_ref, scale, drop, dx_ref, da_ref, db_ref,
                                        accumulate_dx);
         expect_close(dx.fetch(), dx_ref, tol_for(act), "dx");
+        if (!accumulate_dx) {  // SWIFT_LORA_DX_FIRST's order (the dx term written first, the input gradient onto it)
+          ops::cuda::set_lora_dx_first(true);
+          DeviceOut dx_first({cs.n, cs.k}, act), da_first({cs.r, cs.k}, DType::F32), db_first({cs.m, cs.r}, DType::F32);
+          da_first.set(Tensor::zeros({cs.r, cs.k}, DType::F32));
+          db_first.set(Tensor::zeros({cs.m, cs.r}, DType::F32));
+          ops::lora_linear_backward(dy.dev, x.dev, w.dev, a.dev, b.dev, xa_dev, scale, drop, dx_first.tensor,
+                                    da_first.tensor, db_first.tensor, false);
+          ops::cuda::set_lora_dx_first(false);
+          expect_close(dx_first.fetch(), dx_ref, tol_for(act), "dx (dx term first)");
+        }
         // da, db are F32, but with 16-bit activations b / xa are rounded to bf16 / fp16 before meeting dy
         // (documented): tol_for(act) for them too.
         expect_close(da.fetch(), da_ref, tol_for(act), "da");

@@ -85,6 +85,11 @@ void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, co
 // frozen product adds onto it (ops_matmul.cpp). set_lora_b_first overrides it for the process (tests).
 bool lora_b_first();
 void set_lora_b_first(bool on);
+// SWIFT_LORA_DX_FIRST=1 (read once, off by default): lora_linear_backward without accumulate_dx writes the dx term
+// first and the input gradient through the frozen weight adds onto it (ops_matmul.cpp). set_lora_dx_first overrides
+// it for the process (tests).
+bool lora_dx_first();
+void set_lora_dx_first(bool on);
 // The LoRA backward's g = dy b and db += scale dy^T xa in one pass over dy (lora.cu launch_lora_dy; r 8, BF16, on
 // tensor cores with b and xa rounded to bf16) instead of two cuBLASLt products over dy. On unless
 // SWIFT_LORA_DY_FUSED=0 (A/B measurements); set_lora_dy_fused overrides it for the process (tests).

@@ -252,6 +252,17 @@ bool lora_b_first() { return b_first_switch().on(); }
 void set_lora_b_first(bool on) { b_first_switch().set(on); }
 
 namespace {
+EnvSwitch& dx_first_switch() {
+  static EnvSwitch sw("SWIFT_LORA_DX_FIRST", false);
+  return sw;
+}
+}  // namespace
+
+bool lora_dx_first() { return dx_first_switch().on(); }
+
+void set_lora_dx_first(bool on) { dx_first_switch().set(on); }
+
+namespace {
 EnvSwitch& dy_fused_switch() {
   static EnvSwitch sw("SWIFT_LORA_DY_FUSED", true);
   return sw;
@@ -417,7 +428,12 @@ void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, co
   const int device = dev(x);
   const int64_t n = x.size(0), k = x.size(1), m = w.size(0), r = a.size(0);
   const DType act = x.dtype();
-  if (dx.defined()) {  // through the frozen weight
+  // lora_dx_first(): without accumulate_dx the dx term is written first (dx = scale * mult * (g a), dx not read) and
+  // the input gradient through the frozen weight adds onto it in cuBLASLt's epilogue (beta = 1): one write of dx in
+  // place of a read and a write after the product.
+  const bool dx_first = lora_dx_first() && dx.defined() && !accumulate_dx && n > 0 && r > 0 && k > 0 &&
+                        one_pass(x, r) && one_pass(dx, r);
+  if (dx.defined() && !dx_first) {  // through the frozen weight
     DeviceRegion region("lora_linear_backward.frozen_gemm", device);
     input_grad(op, dy, w, dx, accumulate_dx);
   }
@@ -454,7 +470,11 @@ void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, co
       DeviceRegion region("lora_linear_backward.dx_lora", device);
       check_launch(op, launch_lora_rank_update(dx.raw(), code(act), g.data<float>(), a.data<float>(), false, n, k,
                                                static_cast<int>(r), scale, d.seed, d.threshold, d.keep_scale, d.map,
-                                               keep_bits_of(dropout), stream(device), rank_config()));
+                                               keep_bits_of(dropout), stream(device), rank_config(), dx_first));
+    }
+    if (dx_first) {
+      DeviceRegion region("lora_linear_backward.frozen_gemm", device);
+      input_grad(op, dy, w, dx, /*accumulate=*/true);
     }
     if (da.defined()) {
       DeviceRegion region("lora_linear_backward.da", device);
