@@ -416,16 +416,31 @@ bool TrainableModel::mlp_b_folded(int64_t i) const {
 // The MLP's intermediate activations of layer i from its input a.h2: gate, up (this rank's F / N units under tensor
 // parallelism: column-parallel, no collective) and act = silu(gate) * up. The forward runs it, and the backward
 // again when the selective recompute dropped them (same kernels, same dropout masks: the same bits).
-void TrainableModel::mlp_forward(int64_t i, Activations& a, uint64_t seed, bool training) const {
+void TrainableModel::mlp_forward(int64_t i, Activations& a, uint64_t seed, bool training, bool recompute) const {
   const int64_t T = a.h2.size(0), F_r = model_.config().intermediate_size / parallel_.tp_size();
   a.gate = act({T, F_r});
   a.up = act({T, F_r});
   a.act = act({T, F_r});
   const bool folded = mlp_b_folded(i);  // the B products are added by the swiglu's pass
-  linear_forward(i, LinearKind::Gate, a.h2, a.gate, false, a, seed, training, !folded);
-  linear_forward(i, LinearKind::Up, a.h2, a.up, false, a, seed, training, !folded);
-  if (!folded) return ops::swiglu(a.gate, a.up, a.act);
   const Layer& l = layers_[static_cast<size_t>(i)];
+  // The selective recompute of a folded MLP redoes the frozen products only: gate's and up's xa (and on a GPU the
+  // dropout's keep bits) were kept from the forward, and the xa pass would make the same values again.
+  auto kept = [&](LinearKind kind) {
+    const Tensor& xa = a.xa[static_cast<size_t>(kind)];
+    const Tensor& bits = a.keep_bits[static_cast<size_t>(kind)];
+    const bool drops = training && lora_.dropout > 0.0f && device_.is_cuda();
+    return xa.defined() && xa.size(0) == T && (!drops || (bits.defined() && bits.size(0) == T));
+  };
+  if (recompute && folded && kept(LinearKind::Gate) && kept(LinearKind::Up)) {
+    for (LinearKind kind : {LinearKind::Gate, LinearKind::Up}) {
+      const Linear& L = l.linears[static_cast<size_t>(kind)];
+      ops::linear(a.h2, L.w, L.bias, kind == LinearKind::Gate ? a.gate : a.up);
+    }
+  } else {
+    linear_forward(i, LinearKind::Gate, a.h2, a.gate, false, a, seed, training, !folded);
+    linear_forward(i, LinearKind::Up, a.h2, a.up, false, a, seed, training, !folded);
+  }
+  if (!folded) return ops::swiglu(a.gate, a.up, a.act);
   auto b_product = [&](LinearKind kind) {
     return ops::LoraBProduct{a.xa[static_cast<size_t>(kind)], l.linears[static_cast<size_t>(kind)].lora->b};
   };
@@ -587,7 +602,7 @@ void TrainableModel::layer_backward(int64_t i, const MicroBatch& b, Activations&
   // MLP block: d is the gradient of x_out; it is also the residual gradient of x_mid.
   norm_again(a.x_mid, l.post_norm, a.h2);
   if (!a.gate.defined()) {
-    mlp_forward(i, a, seed, true);
+    mlp_forward(i, a, seed, true, /*recompute=*/true);
   } else if (!a.act.defined()) {
     a.act = act({T, F_r});
     ops::swiglu(a.gate, a.up, a.act);

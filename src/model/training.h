@@ -243,7 +243,8 @@ class TrainableModel {
   // product's input (ops::linear_residual), an adapted one adds onto a copy of it.
   void linear_forward_residual(int64_t layer, LinearKind kind, const Tensor& x, const Tensor& residual, Tensor& y,
                                Activations& a, uint64_t dropout_seed, bool training) const;
-  void mlp_forward(int64_t layer, Activations& a, uint64_t dropout_seed, bool training) const;
+  // recompute: the selective recompute in the backward (gate's and up's xa kept from the forward are used again).
+  void mlp_forward(int64_t layer, Activations& a, uint64_t dropout_seed, bool training, bool recompute = false) const;
   // Whether layer i's gate and up are both plain LoRA linears: their B products are then added in the swiglu's pass
   // (ops::swiglu_lora) instead of lora_linear's.
   bool mlp_b_folded(int64_t layer) const;
