@@ -365,6 +365,13 @@ void TrainableModel::linear_forward(int64_t i, LinearKind kind, const Tensor& x,
                             dora_norms_[static_cast<size_t>(i)][static_cast<size_t>(kind)], lora_.scale,
                             dropout_for(seed, i, static_cast<int>(kind), training, T), y, xa, h, accumulate);
   }
+  const ops::Dropout d = lora_dropout(i, kind, x, a, seed, training);
+  ops::lora_linear(x, L.w, L.bias, L.lora->a, L.lora->b, lora_.scale, d, y, xa, accumulate, b_product);
+}
+
+ops::Dropout TrainableModel::lora_dropout(int64_t i, LinearKind kind, const Tensor& x, Activations& a, uint64_t seed,
+                                          bool training) const {
+  const int64_t T = x.size(0);
   ops::Dropout d = dropout_for(seed, i, static_cast<int>(kind), training, T);
   if (d.p > 0.0f && device_.is_cuda()) {
     Tensor& bits = a.keep_bits[static_cast<size_t>(kind)];
@@ -374,7 +381,18 @@ void TrainableModel::linear_forward(int64_t i, LinearKind kind, const Tensor& x,
     }
     d.keep_bits = bits;
   }
-  ops::lora_linear(x, L.w, L.bias, L.lora->a, L.lora->b, lora_.scale, d, y, xa, accumulate, b_product);
+  return d;
+}
+
+bool TrainableModel::linear_rank_only(int64_t i, LinearKind kind, const Tensor& x, Activations& a, uint64_t seed,
+                                      bool training) const {
+  const Linear& L = layers_[static_cast<size_t>(i)].linears[static_cast<size_t>(kind)];
+  if (L.lora == nullptr) return true;
+  if (L.lora->dora()) return false;
+  Tensor& xa = a.xa[static_cast<size_t>(kind)];
+  if (!xa.defined()) xa = stat({x.size(0), L.lora->a.size(0)});
+  ops::lora_xa(x, L.lora->a, lora_dropout(i, kind, x, a, seed, training), xa);
+  return true;
 }
 
 void TrainableModel::linear_forward_residual(int64_t i, LinearKind kind, const Tensor& x, const Tensor& residual,
@@ -448,7 +466,7 @@ void TrainableModel::mlp_forward(int64_t i, Activations& a, uint64_t seed, bool 
 }
 
 void TrainableModel::layer_forward(int64_t i, const MicroBatch& b, const Tensor& x_in, Activations& a, Tensor& x_out,
-                                   uint64_t seed, bool training) const {
+                                   uint64_t seed, bool training, bool block_recompute) const {
   const io::ModelConfig& c = model_.config();
   const Layer& l = layers_[static_cast<size_t>(i)];
   const int64_t T = x_in.size(0), C = c.hidden_size, D = c.head_dim;
@@ -550,6 +568,9 @@ void TrainableModel::layer_forward(int64_t i, const MicroBatch& b, const Tensor&
   a.rstd2 = stat({T});
   ops::rmsnorm(a.x_mid, l.post_norm, eps, a.h2, a.rstd2);
   mlp_forward(i, a, seed, training);
+  // A recomputed block's output is the next block's saved input: its backward reads only down's xa (and keep bits),
+  // so the down projection's product (a third of the MLP's), its all-reduce and the residual add are skipped.
+  if (block_recompute && linear_rank_only(i, LinearKind::Down, a.act, a, seed, training)) return;
   if (tp != nullptr) {  // row-parallel down_proj, as o_proj
     Tensor m = act({T, C});
     lin(LinearKind::Down, a.act, m, false);
@@ -976,10 +997,11 @@ StepStats TrainableModel::run(const MicroBatch& host_batch, float grad_scale, ui
   ops::rmsnorm_backward(dhidden, x, final_norm_, rstd, d, grad_final_norm_);
   for (int64_t i = L - 1; i >= 0; --i) {
     Activations& a = keeps(i) ? acts[static_cast<size_t>(i)] : scratch;
-    if (!keeps(i)) {  // recompute this block from its saved input (same dropout masks)
+    if (!keeps(i)) {  // recompute this block from its saved input (same dropout masks), without its output
       a = Activations{};
-      Tensor out = act({T, C});
-      layer_forward(i, b, inputs[static_cast<size_t>(i)], a, out, seed, training);
+      const LoraLinear* down = layers_[static_cast<size_t>(i)].linears[static_cast<size_t>(LinearKind::Down)].lora;
+      Tensor out = down != nullptr && down->dora() ? act({T, C}) : Tensor();  // written only for DoRA's down
+      layer_forward(i, b, inputs[static_cast<size_t>(i)], a, out, seed, training, /*block_recompute=*/true);
     }
     if (offloader_) {  // fetch the offloaded blocks two ahead; this block's tensors before its backward
       for (int64_t j = std::max<int64_t>(0, i - kFetchAhead); j <= i; ++j) {

@@ -234,11 +234,20 @@ class TrainableModel {
   const Tensor& product_embedding() const { return embed16_.defined() ? embed16_ : embed_; }
   const Tensor& product_head() const { return head16_.defined() ? head16_ : lm_head_; }
 
+  // block_recompute: a checkpointed block made again before its backward; x_out (the next block's saved input) is then
+  // left unwritten where the down projection's output can be skipped (linear_rank_only).
   void layer_forward(int64_t layer, const MicroBatch& b, const Tensor& x_in, Activations& a, Tensor& x_out,
-                     uint64_t dropout_seed, bool training) const;
+                     uint64_t dropout_seed, bool training, bool block_recompute = false) const;
   void layer_backward(int64_t layer, const MicroBatch& b, Activations& a, Tensor& dx, uint64_t dropout_seed);
   void linear_forward(int64_t layer, LinearKind kind, const Tensor& x, Tensor& y, bool accumulate, Activations& a,
                       uint64_t dropout_seed, bool training, bool b_product = true) const;
+  // What the backward reads of a linear whose output is not needed: a LoRA linear's xa (and on a GPU its dropout's
+  // keep bits), nothing of a linear without LoRA. False (nothing done) for DoRA, whose backward reads the product.
+  bool linear_rank_only(int64_t layer, LinearKind kind, const Tensor& x, Activations& a, uint64_t dropout_seed,
+                        bool training) const;
+  // The LoRA dropout of a linear; on a GPU with its keep-bits cache (a's, allocated for x's shape).
+  ops::Dropout lora_dropout(int64_t layer, LinearKind kind, const Tensor& x, Activations& a, uint64_t dropout_seed,
+                            bool training) const;
   // y = residual + the linear's output (o, down onto the residual stream): a plain linear reads the residual as its
   // product's input (ops::linear_residual), an adapted one adds onto a copy of it.
   void linear_forward_residual(int64_t layer, LinearKind kind, const Tensor& x, const Tensor& residual, Tensor& y,

@@ -259,6 +259,12 @@ void lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Ten
            [&] { cuda::lora_linear(x, w, bias, a, b, scale, dropout, y, xa, accumulate, b_product); });
 }
 
+void lora_xa(const Tensor& x, const Tensor& a, const Dropout& dropout, Tensor& xa) {
+  require_writable("lora_xa", {&xa});
+  dispatch("lora_xa", detail::check_lora_xa(x, a, dropout, xa), [&] { cpu::lora_xa(x, a, dropout, xa); },
+           [&] { cuda::lora_xa(x, a, dropout, xa); });
+}
+
 void swiglu_lora(Tensor& gate, Tensor& up, const LoraBProduct& gate_b, const LoraBProduct& up_b, float scale,
                  Tensor& out) {
   require_writable("swiglu_lora", {&gate, &up, &out});

@@ -85,6 +85,7 @@ Device check_attention_backward(const Tensor& dout, const Tensor& q, const Tenso
 Device check_dropout(const Tensor& x, const Dropout& dropout, const Tensor& out);
 Device check_lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& a, const Tensor& b,
                          float scale, const Dropout& dropout, const Tensor& y, const Tensor& xa);
+Device check_lora_xa(const Tensor& x, const Tensor& a, const Dropout& dropout, const Tensor& xa);
 Device check_lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& a,
                                   const Tensor& b, const Tensor& xa, float scale, const Dropout& dropout,
                                   const Tensor& dx, const Tensor& da, const Tensor& db, bool accumulate_dx);

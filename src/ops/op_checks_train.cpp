@@ -244,6 +244,27 @@ Device check_lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, c
   return common_device(op, {&x, &w, &bias, &a, &b, &y, &xa, &dropout.keep_bits});
 }
 
+Device check_lora_xa(const Tensor& x, const Tensor& a, const Dropout& dropout, const Tensor& xa) {
+  const char* op = "lora_xa";
+  for (auto [name, t] : {std::pair{"x", &x}, {"a", &a}, {"xa", &xa}}) require_defined(op, name, *t);
+  require_rank(op, "x", x, 2, "(N, K)");
+  require_activation(op, "x", x);
+  require_rank(op, "a", a, 2, "(r, K)");
+  require_dtype(op, "a", a, DType::F32);
+  const int64_t n = x.size(0), k = x.size(1), r = a.size(0);
+  require_shape(op, "a", a, {r, k}, "(r, K)");
+  require_dtype(op, "xa", xa, DType::F32);
+  require_shape(op, "xa", xa, {n, r}, "(N, r)");
+  require_disjoint(op, "xa", xa, {{"x", &x}, {"a", &a}});
+  check_dropout_config(op, dropout, k);
+  if (dropout.keep_bits.defined()) {
+    require_dtype(op, "dropout.keep_bits", dropout.keep_bits, DType::U8);
+    require_shape(op, "dropout.keep_bits", dropout.keep_bits, {n, (k + 7) / 8}, "(N, ceil(K / 8))");
+    require_disjoint(op, "dropout.keep_bits", dropout.keep_bits, {{"x", &x}, {"xa", &xa}});
+  }
+  return common_device(op, {&x, &a, &xa, &dropout.keep_bits});
+}
+
 Device check_lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& a,
                                   const Tensor& b, const Tensor& xa, float scale, const Dropout& dropout,
                                   const Tensor& dx, const Tensor& da, const Tensor& db, bool accumulate_dx) {

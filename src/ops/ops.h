@@ -247,6 +247,10 @@ void dropout(const Tensor& x, const Dropout& dropout, Tensor& out);
 // reads y next (swiglu_lora below, for the MLP's gate and up).
 void lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& a, const Tensor& b, float scale,
                  const Dropout& dropout, Tensor& y, Tensor& xa, bool accumulate = false, bool b_product = true);
+// lora_linear's xa alone, the same bits (and a defined dropout.keep_bits written as lora_linear writes it): for a
+// recompute that needs a LoRA linear's xa but not its output (a checkpointed block's last projection).
+//   x: (N, K) F32 / BF16 / F16; a: (r, K) F32; xa: (N, r) F32 = dropout(x) a^T.
+void lora_xa(const Tensor& x, const Tensor& a, const Dropout& dropout, Tensor& xa);
 // The B products of two LoRA linears whose outputs feed a swiglu (the MLP's gate and up; lora_linear with b_product
 // false), added in the swiglu's pass: gate += scale * xa_gate b_gate^T and up += scale * xa_up b_up^T in place, each
 // rounded to the activation dtype exactly as lora_linear's B product rounds y, and out = swiglu(gate, up). The same

@@ -287,6 +287,33 @@ TEST(OpsLora, AddLoraResidualEqualsTheLinearOntoTheResidual) {
   EXPECT_TRUE(throws_error([&] { ops::add_lora_residual(y, other, good, 1.0f); }, {"add_lora_residual", "residual"}));
 }
 
+// lora_xa: lora_linear's xa alone, the same bits (with and without dropout, a mapped dropout, r 0); errors name the op
+// and the argument.
+TEST(OpsLora, XaAloneIsLoraLinearsXa) {
+  const LoraShape shapes[] = {{1, 1, 1, 1}, {5, 7, 13, 3}, {33, 64, 200, 8}, {70, 200, 72, 16}, {9, 16, 4, 0}};
+  uint32_t seed = 6500;
+  for (const LoraShape& s : shapes) {
+    for (float p : {0.0f, 0.3f}) {
+      SCOPED_TRACE(::testing::Message() << "n=" << s.n << " k=" << s.k << " r=" << s.r << " p=" << p);
+      ops::Dropout drop{p, 17 + seed};
+      drop.map.row_offset = 3;
+      Tensor x = random_tensor({s.n, s.k}, DType::F32, ++seed), w = random_tensor({s.m, s.k}, DType::F32, ++seed);
+      Tensor a = random_tensor({s.r, s.k}, DType::F32, ++seed), b = random_tensor({s.m, s.r}, DType::F32, ++seed);
+      Tensor y = Tensor::empty({s.n, s.m}, DType::F32), want = Tensor::zeros({s.n, s.r}, DType::F32);
+      ops::lora_linear(x, w, Tensor(), a, b, 1.0f, drop, y, want);
+      Tensor xa = Tensor::zeros({s.n, s.r}, DType::F32);
+      ops::lora_xa(x, a, drop, xa);
+      EXPECT_TRUE(bit_equal(xa, want));
+    }
+  }
+  Tensor x = Tensor::zeros({3, 5}, DType::F32), a = Tensor::zeros({2, 5}, DType::F32);
+  Tensor xa_bad = Tensor::zeros({3, 3}, DType::F32), a_bad = Tensor::zeros({2, 4}, DType::F32);
+  Tensor xa = Tensor::zeros({3, 2}, DType::F32);
+  EXPECT_TRUE(throws_error([&] { ops::lora_xa(x, a, {}, xa_bad); }, {"lora_xa: xa", "(N, r)"}));
+  EXPECT_TRUE(throws_error([&] { ops::lora_xa(x, a_bad, {}, xa); }, {"lora_xa: a", "(r, K)"}));
+  EXPECT_TRUE(throws_error([&] { ops::lora_xa(x, a, {1.5f, 0}, xa); }, {"lora_xa", "dropout"}));
+}
+
 TEST(OpsLoraFd, ZeroBGivesTheBaseLinearAndRecomputeGivesTheSameMask) {
   Margin margin;
   const int64_t n = 37, k = 45, m = 29, r = 4;

@@ -1,6 +1,7 @@
 // tests/train/test_selective_recompute.cpp — the selective recompute (TrainableModel::set_recompute_modules, swift
 // sft --recompute_modules layernorm / act / mlp) with LoRA dropout on: the same loss and gradients bit for bit as
-// keeping everything (the recompute draws the same masks), with and without block checkpointing, and a lower
+// keeping everything (the recompute draws the same masks), with and without block checkpointing (whose recompute skips
+// the block's down projection output, LoRA; DoRA makes it), and a lower
 // activation peak: at least the dropped tensors of every kept layer but one (mlp: 3 x T x intermediate_size F32 on
 // the CPU; layernorm + act: 2 x T x hidden + T x intermediate_size); block recompute (first block of two) peaks below
 // keeping everything. Activation offloading (set_offload_layers, --cpu_offloading_num_layers) on a 6-layer model: the
@@ -93,6 +94,7 @@ TEST(SelectiveRecompute, SameGradientsWithDropoutAndLessActivationMemory) {
     const model::MicroBatch b = micro_batch(c.vocab_size);
     const int64_t tokens = b.ids.numel();
     int64_t keep_everything_peak = 0;
+    Result no_checkpointing;
     for (const auto& [layers, checkpointing] :
          std::vector<std::pair<int64_t, bool>>{{-1, false}, {1, true}}) {
       SCOPED_TRACE("recompute_num_layers " + std::to_string(layers) + ", checkpointing " +
@@ -100,6 +102,16 @@ TEST(SelectiveRecompute, SameGradientsWithDropoutAndLessActivationMemory) {
       tm.set_recompute_layers(layers);
       tm.set_recompute_modules({});
       const Result keep = step(tm, b, checkpointing);
+      if (!checkpointing) {
+        no_checkpointing = keep;
+      } else {  // the recomputed block (made again without its down projection's output): the same bits
+        EXPECT_EQ(keep.loss_sum, no_checkpointing.loss_sum);
+        ASSERT_EQ(keep.grads.size(), no_checkpointing.grads.size());
+        for (size_t i = 0; i < keep.grads.size(); ++i) {
+          EXPECT_EQ(std::memcmp(keep.grads[i].raw(), no_checkpointing.grads[i].raw(), keep.grads[i].nbytes()), 0)
+              << "checkpointing: " << tm.parameters()[i].name;
+        }
+      }
       // The kept blocks (all without checkpointing, the last one with recompute_num_layers 1 of 2) hold none of the
       // dropped tensors after the forward; the backward makes one block's again at a time.
       const int64_t kept = checkpointing ? c.num_hidden_layers - layers : c.num_hidden_layers;

@@ -174,13 +174,11 @@ void dropout(const Tensor& x, const Dropout& dropout, Tensor& out) {
   }
 }
 
-void lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& a, const Tensor& b, float scale,
-                 const Dropout& dropout, Tensor& y, Tensor& xa, bool accumulate, bool b_product) {
-  SWIFT_PROFILE("lora_linear");
+namespace {
+// xa = dropout(x) a^T (lora_linear's, and lora_xa's alone).
+void lora_xa_impl(const Tensor& x, const Tensor& a, const Dropout& dropout, Tensor& xa) {
   const int64_t n = x.size(0), k = x.size(1), r = a.size(0);
-  linear(x, w, bias, y, accumulate);
   if (n == 0) return;
-  // xa = dropout(x) a^T
   if (dropout.p == 0.0f) {
     gemm(false, true, 1.0f, x, a, 0.0f, xa);
   } else if (r > 0) {
@@ -209,6 +207,21 @@ void lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Ten
       }
     }
   }
+}
+
+}  // namespace
+
+void lora_xa(const Tensor& x, const Tensor& a, const Dropout& dropout, Tensor& xa) {
+  SWIFT_PROFILE("lora_xa");
+  lora_xa_impl(x, a, dropout, xa);
+}
+
+void lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& a, const Tensor& b, float scale,
+                 const Dropout& dropout, Tensor& y, Tensor& xa, bool accumulate, bool b_product) {
+  SWIFT_PROFILE("lora_linear");
+  linear(x, w, bias, y, accumulate);
+  if (x.size(0) == 0) return;
+  lora_xa_impl(x, a, dropout, xa);
   // y += scale * xa b^T
   if (b_product) gemm(false, true, scale, xa, b, 1.0f, y);
 }

@@ -73,6 +73,7 @@ void linear_residual(const Tensor& x, const Tensor& w, const Tensor& bias, const
 void gemm(bool trans_a, bool trans_b, float alpha, const Tensor& a, const Tensor& b, float beta, Tensor& c);
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw, Tensor& dbias,
                      bool accumulate_dx, bool accumulate_dw = true);
+void lora_xa(const Tensor& x, const Tensor& a, const Dropout& dropout, Tensor& xa);
 void lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& a, const Tensor& b, float scale,
                  const Dropout& dropout, Tensor& y, Tensor& xa, bool accumulate, bool b_product);
 void swiglu_lora(Tensor& gate, Tensor& up, const LoraBProduct& gate_b, const LoraBProduct& up_b, float scale,

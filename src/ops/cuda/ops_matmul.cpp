@@ -30,7 +30,6 @@
 #include "ops/cuda/cuda_ops.h"
 
 #include <algorithm>
-#include <optional>
 #include <vector>
 
 #include "ops/cuda/blas.h"
@@ -324,25 +323,13 @@ void add_b_product(const char* op, const Tensor& xa, const Tensor& b, float scal
 
 }  // namespace
 
-void lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& a, const Tensor& b, float scale,
-                 const Dropout& dropout, Tensor& y, Tensor& xa, bool accumulate, bool b_product) {
-  const char* op = "lora_linear";
+namespace {
+// xa (n, r) = dropout(x) a^T in fp32 (lora_linear's and lora_xa's); the one-pass kernel also stores the mask into a
+// defined dropout.keep_bits.
+void xa_pass(const char* op, const Tensor& x, const Tensor& a, const Dropout& dropout, Tensor& xa) {
   const int device = dev(x);
   const int64_t n = x.size(0), k = x.size(1), r = a.size(0);
   const DType act = x.dtype();
-  // lora_b_first(): without accumulate the B product is written first (y = scale xa b^T, y not read) and the frozen
-  // product adds onto it in cuBLASLt's epilogue (beta = 1): one write of y instead of a read-modify-write after the
-  // product, one rounding less. Off by default: interleaved A/Bs on one machine could not separate it from the
-  // spread (docs/PERFORMANCE.md run 10, call 1).
-  const bool b_first =
-      lora_b_first() && b_product && !accumulate && n > 0 && r > 0 && one_pass(y, r) && one_pass(x, r);
-  if (!b_first) {
-    DeviceRegion region("lora_linear.frozen_gemm", device);
-    linear_impl(op, x, w, bias, y.raw(), accumulate);
-  }
-  if (n == 0 || r == 0) return;
-  std::optional<DeviceRegion> xa_region(std::in_place, "lora_linear.xa", device);
-  // xa (n, r) = dropout(x) a^T, in fp32.
   MatmulArgs xa_args;
   xa_args.trans_b = true;
   xa_args.m = r;
@@ -377,7 +364,35 @@ void lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Ten
       matmul(op, device, xa_args);
     }
   }
-  xa_region.reset();
+}
+}  // namespace
+
+void lora_xa(const Tensor& x, const Tensor& a, const Dropout& dropout, Tensor& xa) {
+  if (x.size(0) == 0 || a.size(0) == 0) return;
+  DeviceRegion region("lora_xa", dev(x));
+  xa_pass("lora_xa", x, a, dropout, xa);
+}
+
+void lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& a, const Tensor& b, float scale,
+                 const Dropout& dropout, Tensor& y, Tensor& xa, bool accumulate, bool b_product) {
+  const char* op = "lora_linear";
+  const int device = dev(x);
+  const int64_t n = x.size(0), r = a.size(0);
+  // lora_b_first(): without accumulate the B product is written first (y = scale xa b^T, y not read) and the frozen
+  // product adds onto it in cuBLASLt's epilogue (beta = 1): one write of y instead of a read-modify-write after the
+  // product, one rounding less. Off by default: interleaved A/Bs on one machine could not separate it from the
+  // spread (docs/PERFORMANCE.md run 10, call 1).
+  const bool b_first =
+      lora_b_first() && b_product && !accumulate && n > 0 && r > 0 && one_pass(y, r) && one_pass(x, r);
+  if (!b_first) {
+    DeviceRegion region("lora_linear.frozen_gemm", device);
+    linear_impl(op, x, w, bias, y.raw(), accumulate);
+  }
+  if (n == 0 || r == 0) return;
+  {
+    DeviceRegion region("lora_linear.xa", device);
+    xa_pass(op, x, a, dropout, xa);
+  }
   if (!b_product) return;
   {
     DeviceRegion region("lora_linear.b_product", device);
