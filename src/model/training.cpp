@@ -570,7 +570,9 @@ void TrainableModel::layer_forward(int64_t i, const MicroBatch& b, const Tensor&
   mlp_forward(i, a, seed, training);
   // A recomputed block's output is the next block's saved input: its backward reads only down's xa (and keep bits),
   // so the down projection's product (a third of the MLP's), its all-reduce and the residual add are skipped.
-  if (block_recompute && linear_rank_only(i, LinearKind::Down, a.act, a, seed, training)) return;
+  // SWIFT_RECOMPUTE_OUTPUT=1 makes the output anyway (A/B measurements; the same gradients).
+  static const bool kSkipOutput = env_int("SWIFT_RECOMPUTE_OUTPUT", 0) == 0;
+  if (block_recompute && kSkipOutput && linear_rank_only(i, LinearKind::Down, a.act, a, seed, training)) return;
   if (tp != nullptr) {  // row-parallel down_proj, as o_proj
     Tensor m = act({T, C});
     lin(LinearKind::Down, a.act, m, false);
@@ -999,8 +1001,7 @@ StepStats TrainableModel::run(const MicroBatch& host_batch, float grad_scale, ui
     Activations& a = keeps(i) ? acts[static_cast<size_t>(i)] : scratch;
     if (!keeps(i)) {  // recompute this block from its saved input (same dropout masks), without its output
       a = Activations{};
-      const LoraLinear* down = layers_[static_cast<size_t>(i)].linears[static_cast<size_t>(LinearKind::Down)].lora;
-      Tensor out = down != nullptr && down->dora() ? act({T, C}) : Tensor();  // written only for DoRA's down
+      Tensor out = act({T, C});  // not written where the down projection's output is skipped
       layer_forward(i, b, inputs[static_cast<size_t>(i)], a, out, seed, training, /*block_recompute=*/true);
     }
     if (offloader_) {  // fetch the offloaded blocks two ahead; this block's tensors before its backward
