@@ -449,7 +449,8 @@ void TrainableModel::mlp_forward(int64_t i, Activations& a, uint64_t seed, bool 
     const bool drops = training && lora_.dropout > 0.0f && device_.is_cuda();
     return xa.defined() && xa.size(0) == T && (!drops || (bits.defined() && bits.size(0) == T));
   };
-  if (recompute && folded && kept(LinearKind::Gate) && kept(LinearKind::Up)) {
+  static const bool kReuseXa = env_int("SWIFT_RECOMPUTE_XA", 0) == 0;  // =1: the xa pass again (A/B measurements)
+  if (recompute && folded && kReuseXa && kept(LinearKind::Gate) && kept(LinearKind::Up)) {
     for (LinearKind kind : {LinearKind::Gate, LinearKind::Up}) {
       const Linear& L = l.linears[static_cast<size_t>(kind)];
       ops::linear(a.h2, L.w, L.bias, kind == LinearKind::Gate ? a.gate : a.up);
