@@ -208,6 +208,17 @@ Device check_dropout(const Tensor& x, const Dropout& dropout, const Tensor& out)
 
 namespace {
 // a (r, K), b (M, r) and xa (N, r) F32 against x (N, K) and w (M, K).
+// A LoRA linear's dropout on x (N, K): its config, and a defined keep-bits cache (N, ceil(K / 8)) U8 apart from x, xa.
+void check_lora_dropout(const char* op, const Dropout& dropout, const Tensor& x, const Tensor& xa) {
+  const int64_t n = x.size(0), k = x.size(1);
+  check_dropout_config(op, dropout, k);
+  if (dropout.keep_bits.defined()) {
+    require_dtype(op, "dropout.keep_bits", dropout.keep_bits, DType::U8);
+    require_shape(op, "dropout.keep_bits", dropout.keep_bits, {n, (k + 7) / 8}, "(N, ceil(K / 8))");
+    require_disjoint(op, "dropout.keep_bits", dropout.keep_bits, {{"x", &x}, {"xa", &xa}});
+  }
+}
+
 void check_lora_factors(const char* op, const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b,
                         const Tensor& xa, float scale, const Dropout& dropout) {
   for (auto [name, t] : {std::pair{"x", &x}, {"w", &w}, {"a", &a}, {"b", &b}, {"xa", &xa}}) require_defined(op, name, *t);
@@ -225,12 +236,7 @@ void check_lora_factors(const char* op, const Tensor& x, const Tensor& w, const 
   require_dtype(op, "xa", xa, DType::F32);
   require_shape(op, "xa", xa, {n, r}, "(N, r)");
   if (!std::isfinite(scale)) fail("{}: scale = {} must be finite", op, scale);
-  check_dropout_config(op, dropout, k);
-  if (dropout.keep_bits.defined()) {
-    require_dtype(op, "dropout.keep_bits", dropout.keep_bits, DType::U8);
-    require_shape(op, "dropout.keep_bits", dropout.keep_bits, {n, (k + 7) / 8}, "(N, ceil(K / 8))");
-    require_disjoint(op, "dropout.keep_bits", dropout.keep_bits, {{"x", &x}, {"xa", &xa}});
-  }
+  check_lora_dropout(op, dropout, x, xa);
 }
 }  // namespace
 
@@ -256,12 +262,7 @@ Device check_lora_xa(const Tensor& x, const Tensor& a, const Dropout& dropout, c
   require_dtype(op, "xa", xa, DType::F32);
   require_shape(op, "xa", xa, {n, r}, "(N, r)");
   require_disjoint(op, "xa", xa, {{"x", &x}, {"a", &a}});
-  check_dropout_config(op, dropout, k);
-  if (dropout.keep_bits.defined()) {
-    require_dtype(op, "dropout.keep_bits", dropout.keep_bits, DType::U8);
-    require_shape(op, "dropout.keep_bits", dropout.keep_bits, {n, (k + 7) / 8}, "(N, ceil(K / 8))");
-    require_disjoint(op, "dropout.keep_bits", dropout.keep_bits, {{"x", &x}, {"xa", &xa}});
-  }
+  check_lora_dropout(op, dropout, x, xa);
   return common_device(op, {&x, &a, &xa, &dropout.keep_bits});
 }
 
