@@ -207,10 +207,19 @@ Device check_dropout(const Tensor& x, const Dropout& dropout, const Tensor& out)
 }
 
 namespace {
-// a (r, K), b (M, r) and xa (N, r) F32 against x (N, K) and w (M, K).
-// A LoRA linear's dropout on x (N, K): its config, and a defined keep-bits cache (N, ceil(K / 8)) U8 apart from x, xa.
-void check_lora_dropout(const char* op, const Dropout& dropout, const Tensor& x, const Tensor& xa) {
-  const int64_t n = x.size(0), k = x.size(1);
+// x (N, K) an activation, a (r, K) and xa (N, r) F32, and the dropout on x: its config, and a defined keep-bits cache
+// (N, ceil(K / 8)) U8 apart from x and xa. Shared by lora_linear's, its backward's and lora_xa's checks.
+void check_lora_xa_operands(const char* op, const Tensor& x, const Tensor& a, const Tensor& xa,
+                            const Dropout& dropout) {
+  for (auto [name, t] : {std::pair{"x", &x}, {"a", &a}, {"xa", &xa}}) require_defined(op, name, *t);
+  require_rank(op, "x", x, 2, "(N, K)");
+  require_activation(op, "x", x);
+  require_rank(op, "a", a, 2, "(r, K)");
+  require_dtype(op, "a", a, DType::F32);
+  const int64_t n = x.size(0), k = x.size(1), r = a.size(0);
+  require_shape(op, "a", a, {r, k}, "(r, K)");
+  require_dtype(op, "xa", xa, DType::F32);
+  require_shape(op, "xa", xa, {n, r}, "(N, r)");
   check_dropout_config(op, dropout, k);
   if (dropout.keep_bits.defined()) {
     require_dtype(op, "dropout.keep_bits", dropout.keep_bits, DType::U8);
@@ -219,24 +228,19 @@ void check_lora_dropout(const char* op, const Dropout& dropout, const Tensor& x,
   }
 }
 
+// check_lora_xa_operands, and w (M, K) and b (M, r) F32 against x and a.
 void check_lora_factors(const char* op, const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b,
                         const Tensor& xa, float scale, const Dropout& dropout) {
   for (auto [name, t] : {std::pair{"x", &x}, {"w", &w}, {"a", &a}, {"b", &b}, {"xa", &xa}}) require_defined(op, name, *t);
   require_rank(op, "x", x, 2, "(N, K)");
-  require_activation(op, "x", x);
   require_rank(op, "w", w, 2, "(M, K)");
   require_float(op, "w", w);
-  require_rank(op, "a", a, 2, "(r, K)");
-  require_dtype(op, "a", a, DType::F32);
-  const int64_t n = x.size(0), k = x.size(1), m = w.size(0), r = a.size(0);
+  const int64_t k = x.size(1), m = w.size(0);
   if (w.size(1) != k) fail("{}: x {} and w {} disagree on K ({} vs {})", op, desc(x), desc(w), k, w.size(1));
-  require_shape(op, "a", a, {r, k}, "(r, K)");
+  check_lora_xa_operands(op, x, a, xa, dropout);
   require_dtype(op, "b", b, DType::F32);
-  require_shape(op, "b", b, {m, r}, "(M, r)");
-  require_dtype(op, "xa", xa, DType::F32);
-  require_shape(op, "xa", xa, {n, r}, "(N, r)");
+  require_shape(op, "b", b, {m, a.size(0)}, "(M, r)");
   if (!std::isfinite(scale)) fail("{}: scale = {} must be finite", op, scale);
-  check_lora_dropout(op, dropout, x, xa);
 }
 }  // namespace
 
@@ -252,17 +256,8 @@ Device check_lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, c
 
 Device check_lora_xa(const Tensor& x, const Tensor& a, const Dropout& dropout, const Tensor& xa) {
   const char* op = "lora_xa";
-  for (auto [name, t] : {std::pair{"x", &x}, {"a", &a}, {"xa", &xa}}) require_defined(op, name, *t);
-  require_rank(op, "x", x, 2, "(N, K)");
-  require_activation(op, "x", x);
-  require_rank(op, "a", a, 2, "(r, K)");
-  require_dtype(op, "a", a, DType::F32);
-  const int64_t n = x.size(0), k = x.size(1), r = a.size(0);
-  require_shape(op, "a", a, {r, k}, "(r, K)");
-  require_dtype(op, "xa", xa, DType::F32);
-  require_shape(op, "xa", xa, {n, r}, "(N, r)");
+  check_lora_xa_operands(op, x, a, xa, dropout);
   require_disjoint(op, "xa", xa, {{"x", &x}, {"a", &a}});
-  check_lora_dropout(op, dropout, x, xa);
   return common_device(op, {&x, &a, &xa, &dropout.keep_bits});
 }
 

@@ -317,6 +317,11 @@ TEST(OpsCudaMatmul, LoraLinearForwardAndBackward) {
         ops::ref::lora_linear(x.ref, w.ref, bias.ref, a.ref, b.ref, scale, drop, y_ref, xa_ref, accumulate);
         expect_close(y.fetch(), y_ref, tol_for(act), "y");
         expect_close(xa.fetch(), xa_ref, 1e-5, "xa");  // fp32 dropout(x) a^T from exact inputs
+        {  // lora_xa: lora_linear's xa alone, the same bits
+          DeviceOut xa_alone({cs.n, cs.r}, DType::F32);
+          ops::lora_xa(x.dev, a.dev, drop, xa_alone.tensor);
+          EXPECT_EQ(std::memcmp(xa_alone.fetch().raw(), xa.fetch().raw(), xa_ref.nbytes()), 0) << "lora_xa";
+        }
         if (!accumulate) {  // SWIFT_LORA_B_FIRST's order (B product written first, the frozen product onto it)
           ops::cuda::set_lora_b_first(true);
           DeviceOut y_first({cs.n, cs.m}, act), xa_first({cs.n, cs.r}, DType::F32);
