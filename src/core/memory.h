@@ -23,6 +23,7 @@ struct MemoryStats {
   int64_t peak[static_cast<int>(MemoryCategory::Count)] = {};
   int64_t total_current = 0;
   int64_t total_peak = 0;
+  int64_t at_total_peak[static_cast<int>(MemoryCategory::Count)] = {};  // each category when total_peak was reached
 };
 
 // device_type: 0 = CPU, 1 = CUDA (matches DeviceType).
@@ -30,7 +31,7 @@ void memory_record_alloc(int device_type, MemoryCategory category, size_t bytes)
 void memory_record_free(int device_type, MemoryCategory category, size_t bytes);
 MemoryStats memory_stats(int device_type);
 void memory_reset_peaks(int device_type);
-// One line per category with current and peak, in MiB.
+// One line per category with current, peak and the bytes it held at the total's peak, in MiB.
 std::string memory_report(int device_type);
 // Peak resident set size of the process (getrusage ru_maxrss), GiB.
 double peak_rss_gib();

@@ -31,13 +31,23 @@ struct Counters {
   std::atomic<int64_t> peak[kCategories] = {};
   std::atomic<int64_t> total_current{0};
   std::atomic<int64_t> total_peak{0};
+  std::atomic<int64_t> at_total_peak[kCategories] = {};  // each category when total_peak was last raised
 };
 Counters g_counters[2];
 
-void raise_peak(std::atomic<int64_t>& peak, int64_t value) {
+// Raises `peak` to `value` if larger; returns whether it did.
+bool raise_peak(std::atomic<int64_t>& peak, int64_t value) {
   int64_t seen = peak.load(std::memory_order_relaxed);
-  while (value > seen && !peak.compare_exchange_weak(seen, value, std::memory_order_relaxed)) {
+  while (value > seen) {
+    if (peak.compare_exchange_weak(seen, value, std::memory_order_relaxed)) return true;
   }
+  return false;
+}
+
+// The categories' current bytes, copied when the total peak rises (relaxed: allocations from several threads at
+// once may mix two moments; the training loop allocates from one).
+void snapshot_at_total_peak(Counters& c) {
+  for (int i = 0; i < kCategories; ++i) c.at_total_peak[i].store(c.current[i].load(std::memory_order_relaxed));
 }
 }  // namespace
 
@@ -50,7 +60,9 @@ void memory_record_alloc(int device_type, MemoryCategory category, size_t bytes)
   Counters& c = g_counters[device_type];
   int i = static_cast<int>(category);
   raise_peak(c.peak[i], c.current[i].fetch_add(static_cast<int64_t>(bytes)) + static_cast<int64_t>(bytes));
-  raise_peak(c.total_peak, c.total_current.fetch_add(static_cast<int64_t>(bytes)) + static_cast<int64_t>(bytes));
+  if (raise_peak(c.total_peak, c.total_current.fetch_add(static_cast<int64_t>(bytes)) + static_cast<int64_t>(bytes))) {
+    snapshot_at_total_peak(c);
+  }
 }
 
 void memory_record_free(int device_type, MemoryCategory category, size_t bytes) {
@@ -65,6 +77,7 @@ MemoryStats memory_stats(int device_type) {
   for (int i = 0; i < kCategories; ++i) {
     stats.current[i] = c.current[i].load();
     stats.peak[i] = c.peak[i].load();
+    stats.at_total_peak[i] = c.at_total_peak[i].load();
   }
   stats.total_current = c.total_current.load();
   stats.total_peak = c.total_peak.load();
@@ -75,14 +88,16 @@ void memory_reset_peaks(int device_type) {
   Counters& c = g_counters[device_type];
   for (int i = 0; i < kCategories; ++i) c.peak[i].store(c.current[i].load());
   c.total_peak.store(c.total_current.load());
+  snapshot_at_total_peak(c);
 }
 
 std::string memory_report(int device_type) {
   MemoryStats s = memory_stats(device_type);
   std::string out;
   for (int i = 0; i < kCategories; ++i) {
-    out += fmt::format("{:>12}: {:10.1f} MiB (peak {:10.1f} MiB)\n", memory_category_name(static_cast<MemoryCategory>(i)),
-                       s.current[i] / 1048576.0, s.peak[i] / 1048576.0);
+    out += fmt::format("{:>12}: {:10.1f} MiB (peak {:10.1f} MiB, {:10.1f} MiB at the total's peak)\n",
+                       memory_category_name(static_cast<MemoryCategory>(i)), s.current[i] / 1048576.0,
+                       s.peak[i] / 1048576.0, s.at_total_peak[i] / 1048576.0);
   }
   out += fmt::format("{:>12}: {:10.1f} MiB (peak {:10.1f} MiB)\n", "total", s.total_current / 1048576.0,
                      s.total_peak / 1048576.0);

@@ -623,21 +623,26 @@ void TrainableModel::layer_backward(int64_t i, const MicroBatch& b, Activations&
     Tensor rstd = stat({T});  // equals the kept one
     ops::rmsnorm(x, weight, eps, h, rstd);
   };
-  // MLP block: d is the gradient of x_out; it is also the residual gradient of x_mid.
-  norm_again(a.x_mid, l.post_norm, a.h2);
+  // MLP block: d is the gradient of x_out; it is also the residual gradient of x_mid. The order keeps the block's
+  // peak (the step's, in the last kept layer) at the kept gate and up plus two (T, F) tensors: act and d_act while
+  // down's backward runs; d_up is written over up; h2 (when dropped) and d_h are made once act is gone.
   if (!a.gate.defined()) {
+    norm_again(a.x_mid, l.post_norm, a.h2);
     mlp_forward(i, a, seed, true, /*recompute=*/true);
   } else if (!a.act.defined()) {
     a.act = act({T, F_r});
     ops::swiglu(a.gate, a.up, a.act);
   }
-  Tensor d_h = act({T, C});
+  Tensor d_h;
   {
-    Tensor d_act = act({T, F_r}), d_up = act({T, F_r});
+    Tensor d_act = act({T, F_r});
     lin_back(LinearKind::Down, d, a.act, d_act, false);
     a.act = Tensor();
+    Tensor d_up = a.up;  // in place: up is read for the last time by the swiglu's backward
     ops::swiglu_backward(d_act, a.gate, a.up, d_act, d_up);  // d_act now holds d_gate
     a.gate = a.up = Tensor();
+    norm_again(a.x_mid, l.post_norm, a.h2);
+    d_h = act({T, C});
     lin_back(LinearKind::Gate, d_act, a.h2, d_h, false);
     lin_back(LinearKind::Up, d_up, a.h2, d_h, true);
     a.h2 = Tensor();

@@ -119,6 +119,23 @@ TEST(Memory, AccountingByCategory) {
   EXPECT_NE(memory_report(0).find("weights"), std::string::npos);
 }
 
+TEST(Memory, RecordsEachCategoryAtTheTotalsPeak) {
+  // The totals' peak is reached with the workspace tensor alive and the weights tensor freed: the snapshot holds
+  // that moment, not each category's own peak. Counters are process-wide: other tests' live tensors count in both.
+  constexpr int w = static_cast<int>(MemoryCategory::Weights), s = static_cast<int>(MemoryCategory::Workspace);
+  memory_reset_peaks(0);
+  const MemoryStats before = memory_stats(0);
+  {
+    Tensor weights = Tensor::empty({1 << 20}, DType::F32, Device::cpu(), MemoryCategory::Weights);
+  }
+  Tensor workspace = Tensor::empty({3 << 20}, DType::F32, Device::cpu(), MemoryCategory::Workspace);
+  const MemoryStats after = memory_stats(0);
+  EXPECT_EQ(after.total_peak - before.total_current, int64_t{12} << 20);
+  EXPECT_EQ(after.at_total_peak[s] - before.current[s], int64_t{12} << 20);
+  EXPECT_EQ(after.at_total_peak[w], before.current[w]);
+  EXPECT_NE(memory_report(0).find("at the total's peak"), std::string::npos);
+}
+
 TEST(Device, CudaWithoutBackendSaysSo) {
   if (device_backend_available(DeviceType::CUDA)) GTEST_SKIP() << "a CUDA backend is registered";
   try {
