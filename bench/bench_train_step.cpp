@@ -6,7 +6,7 @@
 //
 //   bench_train_step --config bench/configs/qwen2.5-7b.json --tuner lora --seq 2048 --batch 4
 //       [--gradient_checkpointing] [--recompute_num_layers N] [--recompute_modules layernorm,act,mlp]
-//       [--cpu_offloading_num_layers N] [--steps 6] [--warmup 2] [--clip_in_place] [--zero_grad_first]
+//       [--cpu_offloading_num_layers N] [--offload_embedding] [--steps 6] [--warmup 2] [--clip_in_place] [--zero_grad_first]
 //       [--no_defer_zero_grad] [--device cuda|cpu]
 //   NPROC_PER_NODE=N bench_train_step ... [--zero 0|1|2] [--bucket_mb 25] [--no_overlap]   data parallel
 //   SWIFT_PROFILE=1 bench_train_step ...   adds a per-op time table of the timed steps (ops bracketed by synchronisations)
@@ -137,6 +137,9 @@ int main(int argc, char** argv) {
   app.add_option("--cpu_offloading_num_layers", offload_layers,
                  "activation offloading of N kept layers' MLP intermediates (swift sft --cpu_offloading_num_layers)")
       ->check(CLI::NonNegativeNumber);
+  bool offload_embedding = false;
+  app.add_flag("--offload_embedding", offload_embedding,
+               "LoRA on CUDA: the embedding table in mapped host memory (swift sft --offload_embedding true)");
   bool clip_in_place = false;
   bool zero_grad_first = false;
   bool no_defer_zero_grad = false;
@@ -183,6 +186,7 @@ int main(int argc, char** argv) {
       settings.dropout = dropout;
       adapters = model::create_lora(config, settings);
     }
+    if (offload_embedding) lm->offload_embedding();
     model::TrainableModel trainable(*lm, type, std::move(adapters));
     model::TrainableModel::RecomputeModules recompute;
     for (const std::string& name : recompute_names) {

@@ -97,6 +97,7 @@ struct TrainingArguments {  // sft, pt, rlhf
   std::optional<int64_t> recompute_num_layers;  // with gradient_checkpointing: recompute only the first N layers
   std::vector<std::string> recompute_modules;   // selective recompute: layernorm, act, mlp (core_attn: a no-op)
   int64_t cpu_offloading_num_layers = 0;        // layers whose MLP intermediates wait in host memory
+  bool offload_embedding = false;               // the frozen embedding table in mapped host memory (CUDA, LoRA)
   bool save_only_model = false, save_safetensors = false;
   std::optional<std::string> metric_for_best_model;
   std::optional<bool> greater_is_better;

@@ -283,6 +283,18 @@ int run_training(Command command, const Args& raw) {
   // where the shard lies) before the weights move to the device, so a rank holds 1/TP of them.
   if (layout.tp > 1) loaded.model->shard_for_tensor_parallel(layout.tp_rank, layout.tp);
   const Placement placement = place_model_for_training(*loaded.model, m, env.local_rank);
+  if (tr.offload_embedding) {
+    SWIFT_CHECK(tuner == model::TunerType::Lora, "--offload_embedding true: full fine-tuning trains the embedding "
+                "table, which must stay on the device; the option is for LoRA (--tuner_type lora)");
+    if (loaded.model->device().is_cpu()) {
+      std::fprintf(stderr, "offload_embedding: the model is on the CPU, its embedding table is in host memory already\n");
+    } else {
+      loaded.model->offload_embedding();
+      const Tensor& table = loaded.model->weights().embed_tokens;
+      std::fprintf(stderr, "offload_embedding: the embedding table (%.1f MiB) is in page-locked host memory, read by %s\n",
+                   table.nbytes() / 1048576.0, loaded.model->device().str().c_str());
+    }
+  }
   // Data parallel: the communicator of the launch. A model placed on CUDA (device LOCAL_RANK) reduces through
   // NCCL on that device; a CPU model through the shared-memory process group.
   std::unique_ptr<dist::Communicator> comm;

@@ -154,6 +154,14 @@ std::shared_ptr<Storage> Storage::wrap(void* data, size_t bytes, Device device, 
   return storage;
 }
 
+std::shared_ptr<Storage> Storage::wrap_host_mapped(void* data, size_t bytes, Device reader,
+                                                   std::shared_ptr<void> keepalive) {
+  SWIFT_CHECK(reader.is_cuda(), "wrap_host_mapped: the reading device must be a CUDA device, got {}", reader.str());
+  std::shared_ptr<Storage> storage = wrap(data, bytes, Device::cpu(), std::move(keepalive), /*writable=*/true);
+  storage->mapped_for_ = reader;
+  return storage;
+}
+
 Storage::~Storage() {
   if (!owned_ || data_ == nullptr) return;
   memory_record_free(static_cast<int>(device_.type), category_, bytes_);

@@ -58,6 +58,10 @@ class Storage {
   // Borrowed memory; `keepalive` (e.g. a mapped file) is held as long as the storage lives.
   static std::shared_ptr<Storage> wrap(void* data, size_t bytes, Device device, std::shared_ptr<void> keepalive,
                                        bool writable = false);
+  // Borrowed host memory that the kernels of `reader` (a CUDA device) read directly: page-locked and mapped
+  // (ops::host_mapped_copy). A CPU storage; ops that document it accept it beside tensors on `reader`.
+  static std::shared_ptr<Storage> wrap_host_mapped(void* data, size_t bytes, Device reader,
+                                                   std::shared_ptr<void> keepalive);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -67,6 +71,8 @@ class Storage {
   Device device() const { return device_; }
   bool owned() const { return owned_; }
   bool writable() const { return writable_; }
+  // The device whose kernels read this host memory directly (wrap_host_mapped); the CPU for every other storage.
+  Device mapped_for() const { return mapped_for_; }
 
  private:
   Storage() = default;
@@ -75,6 +81,7 @@ class Storage {
   Device device_;
   bool owned_ = false;
   bool writable_ = true;
+  Device mapped_for_;
   MemoryCategory category_ = MemoryCategory::Other;
   std::shared_ptr<void> keepalive_;
 };

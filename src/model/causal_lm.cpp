@@ -529,6 +529,18 @@ void CausalLM::place(Device device, DType matrix_dtype) {
   if (has_adapters) set_lora(std::move(lora_));  // move them along, DoRA norms against the placed weights
 }
 
+void CausalLM::offload_embedding() {
+  const Device dev = device();
+  SWIFT_CHECK(dev.is_cuda(), "--offload_embedding: the model is on {}; the embedding table is offloaded from a CUDA "
+              "device to host memory (on the CPU it is there already: leave the option off)", dev.str());
+  const bool tied = weights_.lm_head.defined() && weights_.lm_head.storage() == weights_.embed_tokens.storage();
+  SWIFT_CHECK(!tied, "--offload_embedding: this model ties its embedding table to the LM head (tie_word_embeddings), "
+              "which every step multiplies on the device; leave the option off for it");
+  if (embedding_offloaded()) return;
+  weights_.embed_tokens = ops::host_mapped_copy(weights_.embed_tokens);  // the device copy is freed here
+  revision_ = next_revision();  // decode plans captured the table's address
+}
+
 PackedBatch pack_sequences(const std::vector<std::vector<int32_t>>& sequences) {
   std::vector<int32_t> ids, positions, cu{0};
   for (const auto& seq : sequences) {

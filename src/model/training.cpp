@@ -146,6 +146,8 @@ TrainableModel::TrainableModel(CausalLM& model, TunerType type, LoraAdapters lor
   // nn.Embedding(padding_idx=config.pad_token_id) in transformers' llama/qwen2/qwen3/mistral: the pad row gets
   // no gradient from the lookups (PEFT's modules_to_save copy keeps that padding_idx).
   padding_id_ = c.pad_token_id >= 0 && c.pad_token_id < c.vocab_size ? c.pad_token_id : -1;
+  SWIFT_CHECK(!full || !model.embedding_offloaded(), "full fine-tuning trains the embedding table, which is "
+              "offloaded to host memory (offload_embedding): leave --offload_embedding off");
   embed_ = weight(w.embed_tokens, "model.embed_tokens.weight", grad_embed_);
   if (full) embed16_ = w.embed_tokens;
   if (!full && lora_.embed_tokens.defined()) {  // modules_to_save: a trained copy replaces the embedding

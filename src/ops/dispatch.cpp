@@ -101,6 +101,16 @@ void embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
            [&] { cuda::embedding(table, ids, out); });
 }
 
+Tensor host_mapped_copy(const Tensor& t) {
+  if (!t.defined() || !t.device().is_cuda()) {
+    fail("host_mapped_copy: {} must be a CUDA tensor (a CPU tensor is in host memory already)",
+         t.defined() ? t.str() : std::string("undefined tensor"));
+  }
+  Tensor out;
+  dispatch("host_mapped_copy", t.device(), [] {}, [&] { out = cuda::host_mapped_copy(t); });
+  return out;
+}
+
 void embedding_shard(const Tensor& table, const Tensor& ids, int64_t vocab_offset, Tensor& out) {
   require_writable("embedding_shard", {&out});
   if (vocab_offset < 0) fail("embedding_shard: vocab_offset = {} must be >= 0", vocab_offset);

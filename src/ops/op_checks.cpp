@@ -193,7 +193,10 @@ Device check_embedding(const Tensor& table, const Tensor& ids, const Tensor& out
     fail("embedding: out {} must be (T, C) = ({}, {}) for ids {} and table {}", desc(out), ids.size(0), table.size(1),
          desc(ids), desc(table));
   }
-  Device device = common_device(op, {&table, &ids, &out});
+  // The table may be host memory that out's CUDA device reads directly (ops::host_mapped_copy: an offloaded table).
+  const bool mapped = table.defined() && table.storage() != nullptr && table.device().is_cpu() && out.device().is_cuda() &&
+                      table.storage()->mapped_for() == out.device();
+  Device device = mapped ? common_device(op, {&ids, &out}) : common_device(op, {&table, &ids, &out});
   if (device.is_cpu()) {
     const int32_t* id = ids.data<int32_t>();
     const int64_t vocab = table.size(0);

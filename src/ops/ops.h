@@ -53,8 +53,13 @@ void copy_columns(const Tensor& x, int64_t x_col, Tensor& y, int64_t y_col, int6
 
 // ---- embedding ----------------------------------------------------------------------------------
 // out[t] = table[ids[t]]                      table: (V, C) F32/BF16/F16; ids: (T) I32; out: (T, C) F32.
-// Throws naming the offending id when ids[t] is outside [0, V).
+// Throws naming the offending id when ids[t] is outside [0, V). With ids and out on a CUDA device the table may also
+// be host memory mapped for that device (host_mapped_copy): the kernel reads the rows over the host link.
 void embedding(const Tensor& table, const Tensor& ids, Tensor& out);
+// A copy of CUDA tensor t in page-locked host memory mapped for t's device (a CPU tensor whose storage's mapped_for()
+// is that device), for tables that only a gather reads (embedding): the device memory can then be freed. The copy is
+// made after the work enqueued on t's device so far.
+Tensor host_mapped_copy(const Tensor& t);
 // Vocabulary-parallel lookup (Megatron's VocabParallelEmbedding, one rank's part): table holds rows
 // [vocab_offset, vocab_offset + V) of the whole table; out[t] = table[ids[t] - vocab_offset] for ids in that range
 // and 0 for the others (another rank's rows: the group's sum of every rank's out is the whole lookup).

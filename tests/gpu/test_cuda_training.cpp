@@ -23,8 +23,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <tuple>
 #include <filesystem>
+#include <map>
+#include <memory>
+#include <tuple>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -34,8 +37,10 @@
 #include "io/safetensors.h"
 #include "model/causal_lm.h"
 #include "model/golden_util.h"
+#include "core/memory.h"
 #include "model/training.h"
 #include "ops/backends.h"
+#include "ops/ops.h"
 
 namespace swift {
 namespace {
@@ -144,36 +149,53 @@ TEST_P(CudaTraining, LossAndEveryGradientMatchTransformers) {
 // after a recompute (checkpointing, the selective recompute). The first *_lora_randb fixture, dropout 0.25, loss and
 // every gradient: F32 within the F32 bounds above, BF16 activations within the BF16 ones; every recompute policy gives
 // the bits of keeping everything.
-TEST(CudaTrainingDropout, LoraDropoutMasksMatchTheCpu) {
-  ops::init_backends();
-  ASSERT_GT(ops::cuda_device_count(), 0) << "no CUDA device visible (gpu tests need one)";
-  std::string chosen;  // plain LoRA with a random B: the dropout reaches every gradient (B = 0 zeroes A's)
-  for (const std::string& c : list_cases()) {
-    if (c.find("_lora_randb") != std::string::npos) {
-      chosen = c;
-      break;
+// A LoRA training fixture with a random B (the dropout reaches every gradient: B = 0 zeroes A's): its first batch,
+// its base model built on `device` (placed with `matrices` on CUDA), and its initial adapter with dropout 0.25.
+struct LoraFixture {
+  std::string dir, base_dir;
+  std::map<std::string, std::string> meta;
+  model::MicroBatch batch;
+
+  // The first *_lora_randb case whose name contains `name` (any when empty).
+  static LoraFixture find(const std::string& name = "") {
+    LoraFixture f;
+    for (const std::string& c : list_cases()) {
+      if (c.find("_lora_randb") != std::string::npos && c.find(name) != std::string::npos) {
+        f.dir = training_root() + "/" + c;
+        break;
+      }
     }
+    if (f.dir.empty()) return f;
+    io::SafetensorsFile file = io::SafetensorsFile::open(f.dir + "/expected.safetensors");
+    f.meta = file.metadata();
+    f.batch = {file.tensor("batch.00.input_ids"), file.tensor("batch.00.positions"),
+               file.tensor("batch.00.cu_seqlens"), file.tensor("batch.00.targets")};
+    f.base_dir =
+        std::string(SWIFT_FIXTURES_DIR) + "/golden/" + fs::path(f.meta.at("base_model")).filename().string();
+    return f;
   }
-  ASSERT_FALSE(chosen.empty()) << "no *_lora_randb fixture under " << training_root();
-  const std::string dir = training_root() + "/" + chosen;
-  io::SafetensorsFile file = io::SafetensorsFile::open(dir + "/expected.safetensors");
-  const auto meta = file.metadata();
-  const model::MicroBatch batch{file.tensor("batch.00.input_ids"), file.tensor("batch.00.positions"),
-                                file.tensor("batch.00.cu_seqlens"), file.tensor("batch.00.targets")};
-  const std::string base_dir =
-      std::string(SWIFT_FIXTURES_DIR) + "/golden/" + fs::path(meta.at("base_model")).filename().string();
-  const auto make = [&](Device device, DType matrices) {
+  std::unique_ptr<model::CausalLM> make(Device device, DType matrices) const {
     io::ModelConfig config = io::load_model_config(base_dir + "/config.json");
     if (meta.count("pad_token_id")) config.pad_token_id = std::stoll(meta.at("pad_token_id"));
     auto lm = model::CausalLM::from_weights(std::move(config), io::load_hf_weights(base_dir));
     if (device.is_cuda()) lm->place(device, matrices);
     return lm;
-  };
-  const auto lora = [&](const model::CausalLM& lm) {
+  }
+  model::LoraAdapters lora(const model::CausalLM& lm) const {
     model::LoraAdapters l = model::lora_from_peft(io::load_peft_adapter(dir + "/adapter_init"), lm.config());
     l.dropout = 0.25f;
     return l;
-  };
+  }
+};
+
+TEST(CudaTrainingDropout, LoraDropoutMasksMatchTheCpu) {
+  ops::init_backends();
+  ASSERT_GT(ops::cuda_device_count(), 0) << "no CUDA device visible (gpu tests need one)";
+  const LoraFixture fx = LoraFixture::find();
+  ASSERT_FALSE(fx.dir.empty()) << "no *_lora_randb fixture under " << training_root();
+  const model::MicroBatch& batch = fx.batch;
+  const auto make = [&](Device device, DType matrices) { return fx.make(device, matrices); };
+  const auto lora = [&](const model::CausalLM& lm) { return fx.lora(lm); };
   auto cpu_lm = make(Device::cpu(), DType::F32);
   model::TrainableModel cpu(*cpu_lm, model::TunerType::Lora, lora(*cpu_lm));
   cpu.zero_grad();
@@ -211,6 +233,79 @@ TEST(CudaTrainingDropout, LoraDropoutMasksMatchTheCpu) {
           EXPECT_EQ(std::memcmp(kept[i].raw(), g.raw(), g.nbytes()), 0) << gp[i].name;
         }
       }
+    }
+  }
+}
+
+// --offload_embedding (CausalLM::offload_embedding): the table in mapped host memory gives the same loss and
+// gradients bit for bit (the lookup copies rows either way), its device memory is freed, and the lookup of the
+// mapped table equals the device table's for every dtype the op takes. Tied tables are refused, and full
+// fine-tuning of an offloaded table.
+TEST(CudaTrainingDropout, OffloadedEmbeddingGivesTheSameBits) {
+  ops::init_backends();
+  ASSERT_GT(ops::cuda_device_count(), 0) << "no CUDA device visible (gpu tests need one)";
+  const LoraFixture fx = LoraFixture::find("llama_gqa");  // untied
+  ASSERT_FALSE(fx.dir.empty()) << "no llama_gqa *_lora_randb fixture under " << training_root();
+  const auto step = [&](bool offload, int64_t* freed_bytes) {
+    auto lm = fx.make(Device::cuda(), DType::BF16);
+    const int64_t before = memory_stats(1).current[static_cast<int>(MemoryCategory::Weights)];
+    if (offload) lm->offload_embedding();
+    const int64_t after = memory_stats(1).current[static_cast<int>(MemoryCategory::Weights)];
+    if (freed_bytes != nullptr) *freed_bytes = before - after;
+    EXPECT_EQ(lm->embedding_offloaded(), offload);
+    EXPECT_TRUE(lm->device().is_cuda());
+    model::TrainableModel t(*lm, model::TunerType::Lora, fx.lora(*lm));
+    t.zero_grad();
+    const model::StepStats stats = t.forward_backward(fx.batch, 1.0f, 4242, false);
+    std::vector<Tensor> grads;
+    for (const model::Parameter& p : t.parameters()) grads.push_back(p.grad.to(Device::cpu()));
+    return std::make_pair(stats.loss_sum, grads);
+  };
+  int64_t freed = 0;
+  const auto [want_loss, want] = step(false, nullptr);
+  const auto [got_loss, got] = step(true, &freed);
+  EXPECT_EQ(got_loss, want_loss);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(std::memcmp(got[i].raw(), want[i].raw(), got[i].nbytes()), 0) << i;
+  {
+    auto lm = fx.make(Device::cuda(), DType::BF16);
+    const Tensor& table = lm->weights().embed_tokens;
+    EXPECT_EQ(freed, static_cast<int64_t>(table.nbytes())) << "the device table is freed";
+  }
+  // The op: a mapped table of each dtype against the same table on the device; odd widths, repeated ids.
+  for (DType dtype : {DType::F32, DType::BF16, DType::F16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const int64_t V = 37, C = 13;
+    std::vector<float> values(V * C);
+    for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i % 101) * 0.25f - 7.0f;
+    const Tensor table = Tensor::from_f32({V, C}, values).to_dtype(dtype).to(Device::cuda());
+    const Tensor mapped = ops::host_mapped_copy(table);
+    EXPECT_TRUE(mapped.device().is_cpu());
+    const Tensor ids = Tensor::from_i32({6}, {0, 36, 5, 5, 17, 2}).to(Device::cuda());
+    Tensor want_rows = Tensor::empty({6, C}, dtype, Device::cuda()), got_rows = Tensor::empty({6, C}, dtype, Device::cuda());
+    ops::embedding(table, ids, want_rows);
+    ops::embedding(mapped, ids, got_rows);
+    const Tensor w = want_rows.to(Device::cpu()), g = got_rows.to(Device::cpu());
+    EXPECT_EQ(std::memcmp(w.raw(), g.raw(), w.nbytes()), 0);
+  }
+  // Refusals: a tied table (the LM head multiplies it on the device), full fine-tuning of an offloaded one.
+  {
+    const LoraFixture tied = LoraFixture::find("qwen2_tied");
+    ASSERT_FALSE(tied.dir.empty());
+    auto lm = tied.make(Device::cuda(), DType::BF16);
+    try {
+      lm->offload_embedding();
+      ADD_FAILURE() << "a tied embedding table was offloaded";
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find("tie_word_embeddings"), std::string::npos) << e.what();
+    }
+    auto untied = fx.make(Device::cuda(), DType::BF16);
+    untied->offload_embedding();
+    try {
+      model::TrainableModel full(*untied, model::TunerType::Full, {});
+      ADD_FAILURE() << "full fine-tuning accepted an offloaded embedding table";
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find("--offload_embedding"), std::string::npos) << e.what();
     }
   }
 }

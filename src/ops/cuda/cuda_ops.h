@@ -37,7 +37,8 @@ void cast(const Tensor& src, Tensor& dst);
 void add(const Tensor& a, const Tensor& b, Tensor& out);
 void swiglu(const Tensor& gate, const Tensor& up, Tensor& out);
 void swiglu_backward(const Tensor& dout, const Tensor& gate, const Tensor& up, Tensor& dgate, Tensor& dup);
-void embedding(const Tensor& table, const Tensor& ids, Tensor& out);
+void embedding(const Tensor& table, const Tensor& ids, Tensor& out);  // table on out's device, or mapped for it
+Tensor host_mapped_copy(const Tensor& t);
 void embedding_shard(const Tensor& table, const Tensor& ids, int64_t vocab_offset, Tensor& out);
 void embedding_backward(const Tensor& dout, const Tensor& ids, Tensor& dtable, int64_t padding_id);
 void embedding_shard_backward(const Tensor& dout, const Tensor& ids, int64_t vocab_offset, Tensor& dtable,

@@ -159,16 +159,43 @@ void swiglu_backward(const Tensor& dout, const Tensor& gate, const Tensor& up, T
                                                          code(gate.dtype()), gate.numel(), stream_of(gate)));
 }
 
+namespace {
+// The table's rows as the kernel addresses them: a table mapped for out's device (checked) is host memory, read
+// through its device address.
+const void* table_rows(const char* op, const Tensor& table) {
+  if (!table.device().is_cpu()) return table.raw();
+  void* mapped = nullptr;
+  check_launch(op, cudaHostGetDevicePointer(&mapped, const_cast<void*>(table.raw()), 0));
+  return mapped;
+}
+}  // namespace
+
 void embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
-  check_launch("embedding", launch_embedding(table.raw(), code(table.dtype()), ids.data<int32_t>(), out.raw(),
-                                             code(out.dtype()), ids.size(0), table.size(0), table.size(1), -1,
-                                             stream_of(table)));
+  check_launch("embedding", launch_embedding(table_rows("embedding", table), code(table.dtype()),
+                                             ids.data<int32_t>(), out.raw(), code(out.dtype()), ids.size(0),
+                                             table.size(0), table.size(1), -1, stream_of(out)));
+}
+
+Tensor host_mapped_copy(const Tensor& t) {
+  const Device device = t.device();
+  const size_t bytes = t.nbytes();
+  void* host = nullptr;
+  const cudaError_t status = cudaHostAlloc(&host, bytes == 0 ? 64 : bytes, cudaHostAllocMapped | cudaHostAllocPortable);
+  if (status != cudaSuccess) {
+    fail("host_mapped_copy: cannot allocate {:.1f} MiB of page-locked host memory for {}: {}", bytes / 1048576.0,
+         t.str(), cudaGetErrorString(status));
+  }
+  std::shared_ptr<void> keepalive(host, [](void* p) { cudaFreeHost(p); });
+  Tensor out(Storage::wrap_host_mapped(host, bytes, device, keepalive), 0, t.shape(), t.dtype());
+  check_launch("host_mapped_copy", cudaStreamSynchronize(stream_of(t)));  // after the work enqueued so far
+  if (bytes > 0) check_launch("host_mapped_copy", cudaMemcpy(host, t.raw(), bytes, cudaMemcpyDeviceToHost));
+  return out;
 }
 
 void embedding_shard(const Tensor& table, const Tensor& ids, int64_t vocab_offset, Tensor& out) {
-  check_launch("embedding_shard", launch_embedding(table.raw(), code(table.dtype()), ids.data<int32_t>(), out.raw(),
-                                                   code(out.dtype()), ids.size(0), table.size(0), table.size(1),
-                                                   vocab_offset, stream_of(table)));
+  check_launch("embedding_shard", launch_embedding(table_rows("embedding_shard", table), code(table.dtype()),
+                                                   ids.data<int32_t>(), out.raw(), code(out.dtype()), ids.size(0),
+                                                   table.size(0), table.size(1), vocab_offset, stream_of(out)));
 }
 
 namespace {
