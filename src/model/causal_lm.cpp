@@ -537,7 +537,9 @@ void CausalLM::offload_embedding() {
   SWIFT_CHECK(!tied, "--offload_embedding: this model ties its embedding table to the LM head (tie_word_embeddings), "
               "which every step multiplies on the device; leave the option off for it");
   if (embedding_offloaded()) return;
-  weights_.embed_tokens = ops::host_mapped_copy(weights_.embed_tokens);  // the device copy is freed here
+  weights_.embed_tokens = ops::host_mapped_copy(weights_.embed_tokens);
+  // The loaded tensors of a model built on the device (from_weights, never placed) hold the table too.
+  if (auto it = tensors_.find("model.embed_tokens.weight"); it != tensors_.end()) it->second = weights_.embed_tokens;
   revision_ = next_revision();  // decode plans captured the table's address
 }
 

@@ -272,6 +272,16 @@ TEST(CudaTrainingDropout, OffloadedEmbeddingGivesTheSameBits) {
     const Tensor& table = lm->weights().embed_tokens;
     EXPECT_EQ(freed, static_cast<int64_t>(table.nbytes())) << "the device table is freed";
   }
+  {  // a model built on the device without place() (bench_train_step's random weights): its loaded tensors let go
+    std::map<std::string, Tensor> weights;
+    for (auto& [name, t] : io::load_hf_weights(fx.base_dir)) weights[name] = t.to(Device::cuda(), MemoryCategory::Weights);
+    auto lm = model::CausalLM::from_weights(io::load_model_config(fx.base_dir + "/config.json"), std::move(weights));
+    const size_t table_bytes = lm->weights().embed_tokens.nbytes();
+    const int64_t before = memory_stats(1).current[static_cast<int>(MemoryCategory::Weights)];
+    lm->offload_embedding();
+    EXPECT_EQ(before - memory_stats(1).current[static_cast<int>(MemoryCategory::Weights)],
+              static_cast<int64_t>(table_bytes));
+  }
   // The op: a mapped table of each dtype against the same table on the device; odd widths, repeated ids.
   for (DType dtype : {DType::F32, DType::BF16, DType::F16}) {
     SCOPED_TRACE(dtype_name(dtype));
