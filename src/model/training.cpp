@@ -100,8 +100,11 @@ struct TrainableModel::Activations {
   std::array<Tensor, kLinearKinds> xa;
   std::array<Tensor, kLinearKinds> h;  // DoRA: the direction's output before the magnitude (dora_linear)
   // LoRA dropout on CUDA: the forward's mask as bits (ops.h Dropout::keep_bits), read by the backward instead of
-  // drawing it twice more. Rewritten by every forward of the layer (a recompute included).
+  // drawing it twice more. Rewritten by every forward of the layer (a checkpointed block's recompute reuses them).
   std::array<Tensor, kLinearKinds> keep_bits;
+  // A checkpointed block's recompute: xa and keep_bits hold the forward's (kept by run()), and the plain LoRA
+  // linears use them instead of their xa pass (linear_forward, linear_rank_only, mlp_forward): the same values.
+  bool rank_kept = false;
 };
 
 TrainableModel::TrainableModel(CausalLM& model, TunerType type, LoraAdapters lora)
@@ -359,6 +362,11 @@ void TrainableModel::linear_forward(int64_t i, LinearKind kind, const Tensor& x,
   const int64_t T = x.size(0);
   if (L.lora == nullptr) return ops::linear(x, product_weight(L), L.bias, y, accumulate);
   Tensor& xa = a.xa[static_cast<size_t>(kind)];
+  if (a.rank_kept && rank_reusable(i, kind, a, T, training)) {  // lora_linear's frozen and B products, kept xa
+    ops::linear(x, L.w, L.bias, y, accumulate);
+    if (b_product) ops::lora_b_product(y, ops::LoraBProduct{xa, L.lora->b}, lora_.scale);
+    return;
+  }
   if (!xa.defined()) xa = stat({T, L.lora->a.size(0)});
   if (L.lora->dora()) {
     Tensor& h = a.h[static_cast<size_t>(kind)];
@@ -369,6 +377,15 @@ void TrainableModel::linear_forward(int64_t i, LinearKind kind, const Tensor& x,
   }
   const ops::Dropout d = lora_dropout(i, kind, x, a, seed, training);
   ops::lora_linear(x, L.w, L.bias, L.lora->a, L.lora->b, lora_.scale, d, y, xa, accumulate, b_product);
+}
+
+bool TrainableModel::rank_reusable(int64_t i, LinearKind kind, const Activations& a, int64_t T, bool training) const {
+  const LoraLinear* lora = layers_[static_cast<size_t>(i)].linears[static_cast<size_t>(kind)].lora;
+  if (lora == nullptr || lora->dora()) return false;
+  const Tensor& xa = a.xa[static_cast<size_t>(kind)];
+  const Tensor& bits = a.keep_bits[static_cast<size_t>(kind)];
+  const bool drops = training && lora_.dropout > 0.0f && device_.is_cuda();
+  return xa.defined() && xa.size(0) == T && (!drops || (bits.defined() && bits.size(0) == T));
 }
 
 ops::Dropout TrainableModel::lora_dropout(int64_t i, LinearKind kind, const Tensor& x, Activations& a, uint64_t seed,
@@ -391,6 +408,7 @@ bool TrainableModel::linear_rank_only(int64_t i, LinearKind kind, const Tensor& 
   const Linear& L = layers_[static_cast<size_t>(i)].linears[static_cast<size_t>(kind)];
   if (L.lora == nullptr) return true;
   if (L.lora->dora()) return false;
+  if (a.rank_kept && rank_reusable(i, kind, a, x.size(0), training)) return true;  // kept from the forward
   Tensor& xa = a.xa[static_cast<size_t>(kind)];
   if (!xa.defined()) xa = stat({x.size(0), L.lora->a.size(0)});
   ops::lora_xa(x, L.lora->a, lora_dropout(i, kind, x, a, seed, training), xa);
@@ -443,16 +461,12 @@ void TrainableModel::mlp_forward(int64_t i, Activations& a, uint64_t seed, bool 
   a.act = act({T, F_r});
   const bool folded = mlp_b_folded(i);  // the B products are added by the swiglu's pass
   const Layer& l = layers_[static_cast<size_t>(i)];
-  // The selective recompute of a folded MLP redoes the frozen products only: gate's and up's xa (and on a GPU the
-  // dropout's keep bits) were kept from the forward, and the xa pass would make the same values again.
-  auto kept = [&](LinearKind kind) {
-    const Tensor& xa = a.xa[static_cast<size_t>(kind)];
-    const Tensor& bits = a.keep_bits[static_cast<size_t>(kind)];
-    const bool drops = training && lora_.dropout > 0.0f && device_.is_cuda();
-    return xa.defined() && xa.size(0) == T && (!drops || (bits.defined() && bits.size(0) == T));
-  };
+  // The selective recompute of a folded MLP (and a checkpointed block's recompute) redoes the frozen products only:
+  // gate's and up's xa (and on a GPU the dropout's keep bits) were kept from the forward, and the xa pass would make
+  // the same values again.
   static const bool kReuseXa = env_int("SWIFT_RECOMPUTE_XA", 0) == 0;  // =1: the xa pass again (A/B measurements)
-  if (recompute && folded && kReuseXa && kept(LinearKind::Gate) && kept(LinearKind::Up)) {
+  if ((recompute || a.rank_kept) && folded && kReuseXa && rank_reusable(i, LinearKind::Gate, a, T, training) &&
+      rank_reusable(i, LinearKind::Up, a, T, training)) {
     for (LinearKind kind : {LinearKind::Gate, LinearKind::Up}) {
       const Linear& L = l.linears[static_cast<size_t>(kind)];
       ops::linear(a.h2, L.w, L.bias, kind == LinearKind::Gate ? a.gate : a.up);
@@ -956,6 +970,11 @@ StepStats TrainableModel::run(const MicroBatch& host_batch, float grad_scale, ui
   static const int64_t kFetchAhead = std::max<int64_t>(0, env_int("SWIFT_OFFLOAD_AHEAD", 2));
   std::vector<Activations> acts(static_cast<size_t>(L));  // kept blocks' activations
   Activations scratch;                                    // a recomputed block's, one at a time
+  // A recomputed block keeps its LoRA xa and keep bits (~5% of a 7B layer's activations: r columns of fp32 and a bit
+  // per input element of each linear) so that its recompute skips the xa passes. SWIFT_CHECKPOINT_KEEP_XA=0 drops
+  // them with the rest (A/B measurements; the same gradients).
+  static const bool kKeepRank = env_int("SWIFT_CHECKPOINT_KEEP_XA", 1) != 0;
+  std::vector<Activations> ranks(static_cast<size_t>(L));  // recomputed blocks' kept xa and keep bits
   std::vector<Tensor> inputs(static_cast<size_t>(L));     // block inputs (the checkpoints)
   Tensor x = act({T, C});
   dist::Communicator* vocab_tp = parallel_.tp_size() > 1 ? parallel_.tensor : nullptr;  // vocabulary-parallel
@@ -972,7 +991,11 @@ StepStats TrainableModel::run(const MicroBatch& host_batch, float grad_scale, ui
     Tensor next = act({T, C});
     layer_forward(i, b, x, a, next, seed, training);
     if (!keeps(i)) {
-      scratch = Activations{};  // a recomputed block keeps only its input until its recompute
+      if (kKeepRank && backward) {
+        ranks[static_cast<size_t>(i)].xa = scratch.xa;
+        ranks[static_cast<size_t>(i)].keep_bits = scratch.keep_bits;
+      }
+      scratch = Activations{};  // a recomputed block keeps only its input (and its rank terms) until its recompute
     } else if (backward) {  // selective recompute: layer_backward makes them again
       if (mlp_recomputed(i)) a.gate = a.up = a.act = Tensor();
       if (m.act) a.act = Tensor();
@@ -1009,6 +1032,12 @@ StepStats TrainableModel::run(const MicroBatch& host_batch, float grad_scale, ui
     Activations& a = keeps(i) ? acts[static_cast<size_t>(i)] : scratch;
     if (!keeps(i)) {  // recompute this block from its saved input (same dropout masks), without its output
       a = Activations{};
+      if (kKeepRank) {
+        a.xa = ranks[static_cast<size_t>(i)].xa;
+        a.keep_bits = ranks[static_cast<size_t>(i)].keep_bits;
+        a.rank_kept = true;
+        ranks[static_cast<size_t>(i)] = Activations{};
+      }
       Tensor out = act({T, C});  // not written where the down projection's output is skipped
       layer_forward(i, b, inputs[static_cast<size_t>(i)], a, out, seed, training, /*block_recompute=*/true);
     }

@@ -254,6 +254,10 @@ class TrainableModel {
                                Activations& a, uint64_t dropout_seed, bool training) const;
   // recompute: the selective recompute in the backward (gate's and up's xa kept from the forward are used again).
   void mlp_forward(int64_t layer, Activations& a, uint64_t dropout_seed, bool training, bool recompute = false) const;
+  // Whether linear `kind` of `layer` is plain LoRA and `a` holds its xa (and on a GPU with dropout its keep bits) for
+  // `tokens` tokens from the forward: a recompute may then skip its xa pass (the selective MLP recompute; a
+  // checkpointed block's, Activations::rank_kept).
+  bool rank_reusable(int64_t layer, LinearKind kind, const Activations& a, int64_t tokens, bool training) const;
   // Whether layer i's gate and up are both plain LoRA linears: their B products are then added in the swiglu's pass
   // (ops::swiglu_lora) instead of lora_linear's.
   bool mlp_b_folded(int64_t layer) const;

@@ -283,6 +283,12 @@ void swiglu_lora(Tensor& gate, Tensor& up, const LoraBProduct& gate_b, const Lor
            [&] { cuda::swiglu_lora(gate, up, gate_b, up_b, scale, out); });
 }
 
+void lora_b_product(Tensor& y, const LoraBProduct& bp, float scale) {
+  require_writable("lora_b_product", {&y});
+  dispatch("lora_b_product", detail::check_add_lora_residual("lora_b_product", y, y, bp.xa, bp.b),
+           [&] { cpu::lora_b_product(y, bp, scale); }, [&] { cuda::lora_b_product(y, bp, scale); });
+}
+
 void add_lora_residual(Tensor& y, const Tensor& residual, const LoraBProduct& bp, float scale) {
   require_writable("add_lora_residual", {&y});
   dispatch("add_lora_residual", detail::check_add_lora_residual("add_lora_residual", y, residual, bp.xa, bp.b),

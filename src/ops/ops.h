@@ -273,6 +273,10 @@ void swiglu_lora(Tensor& gate, Tensor& up, const LoraBProduct& gate_b, const Lor
 // residual once; transformers rounds the linear's output before adding the residual).
 //   y (in / out), residual: (N, M), one dtype; xa: (N, r) F32; b: (M, r) F32.
 void add_lora_residual(Tensor& y, const Tensor& residual, const LoraBProduct& bp, float scale);
+// lora_linear's B product alone, onto y holding its frozen product: y += scale * xa b^T with lora_linear's arithmetic
+// and rounding (the same bits as lora_linear with that xa): for a recompute whose xa was kept from the forward.
+//   y (in / out): (N, M); xa: (N, r) F32; b: (M, r) F32.
+void lora_b_product(Tensor& y, const LoraBProduct& bp, float scale);
 // Backward of lora_linear (same x, w, a, b, scale and dropout; xa from the forward).
 //   dy: (N, M) F32.
 //   dx: (N, K) F32 = dy w + scale * keep(dy b a) / (1 - p) (+= with accumulate_dx), or undefined.

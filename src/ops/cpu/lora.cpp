@@ -235,6 +235,13 @@ void swiglu_lora(Tensor& gate, Tensor& up, const LoraBProduct& gate_b, const Lor
   swiglu(gate, up, out);
 }
 
+// The B product as lora_linear adds it (the same gemm).
+void lora_b_product(Tensor& y, const LoraBProduct& bp, float scale) {
+  SWIFT_PROFILE("lora_b_product");
+  if (y.size(0) == 0) return;
+  gemm(false, true, scale, bp.xa, bp.b, 1.0f, y);
+}
+
 // y + residual, then the B product as lora_linear adds it (the same gemm): fp32 on the CPU.
 void add_lora_residual(Tensor& y, const Tensor& residual, const LoraBProduct& bp, float scale) {
   SWIFT_PROFILE("add_lora_residual");

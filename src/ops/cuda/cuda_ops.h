@@ -80,6 +80,7 @@ void lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Ten
 void swiglu_lora(Tensor& gate, Tensor& up, const LoraBProduct& gate_b, const LoraBProduct& up_b, float scale,
                  Tensor& out);
 void add_lora_residual(Tensor& y, const Tensor& residual, const LoraBProduct& bp, float scale);
+void lora_b_product(Tensor& y, const LoraBProduct& bp, float scale);
 void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b,
                           const Tensor& xa, float scale, const Dropout& dropout, Tensor& dx, Tensor& da, Tensor& db,
                           bool accumulate_dx);
