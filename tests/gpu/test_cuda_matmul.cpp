@@ -308,10 +308,12 @@ TEST(OpsCudaMatmul, LoraLinearForwardAndBackward) {
         // Forward.
         DeviceOut y({cs.n, cs.m}, act), xa({cs.n, cs.r}, DType::F32);
         Tensor y_ref = Tensor::empty({cs.n, cs.m}, DType::F32), xa_ref = Tensor::empty({cs.n, cs.r}, DType::F32);
+        Tensor y0_kept;
         if (accumulate) {
           Tensor y0 = rounded(random_tensor({cs.n, cs.m}, DType::F32, ++seed), act);
           y.set(y0);
           y_ref.copy_from(y0);
+          y0_kept = y0;
         }
         ops::lora_linear(x.dev, w.dev, bias.dev, a.dev, b.dev, scale, drop, y.tensor, xa.tensor, accumulate);
         ops::ref::lora_linear(x.ref, w.ref, bias.ref, a.ref, b.ref, scale, drop, y_ref, xa_ref, accumulate);
@@ -321,6 +323,14 @@ TEST(OpsCudaMatmul, LoraLinearForwardAndBackward) {
           DeviceOut xa_alone({cs.n, cs.r}, DType::F32);
           ops::lora_xa(x.dev, a.dev, drop, xa_alone.tensor);
           EXPECT_EQ(std::memcmp(xa_alone.fetch().raw(), xa.fetch().raw(), xa_ref.nbytes()), 0) << "lora_xa";
+        }
+        {  // lora_b_product after the frozen product: lora_linear's y, the same bits
+          DeviceOut y_parts({cs.n, cs.m}, act);
+          if (accumulate) y_parts.set(y0_kept);
+          ops::linear(x.dev, w.dev, bias.dev, y_parts.tensor, accumulate);
+          ops::lora_b_product(y_parts.tensor, ops::LoraBProduct{xa.tensor, b.dev}, scale);
+          const Tensor got = y_parts.fetch(), want = y.fetch();
+          EXPECT_EQ(std::memcmp(got.raw(), want.raw(), want.nbytes()), 0) << "lora_b_product";
         }
         if (!accumulate) {  // SWIFT_LORA_B_FIRST's order (B product written first, the frozen product onto it)
           ops::cuda::set_lora_b_first(true);

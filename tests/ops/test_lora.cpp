@@ -314,6 +314,32 @@ TEST(OpsLora, XaAloneIsLoraLinearsXa) {
   EXPECT_TRUE(throws_error([&] { ops::lora_xa(x, a, {1.5f, 0}, xa); }, {"lora_xa", "dropout"}));
 }
 
+// lora_b_product: lora_linear's B product alone, onto y holding the frozen product: the same bits as lora_linear (a
+// bias, accumulate, r 0); errors name the op and the argument.
+TEST(OpsLora, BProductAloneIsLoraLinearsY) {
+  const LoraShape shapes[] = {{1, 1, 1, 1}, {5, 7, 13, 3}, {33, 64, 200, 8}, {70, 200, 72, 16}, {9, 16, 4, 0}};
+  uint32_t seed = 6600;
+  for (const LoraShape& s : shapes) {
+    for (bool accumulate : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "n=" << s.n << " k=" << s.k << " m=" << s.m << " r=" << s.r
+                                        << " accumulate=" << accumulate);
+      const ops::Dropout drop{0.3f, 31 + seed};
+      Tensor x = random_tensor({s.n, s.k}, DType::F32, ++seed), w = random_tensor({s.m, s.k}, DType::F32, ++seed);
+      Tensor bias = random_tensor({s.m}, DType::F32, ++seed), y0 = random_tensor({s.n, s.m}, DType::F32, ++seed);
+      Tensor a = random_tensor({s.r, s.k}, DType::F32, ++seed), b = random_tensor({s.m, s.r}, DType::F32, ++seed);
+      Tensor want = y0.clone(), xa = Tensor::zeros({s.n, s.r}, DType::F32);
+      ops::lora_linear(x, w, bias, a, b, 0.75f, drop, want, xa, accumulate);
+      Tensor got = y0.clone();
+      ops::linear(x, w, bias, got, accumulate);
+      ops::lora_b_product(got, ops::LoraBProduct{xa, b}, 0.75f);
+      EXPECT_TRUE(bit_equal(got, want));
+    }
+  }
+  Tensor y = Tensor::zeros({4, 8}, DType::F32);
+  const ops::LoraBProduct bad{Tensor::empty({4, 2}, DType::F32), Tensor::empty({7, 2}, DType::F32)};
+  EXPECT_TRUE(throws_error([&] { ops::lora_b_product(y, bad, 1.0f); }, {"lora_b_product", "(M, r)"}));
+}
+
 TEST(OpsLoraFd, ZeroBGivesTheBaseLinearAndRecomputeGivesTheSameMask) {
   Margin margin;
   const int64_t n = 37, k = 45, m = 29, r = 4;
