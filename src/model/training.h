@@ -7,9 +7,10 @@
 //    provides until its owner releases it; the model's copies of a gradient handle always equal Parameter::grad);
 //    the loss gradient is scaled by `grad_scale`, so the trainer passes 1 / (valid tokens of the whole accumulated
 //    batch), as transformers >= 4.46 normalises.
-//  - Gradient checkpointing keeps only each block's input (the rest of its forward state is freed as soon as the
-//    block's forward ends); the block is recomputed (same dropout masks: they are a pure function of the seed) right
-//    before its backward. Without it every activation is kept.
+//  - Gradient checkpointing keeps only each block's input and its plain LoRA linears' xa and dropout keep bits (the
+//    rest of its forward state is freed as soon as the block's forward ends; SWIFT_CHECKPOINT_KEEP_XA=0 frees those
+//    too); the block is recomputed (same dropout masks: they are a pure function of the seed; the kept xa spare the
+//    xa passes) right before its backward. Without it every activation is kept.
 //    set_recompute_layers(n) limits the recompute to the first n blocks (Megatron's "block" method,
 //    --recompute_num_layers): the other blocks keep everything, trading memory for the recompute's time.
 //    set_recompute_modules (--recompute_modules layernorm / act / mlp) makes the blocks that keep their activations
