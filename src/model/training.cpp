@@ -590,6 +590,7 @@ void TrainableModel::layer_forward(int64_t i, const MicroBatch& b, const Tensor&
   // SWIFT_RECOMPUTE_OUTPUT=1 makes the output anyway (A/B measurements; the same gradients).
   static const bool kSkipOutput = env_int("SWIFT_RECOMPUTE_OUTPUT", 0) == 0;
   if (block_recompute && kSkipOutput && linear_rank_only(i, LinearKind::Down, a.act, a, seed, training)) return;
+  if (!x_out.defined()) x_out = act({T, C});  // a recompute's caller leaves it to the block: made when written
   if (tp != nullptr) {  // row-parallel down_proj, as o_proj
     Tensor m = act({T, C});
     lin(LinearKind::Down, a.act, m, false);
@@ -1038,7 +1039,7 @@ StepStats TrainableModel::run(const MicroBatch& host_batch, float grad_scale, ui
         a.rank_kept = true;
         ranks[static_cast<size_t>(i)] = Activations{};
       }
-      Tensor out = act({T, C});  // not written where the down projection's output is skipped
+      Tensor out;  // made by layer_forward only where the down projection's output is not skipped
       layer_forward(i, b, inputs[static_cast<size_t>(i)], a, out, seed, training, /*block_recompute=*/true);
     }
     if (offloader_) {  // fetch the offloaded blocks two ahead; this block's tensors before its backward

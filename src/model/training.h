@@ -236,7 +236,8 @@ class TrainableModel {
   const Tensor& product_head() const { return head16_.defined() ? head16_ : lm_head_; }
 
   // block_recompute: a checkpointed block made again before its backward; x_out (the next block's saved input) is then
-  // left unwritten where the down projection's output can be skipped (linear_rank_only).
+  // left unwritten where the down projection's output can be skipped (linear_rank_only). An undefined x_out is made
+  // (T, C) when it is written.
   void layer_forward(int64_t layer, const MicroBatch& b, const Tensor& x_in, Activations& a, Tensor& x_out,
                      uint64_t dropout_seed, bool training, bool block_recompute = false) const;
   void layer_backward(int64_t layer, const MicroBatch& b, Activations& a, Tensor& dx, uint64_t dropout_seed);
