@@ -102,8 +102,9 @@ struct TrainableModel::Activations {
   // LoRA dropout on CUDA: the forward's mask as bits (ops.h Dropout::keep_bits), read by the backward instead of
   // drawing it twice more. Rewritten by every forward of the layer (a checkpointed block's recompute reuses them).
   std::array<Tensor, kLinearKinds> keep_bits;
-  // A checkpointed block's recompute: xa and keep_bits hold the forward's (kept by run()), and the plain LoRA
-  // linears use them instead of their xa pass (linear_forward, linear_rank_only, mlp_forward): the same values.
+  // A recompute (a checkpointed block's, set by run(); the selective MLP recompute's, by layer_backward): xa and
+  // keep_bits hold the forward's, and the plain LoRA linears use them instead of their xa pass (linear_forward,
+  // linear_rank_only): the same values.
   bool rank_kept = false;
 };
 
@@ -454,27 +455,16 @@ bool TrainableModel::mlp_b_folded(int64_t i) const {
 // The MLP's intermediate activations of layer i from its input a.h2: gate, up (this rank's F / N units under tensor
 // parallelism: column-parallel, no collective) and act = silu(gate) * up. The forward runs it, and the backward
 // again when the selective recompute dropped them (same kernels, same dropout masks: the same bits).
-void TrainableModel::mlp_forward(int64_t i, Activations& a, uint64_t seed, bool training, bool recompute) const {
+void TrainableModel::mlp_forward(int64_t i, Activations& a, uint64_t seed, bool training) const {
   const int64_t T = a.h2.size(0), F_r = model_.config().intermediate_size / parallel_.tp_size();
   a.gate = act({T, F_r});
   a.up = act({T, F_r});
   a.act = act({T, F_r});
   const bool folded = mlp_b_folded(i);  // the B products are added by the swiglu's pass
   const Layer& l = layers_[static_cast<size_t>(i)];
-  // The selective recompute of a folded MLP (and a checkpointed block's recompute) redoes the frozen products only:
-  // gate's and up's xa (and on a GPU the dropout's keep bits) were kept from the forward, and the xa pass would make
-  // the same values again.
-  static const bool kReuseXa = env_int("SWIFT_RECOMPUTE_XA", 0) == 0;  // =1: the xa pass again (A/B measurements)
-  if ((recompute || a.rank_kept) && folded && kReuseXa && rank_reusable(i, LinearKind::Gate, a, T, training) &&
-      rank_reusable(i, LinearKind::Up, a, T, training)) {
-    for (LinearKind kind : {LinearKind::Gate, LinearKind::Up}) {
-      const Linear& L = l.linears[static_cast<size_t>(kind)];
-      ops::linear(a.h2, L.w, L.bias, kind == LinearKind::Gate ? a.gate : a.up);
-    }
-  } else {
-    linear_forward(i, LinearKind::Gate, a.h2, a.gate, false, a, seed, training, !folded);
-    linear_forward(i, LinearKind::Up, a.h2, a.up, false, a, seed, training, !folded);
-  }
+  // A recompute (a.rank_kept) redoes the frozen products only: linear_forward uses the kept xa.
+  linear_forward(i, LinearKind::Gate, a.h2, a.gate, false, a, seed, training, !folded);
+  linear_forward(i, LinearKind::Up, a.h2, a.up, false, a, seed, training, !folded);
   if (!folded) return ops::swiglu(a.gate, a.up, a.act);
   auto b_product = [&](LinearKind kind) {
     return ops::LoraBProduct{a.xa[static_cast<size_t>(kind)], l.linears[static_cast<size_t>(kind)].lora->b};
@@ -645,7 +635,10 @@ void TrainableModel::layer_backward(int64_t i, const MicroBatch& b, Activations&
   // down's backward runs; d_up is written over up; h2 (when dropped) and d_h are made once act is gone.
   if (!a.gate.defined()) {
     norm_again(a.x_mid, l.post_norm, a.h2);
-    mlp_forward(i, a, seed, true, /*recompute=*/true);
+    // Gate's and up's xa (and keep bits) were kept from the forward: the xa passes would make the same values again.
+    static const bool kReuseXa = env_int("SWIFT_RECOMPUTE_XA", 0) == 0;  // =1: the xa passes again (A/B)
+    a.rank_kept = kReuseXa;
+    mlp_forward(i, a, seed, true);
   } else if (!a.act.defined()) {
     a.act = act({T, F_r});
     ops::swiglu(a.gate, a.up, a.act);

@@ -254,11 +254,10 @@ class TrainableModel {
   // product's input (ops::linear_residual), an adapted one adds onto a copy of it.
   void linear_forward_residual(int64_t layer, LinearKind kind, const Tensor& x, const Tensor& residual, Tensor& y,
                                Activations& a, uint64_t dropout_seed, bool training) const;
-  // recompute: the selective recompute in the backward (gate's and up's xa kept from the forward are used again).
-  void mlp_forward(int64_t layer, Activations& a, uint64_t dropout_seed, bool training, bool recompute = false) const;
+  // The MLP's intermediates from a.h2; with a.rank_kept (a recompute) gate's and up's kept xa are used again.
+  void mlp_forward(int64_t layer, Activations& a, uint64_t dropout_seed, bool training) const;
   // Whether linear `kind` of `layer` is plain LoRA and `a` holds its xa (and on a GPU with dropout its keep bits) for
-  // `tokens` tokens from the forward: a recompute may then skip its xa pass (the selective MLP recompute; a
-  // checkpointed block's, Activations::rank_kept).
+  // `tokens` tokens: with Activations::rank_kept (a recompute) its xa pass is then skipped.
   bool rank_reusable(int64_t layer, LinearKind kind, const Activations& a, int64_t tokens, bool training) const;
   // Whether layer i's gate and up are both plain LoRA linears: their B products are then added in the swiglu's pass
   // (ops::swiglu_lora) instead of lora_linear's.

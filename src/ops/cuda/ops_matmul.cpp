@@ -421,13 +421,14 @@ void swiglu_lora(Tensor& gate, Tensor& up, const LoraBProduct& gate_b, const Lor
                                       factor_in_registers()));
 }
 
-// One pass for r 8 and one-pass shapes (the rank update reading the residual too), else add then the B product.
+// lora_linear's B product step, alone.
 void lora_b_product(Tensor& y, const LoraBProduct& bp, float scale) {
   if (bp.xa.size(1) == 0) return;
   DeviceRegion region("lora_linear.b_product", dev(y));
   add_b_product("lora_b_product", bp.xa, bp.b, scale, y, /*overwrite=*/false);
 }
 
+// One pass for r 8 and one-pass shapes (the rank update reading the residual too), else add then the B product.
 void add_lora_residual(Tensor& y, const Tensor& residual, const LoraBProduct& bp, float scale) {
   const char* op = "add_lora_residual";
   const int64_t n = y.size(0), m = y.size(1), r = bp.xa.size(1);
