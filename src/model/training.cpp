@@ -380,6 +380,28 @@ void TrainableModel::linear_forward(int64_t i, LinearKind kind, const Tensor& x,
   ops::lora_linear(x, L.w, L.bias, L.lora->a, L.lora->b, lora_.scale, d, y, xa, accumulate, b_product);
 }
 
+bool TrainableModel::shared_xa(int64_t i, std::initializer_list<LinearKind> kinds, const Tensor& x, Activations& a,
+                               uint64_t seed, bool training) const {
+  const Layer& l = layers_[static_cast<size_t>(i)];
+  const int64_t T = x.size(0);
+  bool kept = a.rank_kept;
+  for (LinearKind kind : kinds) {
+    const LoraLinear* lora = l.linears[static_cast<size_t>(kind)].lora;
+    if (lora == nullptr || lora->dora()) return false;
+    kept = kept && rank_reusable(i, kind, a, T, training);
+  }
+  if (kept) return true;
+  std::vector<ops::LoraSharedXa> jobs;
+  for (LinearKind kind : kinds) {
+    Tensor& xa = a.xa[static_cast<size_t>(kind)];
+    const Tensor& factor = l.linears[static_cast<size_t>(kind)].lora->a;
+    if (!xa.defined() || xa.size(0) != T) xa = stat({T, factor.size(0)});
+    jobs.push_back({factor, lora_dropout(i, kind, x, a, seed, training), xa});
+  }
+  ops::lora_xa_shared(x, jobs);
+  return true;
+}
+
 bool TrainableModel::rank_reusable(int64_t i, LinearKind kind, const Activations& a, int64_t T, bool training) const {
   const LoraLinear* lora = layers_[static_cast<size_t>(i)].linears[static_cast<size_t>(kind)].lora;
   if (lora == nullptr || lora->dora()) return false;
@@ -462,9 +484,13 @@ void TrainableModel::mlp_forward(int64_t i, Activations& a, uint64_t seed, bool 
   a.act = act({T, F_r});
   const bool folded = mlp_b_folded(i);  // the B products are added by the swiglu's pass
   const Layer& l = layers_[static_cast<size_t>(i)];
-  // A recompute (a.rank_kept) redoes the frozen products only: linear_forward uses the kept xa.
+  // A recompute (a.rank_kept) redoes the frozen products only: linear_forward uses the kept xa. Otherwise gate's and
+  // up's xa come from one pass over h2 (shared_xa), then their frozen products.
+  const bool was_kept = a.rank_kept;
+  if (shared_xa(i, {LinearKind::Gate, LinearKind::Up}, a.h2, a, seed, training)) a.rank_kept = true;
   linear_forward(i, LinearKind::Gate, a.h2, a.gate, false, a, seed, training, !folded);
   linear_forward(i, LinearKind::Up, a.h2, a.up, false, a, seed, training, !folded);
+  a.rank_kept = was_kept;
   if (!folded) return ops::swiglu(a.gate, a.up, a.act);
   auto b_product = [&](LinearKind kind) {
     return ops::LoraBProduct{a.xa[static_cast<size_t>(kind)], l.linears[static_cast<size_t>(kind)].lora->b};
@@ -510,9 +536,13 @@ void TrainableModel::layer_forward(int64_t i, const MicroBatch& b, const Tensor&
       ops::copy_columns(qkv, nq + nkv, v, 0, nkv);
     }
   } else {
+    // Plain LoRA q, k, v: their xa in one pass over h1, then each linear's frozen and B products (the kept-xa path).
+    const bool was_kept = a.rank_kept;
+    if (shared_xa(i, {LinearKind::Q, LinearKind::K, LinearKind::V}, a.h1, a, seed, training)) a.rank_kept = true;
     lin(LinearKind::Q, a.h1, q, false);
     lin(LinearKind::K, a.h1, k, false);
     lin(LinearKind::V, a.h1, v, false);
+    a.rank_kept = was_kept;
   }
   a.q = q;
   a.k = k;
@@ -619,6 +649,32 @@ void TrainableModel::layer_backward(int64_t i, const MicroBatch& b, Activations&
     ops::lora_linear_backward(dy, x, L.w, L.lora->a, L.lora->b, a.xa[static_cast<size_t>(kind)], lora_.scale, d, dx,
                               L.grad_a, L.grad_b, accumulate_dx);
   };
+  // Linears reading the same x (q, k, v; gate, up), their input gradients summed into dx (=): as lin_back in order, with
+  // the da passes over x shared (ops::lora_linear_backward_shared) when every one is plain LoRA.
+  auto lin_back_shared = [&](std::initializer_list<std::pair<LinearKind, const Tensor*>> parts, const Tensor& x,
+                             Tensor& dx) {
+    bool plain = true;
+    for (const auto& [kind, dy] : parts) {
+      const LoraLinear* lora = l.linears[static_cast<size_t>(kind)].lora;
+      plain = plain && lora != nullptr && !lora->dora();
+    }
+    if (!plain) {
+      bool accumulate = false;
+      for (const auto& [kind, dy] : parts) {
+        lin_back(kind, *dy, x, dx, accumulate);
+        accumulate = true;
+      }
+      return;
+    }
+    std::vector<ops::LoraSharedBackward> jobs;
+    for (const auto& [kind, dy] : parts) {
+      Linear& L = l.linears[static_cast<size_t>(kind)];
+      ops::Dropout d = dropout_for(seed, i, static_cast<int>(kind), true, T);
+      if (d.p > 0.0f) d.keep_bits = a.keep_bits[static_cast<size_t>(kind)];  // undefined on the CPU: drawn again
+      jobs.push_back({*dy, L.w, L.lora->a, L.lora->b, a.xa[static_cast<size_t>(kind)], d, L.grad_a, L.grad_b});
+    }
+    ops::lora_linear_backward_shared(x, jobs, lora_.scale, dx, false);
+  };
   // Tensor parallel: this rank's heads and units; the column-parallel input gradients are summed over the group.
   dist::Communicator* tp = parallel_.tp_size() > 1 ? parallel_.tensor : nullptr;
   const int64_t Hq_r = Hq / parallel_.tp_size(), Hkv_r = Hkv / parallel_.tp_size(), F_r = F / parallel_.tp_size();
@@ -653,8 +709,7 @@ void TrainableModel::layer_backward(int64_t i, const MicroBatch& b, Activations&
     a.gate = a.up = Tensor();
     norm_again(a.x_mid, l.post_norm, a.h2);
     d_h = act({T, C});
-    lin_back(LinearKind::Gate, d_act, a.h2, d_h, false);
-    lin_back(LinearKind::Up, d_up, a.h2, d_h, true);
+    lin_back_shared({{LinearKind::Gate, &d_act}, {LinearKind::Up, &d_up}}, a.h2, d_h);
     a.h2 = Tensor();
   }  // the MLP's intermediates and their gradients are free before the attention block's
   if (tp != nullptr) tp->all_reduce(d_h);
@@ -718,9 +773,7 @@ void TrainableModel::layer_backward(int64_t i, const MicroBatch& b, Activations&
     }
     ops::linear_backward(dqkv, a.h1, l.qkv16, d_h, l.qkv_grad, l.qkv_grad_bias, false, take_accumulate_dw_qkv(l));
   } else {
-    lin_back(LinearKind::Q, dq, a.h1, d_h, false);
-    lin_back(LinearKind::K, dk, a.h1, d_h, true);
-    lin_back(LinearKind::V, dv, a.h1, d_h, true);
+    lin_back_shared({{LinearKind::Q, &dq}, {LinearKind::K, &dk}, {LinearKind::V, &dv}}, a.h1, d_h);
   }
   if (tp != nullptr) tp->all_reduce(d_h);
   ops::rmsnorm_backward(d_h, a.x_in, l.input_norm, a.rstd1, d, l.grad_input_norm, /*accumulate_dx=*/true);

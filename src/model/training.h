@@ -254,6 +254,11 @@ class TrainableModel {
   // product's input (ops::linear_residual), an adapted one adds onto a copy of it.
   void linear_forward_residual(int64_t layer, LinearKind kind, const Tensor& x, const Tensor& residual, Tensor& y,
                                Activations& a, uint64_t dropout_seed, bool training) const;
+  // The xa passes of plain LoRA linears that read the same x (q, k, v; gate, up) in one op (ops::lora_xa_shared, one
+  // pass over x on CUDA), their keep bits with them; linear_forward then takes their kept-xa path (rank_kept). False
+  // (nothing done) unless every kind is plain LoRA; true with nothing to do where a recompute kept them all.
+  bool shared_xa(int64_t layer, std::initializer_list<LinearKind> kinds, const Tensor& x, Activations& a,
+                 uint64_t dropout_seed, bool training) const;
   // The MLP's intermediates from a.h2; with a.rank_kept (a recompute) gate's and up's kept xa are used again.
   void mlp_forward(int64_t layer, Activations& a, uint64_t dropout_seed, bool training) const;
   // Whether linear `kind` of `layer` is plain LoRA and `a` holds its xa (and on a GPU with dropout its keep bits) for

@@ -34,6 +34,11 @@ void require_writable(const char* op, std::initializer_list<const Tensor*> outpu
     if (t->defined()) t->check_writable(op);
   }
 }
+void require_writable(const char* op, const std::vector<const Tensor*>& outputs) {
+  for (const Tensor* t : outputs) {
+    if (t->defined()) t->check_writable(op);
+  }
+}
 
 // Runs `cpu_kernel` for CPU tensors and `cuda_kernel` for CUDA tensors (with the device made current).
 template <typename CpuFn, typename CudaFn>
@@ -304,6 +309,29 @@ void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, co
            detail::check_lora_linear_backward(dy, x, w, a, b, xa, scale, dropout, dx, da, db, accumulate_dx),
            [&] { cpu::lora_linear_backward(dy, x, w, a, b, xa, scale, dropout, dx, da, db, accumulate_dx); },
            [&] { cuda::lora_linear_backward(dy, x, w, a, b, xa, scale, dropout, dx, da, db, accumulate_dx); });
+}
+
+void lora_xa_shared(const Tensor& x, const std::vector<LoraSharedXa>& jobs) {
+  if (jobs.empty()) return;
+  std::vector<const Tensor*> outs;
+  for (const LoraSharedXa& job : jobs) outs.push_back(&job.xa);
+  require_writable("lora_xa_shared", outs);
+  dispatch("lora_xa_shared", detail::check_lora_xa_shared(x, jobs), [&] { cpu::lora_xa_shared(x, jobs); },
+           [&] { cuda::lora_xa_shared(x, jobs); });
+}
+
+void lora_linear_backward_shared(const Tensor& x, const std::vector<LoraSharedBackward>& jobs, float scale, Tensor& dx,
+                                 bool accumulate_dx) {
+  if (jobs.empty()) return;
+  std::vector<const Tensor*> outs = {&dx};
+  for (const LoraSharedBackward& job : jobs) {
+    if (job.da.defined()) outs.push_back(&job.da);
+    if (job.db.defined()) outs.push_back(&job.db);
+  }
+  require_writable("lora_linear_backward_shared", outs);
+  dispatch("lora_linear_backward_shared", detail::check_lora_linear_backward_shared(x, jobs, scale, dx),
+           [&] { cpu::lora_linear_backward_shared(x, jobs, scale, dx, accumulate_dx); },
+           [&] { cuda::lora_linear_backward_shared(x, jobs, scale, dx, accumulate_dx); });
 }
 
 CrossEntropyStats cross_entropy(const Tensor& hidden, const Tensor& head, const Tensor& labels, float grad_scale,

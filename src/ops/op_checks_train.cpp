@@ -11,6 +11,8 @@
 
 #include "ops/op_checks.h"
 
+#include <fmt/format.h>
+
 namespace swift::ops::detail {
 
 namespace {
@@ -259,6 +261,41 @@ Device check_lora_xa(const Tensor& x, const Tensor& a, const Dropout& dropout, c
   check_lora_xa_operands(op, x, a, xa, dropout);
   require_disjoint(op, "xa", xa, {{"x", &x}, {"a", &a}});
   return common_device(op, {&x, &a, &xa, &dropout.keep_bits});
+}
+
+Device check_lora_xa_shared(const Tensor& x, const std::vector<LoraSharedXa>& jobs) {
+  const char* op = "lora_xa_shared";
+  Device device = x.device();
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    const std::string job = fmt::format("{} job {}", op, j);
+    const Device d = checked_as(job.c_str(), [&] { return check_lora_xa(x, jobs[j].a, jobs[j].dropout, jobs[j].xa); });
+    if (d != device) fail("{}: on {}, x on {}", job, d.str(), device.str());
+    for (size_t i = 0; i < j; ++i) {
+      if (overlaps(jobs[j].xa, jobs[i].xa)) fail("{}: xa overlaps job {}'s xa", job, i);
+    }
+  }
+  return device;
+}
+
+Device check_lora_linear_backward_shared(const Tensor& x, const std::vector<LoraSharedBackward>& jobs, float scale,
+                                         const Tensor& dx) {
+  const char* op = "lora_linear_backward_shared";
+  require_defined(op, "dx", dx);
+  Device device = x.device();
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    const LoraSharedBackward& b = jobs[j];
+    const std::string job = fmt::format("{} job {}", op, j);
+    const Device d = checked_as(job.c_str(), [&] {
+      return check_lora_linear_backward(b.dy, x, b.w, b.a, b.b, b.xa, scale, b.dropout, dx, b.da, b.db, j > 0);
+    });
+    if (d != device) fail("{}: on {}, x on {}", job, d.str(), device.str());
+    for (size_t i = 0; i < j; ++i) {
+      for (const Tensor* t : {&b.da, &b.db}) {
+        if (overlaps(*t, jobs[i].da) || overlaps(*t, jobs[i].db)) fail("{}: da / db overlap job {}'s", job, i);
+      }
+    }
+  }
+  return device;
 }
 
 Device check_lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& a,

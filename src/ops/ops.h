@@ -284,6 +284,25 @@ void lora_b_product(Tensor& y, const LoraBProduct& bp, float scale);
 void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b,
                           const Tensor& xa, float scale, const Dropout& dropout, Tensor& dx, Tensor& da, Tensor& db,
                           bool accumulate_dx = false);
+// Several LoRA linears that read the same input x (a layer's q, k and v, or its gate and up), with the passes over x
+// shared where the backend can: on CUDA the xa passes, and the backward's da passes, of up to 3 linears run as one
+// launch whose blocks read x together. The same bits as the single ops called in order.
+struct LoraSharedXa {
+  Tensor a;         // (r, K) F32
+  Dropout dropout;  // a defined keep_bits is written as lora_xa writes it
+  Tensor xa;        // (N, r) F32, written
+};
+// lora_xa(x, a, dropout, xa) for each job.
+void lora_xa_shared(const Tensor& x, const std::vector<LoraSharedXa>& jobs);
+struct LoraSharedBackward {
+  Tensor dy, w, a, b, xa;  // as lora_linear_backward's
+  Dropout dropout;
+  Tensor da, db;           // += as lora_linear_backward's, or undefined
+};
+// lora_linear_backward for each job in order, their input gradients summed into dx (defined): the first job writes dx
+// (with accumulate_dx: adds onto it), the others add.
+void lora_linear_backward_shared(const Tensor& x, const std::vector<LoraSharedBackward>& jobs, float scale, Tensor& dx,
+                                 bool accumulate_dx = false);
 
 // ---- LM head + cross-entropy, chunked over tokens and vocabulary -----------------------------------------------
 // Logits z = hidden head^T are computed per block of (token_block valid tokens) x (vocab_block rows of head)

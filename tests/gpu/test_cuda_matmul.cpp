@@ -749,6 +749,99 @@ TEST(OpsCudaMatmul, LoraFactorInRegistersIsTheSharedMemoryForm) {
 }
 
 // Worst relative-norm errors seen above (runs after them: tests run in definition order).
+// lora_xa_shared / lora_linear_backward_shared (several LoRA linears over one x: the xa and da passes of 2 or 3 in
+// one launch, lora.cu launch_lora_xa_group / launch_lora_da_group) against the single ops called in order: the same
+// bits for xa, the keep bits, dx (summed over the jobs), da and db; with a dropout (each job its own seed and keep-bits
+// cache, as the training step) and without; BF16 (the tensor-core x passes, grouped) and F32 (the CUDA-core kernels,
+// one launch each); output widths of a layer's q, k, v (one wide, two narrow) and gate, up; odd rows, one and several
+// 256-column tiles.
+TEST(OpsCudaMatmul, LoraSharedXPassesAreTheSingleOps) {
+  ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
+  struct Case { int64_t n, k; std::vector<int64_t> ms; };
+  const Case cases[] = {{4100, 264, {40, 8, 8}}, {333, 3592, {24, 16}}, {77, 520, {264, 24, 8}}, {1, 16, {16, 8}},
+                        {2050, 3584, {3584, 512, 512}}};
+  uint32_t seed = 14100;
+  const float scale = 4.0f;
+  for (const Case& cs : cases) {
+    for (DType act : {DType::BF16, DType::F32}) {
+      for (float p : {0.0f, 0.1f}) {
+        SCOPED_TRACE(fmt::format("N={} K={} jobs={} act={} p={}", cs.n, cs.k, cs.ms.size(), name(act), p));
+        const Input x = make_input({cs.n, cs.k}, act, ++seed);
+        struct Job { Input w, a, b, dy; Tensor da0, db0; uint64_t seed; };
+        std::vector<Job> jobs;
+        for (int64_t m : cs.ms) {
+          jobs.push_back({make_weight({m, cs.k}, DType::BF16, ++seed), make_weight({8, cs.k}, DType::F32, ++seed, -0.5f, 0.5f),
+                          make_weight({m, 8}, DType::F32, ++seed, -0.5f, 0.5f), make_input({cs.n, m}, act, ++seed),
+                          random_tensor({8, cs.k}, DType::F32, ++seed), random_tensor({m, 8}, DType::F32, ++seed),
+                          0xC0DEull + seed});
+        }
+        auto dropout_of = [&](const Job& j) {
+          ops::Dropout d{p, j.seed};
+          if (p > 0.0f) d.keep_bits = Tensor::zeros({cs.n, cs.k / 8}, DType::U8).to(Device::cuda());
+          return d;
+        };
+        struct Run { std::vector<Tensor> xa, bits, da, db; Tensor dx; };
+        auto run = [&](bool shared) {
+          Run out;
+          std::vector<ops::Dropout> drops;
+          std::vector<DeviceOut> xas, das, dbs;
+          xas.reserve(jobs.size());
+          das.reserve(jobs.size());
+          dbs.reserve(jobs.size());
+          for (const Job& j : jobs) {
+            drops.push_back(dropout_of(j));
+            xas.emplace_back(Shape{cs.n, 8}, DType::F32);
+          }
+          if (shared) {
+            std::vector<ops::LoraSharedXa> xa_jobs;
+            for (size_t j = 0; j < jobs.size(); ++j) xa_jobs.push_back({jobs[j].a.dev, drops[j], xas[j].tensor});
+            ops::lora_xa_shared(x.dev, xa_jobs);
+          } else {
+            for (size_t j = 0; j < jobs.size(); ++j) ops::lora_xa(x.dev, jobs[j].a.dev, drops[j], xas[j].tensor);
+          }
+          DeviceOut dx({cs.n, cs.k}, act);
+          for (const Job& j : jobs) {
+            das.emplace_back(Shape{8, cs.k}, DType::F32);
+            dbs.emplace_back(Shape{j.w.dev.size(0), 8}, DType::F32);
+            das.back().set(j.da0);
+            dbs.back().set(j.db0);
+          }
+          if (shared) {
+            std::vector<ops::LoraSharedBackward> back;
+            for (size_t j = 0; j < jobs.size(); ++j) {
+              back.push_back({jobs[j].dy.dev, jobs[j].w.dev, jobs[j].a.dev, jobs[j].b.dev, xas[j].tensor, drops[j],
+                              das[j].tensor, dbs[j].tensor});
+            }
+            ops::lora_linear_backward_shared(x.dev, back, scale, dx.tensor);
+          } else {
+            for (size_t j = 0; j < jobs.size(); ++j) {
+              ops::lora_linear_backward(jobs[j].dy.dev, x.dev, jobs[j].w.dev, jobs[j].a.dev, jobs[j].b.dev,
+                                        xas[j].tensor, scale, drops[j], dx.tensor, das[j].tensor, dbs[j].tensor, j > 0);
+            }
+          }
+          for (size_t j = 0; j < jobs.size(); ++j) {
+            out.xa.push_back(xas[j].fetch());
+            out.bits.push_back(p > 0.0f ? drops[j].keep_bits.to(Device::cpu()) : Tensor());
+            out.da.push_back(das[j].fetch());
+            out.db.push_back(dbs[j].fetch());
+          }
+          out.dx = dx.fetch();
+          return out;
+        };
+        const Run single = run(false), shared = run(true);
+        for (size_t j = 0; j < jobs.size(); ++j) {
+          SCOPED_TRACE(fmt::format("job {}", j));
+          expect_bit_equal(shared.xa[j], single.xa[j], "xa");
+          if (p > 0.0f) expect_bit_equal(shared.bits[j], single.bits[j], "keep bits");
+          expect_bit_equal(shared.da[j], single.da[j], "da");
+          expect_bit_equal(shared.db[j], single.db[j], "db");
+        }
+        expect_bit_equal(shared.dx, single.dx, "dx");
+      }
+    }
+  }
+}
+
 TEST(OpsCudaMatmul, Summary) {
   std::printf("%-44s %s\n", "op activation-dtype output", "worst ||out-ref||/||ref||");
   for (const auto& [key, err] : worst_errors()) std::printf("%-44s %.3e\n", key.c_str(), err);

@@ -340,6 +340,64 @@ TEST(OpsLora, BProductAloneIsLoraLinearsY) {
   EXPECT_TRUE(throws_error([&] { ops::lora_b_product(y, bad, 1.0f); }, {"lora_b_product", "(M, r)"}));
 }
 
+// The ops over several linears sharing x (lora_xa_shared, lora_linear_backward_shared) are the single ops in order:
+// the same xa, dx (summed over the jobs, onto dx with accumulate_dx), da and db bits; bad jobs are named.
+TEST(OpsLora, SharedXPassesAreTheSingleOps) {
+  uint32_t seed = 6900;
+  const int64_t n = 33, k = 40;
+  const std::vector<int64_t> widths = {24, 8, 8};
+  const Tensor x = random_tensor({n, k}, DType::F32, ++seed);
+  for (bool accumulate : {false, true}) {
+    SCOPED_TRACE(::testing::Message() << "accumulate_dx=" << accumulate);
+    std::vector<Tensor> ws, as, bs, dys;
+    std::vector<ops::Dropout> drops;
+    for (int64_t m : widths) {
+      ws.push_back(random_tensor({m, k}, DType::F32, ++seed));
+      as.push_back(random_tensor({3, k}, DType::F32, ++seed));
+      bs.push_back(random_tensor({m, 3}, DType::F32, ++seed));
+      dys.push_back(random_tensor({n, m}, DType::F32, ++seed));
+      drops.push_back({0.2f, 70 + seed});
+    }
+    const Tensor dx0 = random_tensor({n, k}, DType::F32, ++seed);
+    std::vector<Tensor> xa_one, xa_shared, da_one, da_shared, db_one, db_shared;
+    std::vector<ops::LoraSharedXa> xa_jobs;
+    std::vector<ops::LoraSharedBackward> back_jobs;
+    Tensor dx_one = dx0.clone(), dx_shared = dx0.clone();
+    for (size_t j = 0; j < widths.size(); ++j) {
+      xa_one.push_back(Tensor::zeros({n, 3}, DType::F32));
+      xa_shared.push_back(Tensor::zeros({n, 3}, DType::F32));
+      const Tensor da0 = random_tensor({3, k}, DType::F32, ++seed), db0 = random_tensor({widths[j], 3}, DType::F32, ++seed);
+      da_one.push_back(da0.clone());
+      da_shared.push_back(da0.clone());
+      db_one.push_back(db0.clone());
+      db_shared.push_back(db0.clone());
+      ops::lora_xa(x, as[j], drops[j], xa_one[j]);
+      xa_jobs.push_back({as[j], drops[j], xa_shared[j]});
+      ops::lora_linear_backward(dys[j], x, ws[j], as[j], bs[j], xa_one[j], 0.5f, drops[j], dx_one, da_one[j],
+                                db_one[j], j > 0 || accumulate);
+      back_jobs.push_back({dys[j], ws[j], as[j], bs[j], xa_shared[j], drops[j], da_shared[j], db_shared[j]});
+    }
+    ops::lora_xa_shared(x, xa_jobs);
+    ops::lora_linear_backward_shared(x, back_jobs, 0.5f, dx_shared, accumulate);
+    for (size_t j = 0; j < widths.size(); ++j) {
+      EXPECT_TRUE(bit_equal(xa_shared[j], xa_one[j])) << "xa of job " << j;
+      EXPECT_TRUE(bit_equal(da_shared[j], da_one[j])) << "da of job " << j;
+      EXPECT_TRUE(bit_equal(db_shared[j], db_one[j])) << "db of job " << j;
+    }
+    EXPECT_TRUE(bit_equal(dx_shared, dx_one));
+  }
+  // A bad job is named; two jobs writing one xa are refused.
+  Tensor xa = Tensor::zeros({n, 3}, DType::F32);
+  const Tensor a = random_tensor({3, k}, DType::F32, ++seed), a_wide = random_tensor({3, k + 1}, DType::F32, ++seed);
+  EXPECT_TRUE(throws_error([&] { ops::lora_xa_shared(x, {{a, {}, xa}, {a_wide, {}, Tensor::zeros({n, 3}, DType::F32)}}); },
+                           {"lora_xa_shared job 1", "lora_xa"}));
+  EXPECT_TRUE(throws_error([&] { ops::lora_xa_shared(x, {{a, {}, xa}, {a, {}, xa}}); },
+                           {"lora_xa_shared job 1", "overlaps job 0"}));
+  Tensor dx;
+  EXPECT_TRUE(throws_error([&] { ops::lora_linear_backward_shared(x, {{}}, 1.0f, dx); },
+                           {"lora_linear_backward_shared", "dx"}));
+}
+
 TEST(OpsLoraFd, ZeroBGivesTheBaseLinearAndRecomputeGivesTheSameMask) {
   Margin margin;
   const int64_t n = 37, k = 45, m = 29, r = 4;

@@ -59,6 +59,9 @@ void lora_b_product(Tensor& y, const LoraBProduct& bp, float scale);
 void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b,
                           const Tensor& xa, float scale, const Dropout& dropout, Tensor& dx, Tensor& da, Tensor& db,
                           bool accumulate_dx);
+void lora_xa_shared(const Tensor& x, const std::vector<LoraSharedXa>& jobs);
+void lora_linear_backward_shared(const Tensor& x, const std::vector<LoraSharedBackward>& jobs, float scale, Tensor& dx,
+                                 bool accumulate_dx);
 CrossEntropyStats cross_entropy(const Tensor& hidden, const Tensor& head, const Tensor& labels, float grad_scale,
                                 Tensor& dhidden, Tensor& dhead, const CrossEntropyOptions& options);
 void token_logprobs(const Tensor& hidden, const Tensor& head, const Tensor& labels, Tensor& logp,

@@ -323,4 +323,22 @@ void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, co
   }
 }
 
+// The single ops in order (the CPU has no pass over x to share).
+void lora_xa_shared(const Tensor& x, const std::vector<LoraSharedXa>& jobs) {
+  for (const LoraSharedXa& job : jobs) {
+    Tensor xa = job.xa;
+    cpu::lora_xa(x, job.a, job.dropout, xa);
+  }
+}
+
+void lora_linear_backward_shared(const Tensor& x, const std::vector<LoraSharedBackward>& jobs, float scale, Tensor& dx,
+                                 bool accumulate_dx) {
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    const LoraSharedBackward& job = jobs[j];
+    Tensor da = job.da, db = job.db;
+    cpu::lora_linear_backward(job.dy, x, job.w, job.a, job.b, job.xa, scale, job.dropout, dx, da, db,
+                              j == 0 ? accumulate_dx : true);
+  }
+}
+
 }  // namespace swift::ops::cpu

@@ -84,6 +84,9 @@ void lora_b_product(Tensor& y, const LoraBProduct& bp, float scale);
 void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b,
                           const Tensor& xa, float scale, const Dropout& dropout, Tensor& dx, Tensor& da, Tensor& db,
                           bool accumulate_dx);
+void lora_xa_shared(const Tensor& x, const std::vector<LoraSharedXa>& jobs);
+void lora_linear_backward_shared(const Tensor& x, const std::vector<LoraSharedBackward>& jobs, float scale, Tensor& dx,
+                                 bool accumulate_dx);
 // SWIFT_LORA_B_FIRST=1 (read once, off by default): lora_linear without accumulate writes the B product first and the
 // frozen product adds onto it (ops_matmul.cpp). set_lora_b_first overrides it for the process (tests).
 bool lora_b_first();
@@ -116,6 +119,11 @@ void set_rope_qkv_fused(bool on);
 // the CUDA-core kernels. On unless SWIFT_LORA_X_MMA=0 (A/B measurements); set_lora_x_mma overrides it (tests).
 bool lora_x_mma();
 void set_lora_x_mma(bool on);
+// lora_xa_shared / lora_linear_backward_shared run the xa and da passes of 2 or 3 linears over the same x in one
+// launch (lora.cu launch_lora_xa_group / launch_lora_da_group; the same bits). On unless SWIFT_LORA_SHARED_X=0 (A/B:
+// one launch each); set_lora_shared_x_passes overrides it (tests).
+bool lora_shared_x_passes();
+void set_lora_shared_x_passes(bool on);
 // The r 8 rank updates (dx term, B products, add_lora_residual) and swiglu_lora with each lane's columns of the
 // factor in registers and the rows through a cp.async ring (lora_ring.cu) instead of the factor read from shared
 // memory per element (lora.cu): the same bits. On unless SWIFT_LORA_FACTOR_REGS=0; set_lora_factor_in_registers

@@ -45,6 +45,26 @@ cudaError_t launch_lora_xa(const void* x, int x_dtype, const float* a, int64_t n
                            uint32_t threshold, float keep_scale, const DropoutMap& map, float* part, float* xa,
                            uint8_t* keep_bits, cudaStream_t stream, const LoraKernelConfig& config = {});
 
+// Several LoRA linears reading the same x (a layer's q, k, v; gate, up): the xa / da passes of up to kLoraMaxXJobs
+// of them in one launch, each job's blocks next to the others' on the same rows and columns of x (the later reads hit
+// L2). Per job: its factor (xa: a (r, k); da: g (n, r)), dropout seed, keep bits (xa: stored if non-null; da: read
+// if non-null), partial buffer (as the single launcher's) and output (xa (n, r) = ; da (r, k) +=). The threshold,
+// keep_scale, map and scale are the group's. Every job's result has the bits of the single launcher's.
+constexpr int kLoraMaxXJobs = 3;
+struct LoraXJob {
+  const float* f = nullptr;
+  uint64_t seed = 0;
+  uint8_t* keep_bits = nullptr;
+  float* part = nullptr;
+  float* out = nullptr;
+};
+cudaError_t launch_lora_xa_group(const void* x, int x_dtype, int64_t n, int64_t k, int r, uint32_t threshold,
+                                 float keep_scale, const DropoutMap& map, const LoraXJob* jobs, int count,
+                                 cudaStream_t stream, const LoraKernelConfig& config = {});
+cudaError_t launch_lora_da_group(const void* x, int x_dtype, int64_t n, int64_t k, int r, float scale,
+                                 uint32_t threshold, float keep_scale, const DropoutMap& map, const LoraXJob* jobs,
+                                 int count, cudaStream_t stream, const LoraKernelConfig& config = {});
+
 // y (n, k) += scale * multiplier * (g F) in one read and write of y; g: (n, r) F32; F = f as (r, k), or
 // f_transposed: f stored (k, r) (LoRA's b for the forward's B product). The multipliers come from keep_bits (the
 // forward's cache of the same mask) when it is non-null, else from the generator. overwrite: y = that product, y is

@@ -3,6 +3,9 @@
 //   y += scale * mult * (g F)      (forward's B product with F = b^T, no dropout; backward's dx term with F = a)
 //   da += scale * g^T dropout(x)   (backward: one read of x)
 //   g = dy b, db += scale dy^T xa  (backward, r 8, BF16: one read of dy for both, on tensor cores)
+// The tensor-core x passes (xa, da) also take up to 3 jobs over one x in one launch (a layer's q, k, v; gate, up):
+// job j's blocks sit next to the other jobs' on the same rows and columns (blockIdx.x = column tile * jobs + j), so
+// the later reads of x come from L2; each job's work is the single launch's (the same bits).
 // The r 8 rank updates and the swiglu-folded B products run by default in lora_ring.cu (the factor in registers, the
 // rows through a cp.async ring); their shared-memory forms here serve r 16, the non-default work shapes,
 // SWIFT_LORA_FACTOR_REGS=0 and cached keep bits with k % 32 != 0.
@@ -582,7 +585,7 @@ using StreamStage = uint4[kDyStepRows][kDyPieces];  // one chunk: 2 KB
 constexpr int kStages = 4;                          // buffers per warp
 constexpr int kStagingBytes = kWarps * kStages * static_cast<int>(sizeof(StreamStage));  // 64 KB per block
 
-// The warp's work in its block and its stream of chunks. The block takes column tile blockIdx.x (kDyTileCols wide from
+// The warp's work in its block and its stream of chunks. The block takes column tile col_tile (kDyTileCols wide from
 // c0) and row block blockIdx.y (rows_per_block rows), warp w its 16-row steps w, w + 8, ... (`steps` of them, from
 // first_row). Item = step * kDyChunks + chunk covers the step's rows and columns c0 + chunk * kDyChunkCols (64) of
 // src (n, m). Piece p = lane + 32 i (i < 4) of a chunk, its row p / 8 = lane / 8 + 4 i and 16-byte piece
@@ -601,10 +604,10 @@ struct ChunkStream {
 
   // smem: the block's dynamic shared memory (kStagingBytes).
   __device__ __forceinline__ ChunkStream(uint4* smem, const __nv_bfloat16* src, int64_t n, int64_t m_,
-                                         int64_t rows_per_block)
+                                         int64_t rows_per_block, int64_t col_tile)
       : m(m_) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    c0 = static_cast<int64_t>(blockIdx.x) * kDyTileCols;
+    c0 = col_tile * kDyTileCols;
     const int64_t block_row0 = static_cast<int64_t>(blockIdx.y) * rows_per_block;
     const int64_t block_row1 = block_row0 + rows_per_block < n ? block_row0 + rows_per_block : n;
     first_row = block_row0 + warp * kDyStepRows;
@@ -650,6 +653,16 @@ struct ChunkStream {
   __device__ __forceinline__ static void wait() { attn::cp_async_wait<kStages - 2>(); }
 };
 
+// The jobs of one x pass launch (launch_lora_xa_group / launch_lora_da_group): per job its factor, seed, keep bits (xa
+// drawing: stored there if non-null; otherwise read from there if non-null) and output (partials or the result).
+struct XJobs {
+  const float* f[kLoraMaxXJobs];
+  uint64_t seed[kLoraMaxXJobs];
+  uint8_t* keep_bits[kLoraMaxXJobs];
+  float* out[kLoraMaxXJobs];
+  int count;
+};
+
 // kXa: out = xa's column-tile partials (part[tile][row][rr], or xa itself with one tile), f = a (8, k).
 // !kXa: out = da's row-block partials part[row block][rr][c], f = g (n, 8).
 // The dropout (threshold != 0): drawn with kDraw (xa: stored into keep_bits_out when given), else read from
@@ -661,14 +674,20 @@ struct ChunkStream {
 // chunk's 4 k-tiles in order (ldmatrix, mma with the three bf16 terms of the factor).
 template <bool kXa, bool kDraw>
 __global__ void __launch_bounds__(kThreads, 2)
-    lora_x_mma_kernel(const __nv_bfloat16* __restrict__ x, const float* __restrict__ f, int64_t n, int64_t k,
-                      int64_t rows_per_block, uint64_t seed, uint32_t threshold, float keep_scale, DropoutMap map,
-                      const uint8_t* __restrict__ keep_bits_in, uint8_t* __restrict__ keep_bits_out,
-                      float* __restrict__ out) {
+    lora_x_mma_kernel(const __nv_bfloat16* __restrict__ x, int64_t n, int64_t k, int64_t rows_per_block,
+                      uint32_t threshold, float keep_scale, DropoutMap map, const XJobs jobs) {
   __shared__ uint32_t sbf[kXa ? 3 : 1][kXa ? kDyKTiles : 1][32][2];  // xa: a's B fragments, three terms
   extern __shared__ __align__(16) uint4 stream_smem[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane / 4, tid = lane % 4;
-  const ChunkStream cs(stream_smem, x, n, k, rows_per_block);
+  // The group's jobs side by side along x: blocks job, job + 1, .. of one column tile run together (L2 reuse of x).
+  const int job = static_cast<int>(blockIdx.x % static_cast<unsigned>(jobs.count));
+  const int64_t col_tile = blockIdx.x / static_cast<unsigned>(jobs.count);
+  const float* __restrict__ f = jobs.f[job];
+  const uint64_t seed = jobs.seed[job];
+  const uint8_t* __restrict__ keep_bits_in = kDraw ? nullptr : jobs.keep_bits[job];
+  uint8_t* __restrict__ keep_bits_out = kDraw ? jobs.keep_bits[job] : nullptr;
+  float* __restrict__ out = jobs.out[job];
+  const ChunkStream cs(stream_smem, x, n, k, rows_per_block, col_tile);
   const int64_t c0 = cs.c0, first_row = cs.first_row;
   const int steps = cs.steps;
   cs.start();  // in flight while a's fragments are staged
@@ -795,7 +814,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       }
     }
     if constexpr (kXa) {  // rows r0 + gid (+ 8), ranks 2 tid, 2 tid + 1
-      float* dst = tiles > 1 ? out + static_cast<int64_t>(blockIdx.x) * n * 8 : out;
+      float* dst = tiles > 1 ? out + col_tile * n * 8 : out;
       const int64_t ra = r0 + gid, rb = r0 + gid + 8;
       if (ra < n) {
         *reinterpret_cast<float2*>(dst + ra * 8 + 2 * tid) = make_float2(cxa[0] * out_scale, cxa[1] * out_scale);
@@ -829,7 +848,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   __shared__ uint32_t sbg[kDyKTiles][32][2];  // g's B fragments of the tile's 16 k-tiles, per lane
   extern __shared__ __align__(16) uint4 stream_smem[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane / 4, tid = lane % 4;
-  const ChunkStream cs(stream_smem, dy, n, m, rows_per_block);
+  const ChunkStream cs(stream_smem, dy, n, m, rows_per_block, blockIdx.x);
   const int64_t c0 = cs.c0, first_row = cs.first_row;
   const int steps = cs.steps;
   cs.start();
@@ -1060,6 +1079,25 @@ __global__ void lora_da_reduce_kernel(const float* part, int64_t slices, int64_t
   }
 }
 
+// The grouped launches' reductions, job blockIdx.y: out = the sum (as sum_splits_kernel), or with accumulate
+// out += scale * the sum (as lora_da_reduce_kernel).
+struct PartSums {
+  const float* part[kLoraMaxXJobs];
+  float* out[kLoraMaxXJobs];
+};
+__global__ void sum_parts_group_kernel(PartSums sums, int64_t parts, int64_t count, float scale, bool accumulate) {
+  const float* part = sums.part[blockIdx.y];
+  float* out = sums.out[blockIdx.y];
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    if (accumulate) {
+      out[i] += scale * sum_parts_in_order(part + i, parts, count);
+    } else {
+      out[i] = sum_parts_in_order(part + i, parts, count);
+    }
+  }
+}
+
 unsigned blocks_for(int64_t work, int threads) {
   const int64_t b = (work + threads - 1) / threads;
   return static_cast<unsigned>(b < 1 ? 1 : (b < 65535 ? b : 65535));
@@ -1121,21 +1159,68 @@ bool launch_rows_variant(int j, Launch&& launch) {
 
 }  // namespace
 
+namespace {
+// The tensor-core x pass of a group (x_pass_on_tensor_cores holds): one launch over the jobs' blocks, then one
+// launch of their reductions when there are several partials (xa: column tiles; da: row blocks).
+template <bool kXa, bool kDraw>
+cudaError_t launch_x_mma_group(const void* x, int64_t n, int64_t k, uint32_t threshold, float keep_scale,
+                               const DropoutMap& map, const LoraXJob* jobs, int count, float sum_scale,
+                               cudaStream_t stream) {
+  const int64_t tiles = (k + kDyTileCols - 1) / kDyTileCols, rows = dy_rows_per_block(n, k);
+  const int64_t row_blocks = (n + rows - 1) / rows;
+  const bool partials = kXa ? tiles > 1 : true;
+  XJobs xj{};
+  PartSums sums{};
+  xj.count = count;
+  for (int j = 0; j < count; ++j) {
+    xj.f[j] = jobs[j].f;
+    xj.seed[j] = jobs[j].seed;
+    xj.keep_bits[j] = jobs[j].keep_bits;
+    xj.out[j] = partials ? jobs[j].part : jobs[j].out;
+    sums.part[j] = jobs[j].part;
+    sums.out[j] = jobs[j].out;
+  }
+  const dim3 grid(static_cast<unsigned>(tiles * count), static_cast<unsigned>(row_blocks));
+  const cudaError_t status = launch_staged<lora_x_mma_kernel<kXa, kDraw>>(
+      grid, stream, static_cast<const __nv_bfloat16*>(x), n, k, rows, threshold, keep_scale, map, xj);
+  if (status != cudaSuccess || !partials) return status;
+  const int64_t count_each = kXa ? n * 8 : 8 * k;
+  const dim3 sum_grid(blocks_for(count_each, 256), static_cast<unsigned>(count));
+  sum_parts_group_kernel<<<sum_grid, 256, 0, stream>>>(sums, kXa ? tiles : row_blocks, count_each, sum_scale, !kXa);
+  return cudaGetLastError();
+}
+}  // namespace
+
+cudaError_t launch_lora_xa_group(const void* x, int x_dtype, int64_t n, int64_t k, int r, uint32_t threshold,
+                                 float keep_scale, const DropoutMap& map, const LoraXJob* jobs, int count,
+                                 cudaStream_t stream, const LoraKernelConfig& config) {
+  if (count < 1 || count > kLoraMaxXJobs) return cudaErrorInvalidValue;
+  if (n <= 0) return cudaSuccess;
+  if (!lora_fast_shape(k, r) || !activation_code(x_dtype) || !grid_fits(n, k)) return cudaErrorInvalidValue;
+  if (x_pass_on_tensor_cores(x_dtype, r, config, threshold != 0, map, k) && config.xa_rows == 0) {
+    return launch_x_mma_group<true, true>(x, n, k, threshold, keep_scale, map, jobs, count, 1.0f, stream);
+  }
+  for (int j = 0; j < count; ++j) {  // the CUDA-core kernels: one launch each
+    const cudaError_t status = launch_lora_xa(x, x_dtype, jobs[j].f, n, k, r, jobs[j].seed, threshold, keep_scale, map,
+                                              jobs[j].part, jobs[j].out, jobs[j].keep_bits, stream, config);
+    if (status != cudaSuccess) return status;
+  }
+  return cudaSuccess;
+}
+
 cudaError_t launch_lora_xa(const void* x, int x_dtype, const float* a, int64_t n, int64_t k, int r, uint64_t seed,
                            uint32_t threshold, float keep_scale, const DropoutMap& map, float* part, float* xa,
                            uint8_t* keep_bits, cudaStream_t stream, const LoraKernelConfig& config) {
   if (n <= 0) return cudaSuccess;
   if (!lora_fast_shape(k, r) || !activation_code(x_dtype) || !grid_fits(n, k)) return cudaErrorInvalidValue;
   if (x_pass_on_tensor_cores(x_dtype, r, config, threshold != 0, map, k) && config.xa_rows == 0) {
-    const int64_t tiles = (k + kDyTileCols - 1) / kDyTileCols, rows = dy_rows_per_block(n, k);
-    const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>((n + rows - 1) / rows));
-    const uint8_t* no_bits = nullptr;
-    const cudaError_t status = launch_staged<lora_x_mma_kernel<true, true>>(
-        grid, stream, static_cast<const __nv_bfloat16*>(x), a, n, k, rows, seed, threshold, keep_scale, map, no_bits,
-        keep_bits, tiles == 1 ? xa : part);
-    if (status != cudaSuccess || tiles == 1) return status;
-    sum_splits_kernel<<<blocks_for(n * r, 256), 256, 0, stream>>>(part, tiles, n * r, xa);
-    return cudaGetLastError();
+    LoraXJob job;
+    job.f = a;
+    job.seed = seed;
+    job.keep_bits = keep_bits;
+    job.part = part;
+    job.out = xa;
+    return launch_lora_xa_group(x, x_dtype, n, k, r, threshold, keep_scale, map, &job, 1, stream, config);
   }
   const int64_t splits = (k + kTileCols - 1) / kTileCols;
   float* out = splits == 1 ? xa : part;
@@ -1226,6 +1311,30 @@ int64_t lora_da_slices(int64_t n, int64_t k, int r) {
   return cuda_cores > mma ? cuda_cores : mma;
 }
 
+cudaError_t launch_lora_da_group(const void* x, int x_dtype, int64_t n, int64_t k, int r, float scale,
+                                 uint32_t threshold, float keep_scale, const DropoutMap& map, const LoraXJob* jobs,
+                                 int count, cudaStream_t stream, const LoraKernelConfig& config) {
+  if (count < 1 || count > kLoraMaxXJobs) return cudaErrorInvalidValue;
+  if (n <= 0) return cudaSuccess;
+  if (!lora_fast_shape(k, r) || !activation_code(x_dtype)) return cudaErrorInvalidValue;
+  if (x_pass_on_tensor_cores(x_dtype, r, config, threshold != 0, map, k) && config.da_rows == 4 && grid_fits(n, k)) {
+    bool draws = false, reads = false;  // one kernel form for the group: every job draws, or every job reads bits
+    for (int j = 0; j < count; ++j) (threshold != 0 && jobs[j].keep_bits == nullptr ? draws : reads) = true;
+    if (!(draws && reads)) {
+      const float sum_scale = threshold != 0 ? scale * keep_scale : scale;
+      return draws ? launch_x_mma_group<false, true>(x, n, k, threshold, keep_scale, map, jobs, count, sum_scale, stream)
+                   : launch_x_mma_group<false, false>(x, n, k, threshold, keep_scale, map, jobs, count, sum_scale,
+                                                      stream);
+    }
+  }
+  for (int j = 0; j < count; ++j) {
+    const cudaError_t status = launch_lora_da(x, x_dtype, jobs[j].f, n, k, r, scale, jobs[j].seed, threshold, keep_scale,
+                                              map, jobs[j].keep_bits, jobs[j].part, jobs[j].out, stream, config);
+    if (status != cudaSuccess) return status;
+  }
+  return cudaSuccess;
+}
+
 cudaError_t launch_lora_da(const void* x, int x_dtype, const float* g, int64_t n, int64_t k, int r, float scale,
                            uint64_t seed, uint32_t threshold, float keep_scale, const DropoutMap& map,
                            const uint8_t* keep_bits, float* part, float* da, cudaStream_t stream,
@@ -1234,21 +1343,13 @@ cudaError_t launch_lora_da(const void* x, int x_dtype, const float* g, int64_t n
   if (!lora_fast_shape(k, r) || !activation_code(x_dtype)) return cudaErrorInvalidValue;
   if (x_pass_on_tensor_cores(x_dtype, r, config, threshold != 0, map, k) &&
       config.da_rows == 4 && grid_fits(n, k)) {
-    const int64_t tiles = (k + kDyTileCols - 1) / kDyTileCols, rows = dy_rows_per_block(n, k);
-    const int64_t blocks = da_mma_row_blocks(n, k);
-    const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(blocks));
-    uint8_t* no_bits = nullptr;
-    const auto go = [&](auto draw) {
-      return launch_staged<lora_x_mma_kernel<false, decltype(draw)::value>>(
-          grid, stream, static_cast<const __nv_bfloat16*>(x), g, n, k, rows, seed, threshold, keep_scale, map,
-          keep_bits, no_bits, part);
-    };
-    const cudaError_t status =
-        threshold != 0 && keep_bits == nullptr ? go(std::true_type{}) : go(std::false_type{});
-    if (status != cudaSuccess) return status;
-    const float sum_scale = threshold != 0 ? scale * keep_scale : scale;
-    lora_da_reduce_kernel<<<blocks_for(r * k, 256), 256, 0, stream>>>(part, blocks, r * k, sum_scale, da);
-    return cudaGetLastError();
+    LoraXJob job;
+    job.f = g;
+    job.seed = seed;
+    job.keep_bits = const_cast<uint8_t*>(keep_bits);  // read only: the da pass never writes it
+    job.part = part;
+    job.out = da;
+    return launch_lora_da_group(x, x_dtype, n, k, r, scale, threshold, keep_scale, map, &job, 1, stream, config);
   }
   const int64_t slices = da_cuda_core_slices(n, k, r);
   const int64_t rows_per_slice = (n + slices - 1) / slices;

@@ -22,6 +22,10 @@
 //  - lora_linear with b_product false stops after xa; swiglu_lora adds gate's and up's B products in the swiglu's pass
 //    (r 8 and one-pass shapes: lora.cu's fused kernel, the rank update's arithmetic and rounding; else the rank
 //    updates then swiglu), so its bits are those of lora_linear + swiglu.
+//  - lora_xa_shared / lora_linear_backward_shared (2 or 3 linears over one x, one r, dropout p and map, one-pass
+//    shapes; SWIFT_LORA_SHARED_X=0 off): the xa passes, and the backward's da passes after every job's dy pass,
+//    frozen product and dx term, run as one launch each (lora.cu launch_lora_xa_group / launch_lora_da_group); each
+//    job's kernel work and summation order are the single launch's, so the bits are the single ops'.
 //  - SWIFT_PROFILE also times the parts of a LoRA linear (frozen GEMM, xa, B product, db, g, dx term, da) as nested
 //    DeviceRegions (profile_events.h) named "lora_linear.<part>" / "lora_linear_backward.<part>".
 //  - Outputs of 16-bit dtype are rounded once per product (accumulate: the old value is read in fp32, added, the
@@ -30,6 +34,7 @@
 #include "ops/cuda/cuda_ops.h"
 
 #include <algorithm>
+#include <array>
 #include <vector>
 
 #include "ops/cuda/blas.h"
@@ -298,6 +303,17 @@ LoraKernelConfig rank_config() {
 
 bool lora_x_mma() { return x_mma_switch().on(); }
 
+namespace {
+EnvSwitch& shared_x_switch() {
+  static EnvSwitch sw("SWIFT_LORA_SHARED_X", true);
+  return sw;
+}
+}  // namespace
+
+bool lora_shared_x_passes() { return shared_x_switch().on(); }
+
+void set_lora_shared_x_passes(bool on) { shared_x_switch().set(on); }
+
 void set_lora_x_mma(bool on) { x_mma_switch().set(on); }
 
 void set_lora_factor_in_registers(bool on) { factor_regs_switch().set(on); }
@@ -443,9 +459,12 @@ void add_lora_residual(Tensor& y, const Tensor& residual, const LoraBProduct& bp
   add_b_product(op, bp.xa, bp.b, scale, y, false);
 }
 
-void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b,
+namespace {
+// lora_linear_backward; with deferred_g non-null, where the one-pass da would run it is left to the caller: g (the
+// pass's input) is moved into *deferred_g instead (left undefined otherwise: da done here or not wanted).
+void linear_backward_lora(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b,
                           const Tensor& xa, float scale, const Dropout& dropout, Tensor& dx, Tensor& da, Tensor& db,
-                          bool accumulate_dx) {
+                          bool accumulate_dx, Tensor* deferred_g) {
   const char* op = "lora_linear_backward";
   const int device = dev(x);
   const int64_t n = x.size(0), k = x.size(1), m = w.size(0), r = a.size(0);
@@ -499,7 +518,9 @@ void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, co
       DeviceRegion region("lora_linear_backward.frozen_gemm", device);
       input_grad(op, dy, w, dx, /*accumulate=*/true);
     }
-    if (da.defined()) {
+    if (da.defined() && deferred_g != nullptr) {
+      *deferred_g = g;
+    } else if (da.defined()) {
       DeviceRegion region("lora_linear_backward.da", device);
       Tensor part = workspace(lora_da_slices(n, k, static_cast<int>(r)) * r * k, DType::F32, device);
       check_launch(op, launch_lora_da(x.raw(), code(act), g.data<float>(), n, k, static_cast<int>(r), scale,
@@ -549,6 +570,100 @@ void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, co
       matmul(op, device, args);
     }
   }
+}
+
+}  // namespace
+
+void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b,
+                          const Tensor& xa, float scale, const Dropout& dropout, Tensor& dx, Tensor& da, Tensor& db,
+                          bool accumulate_dx) {
+  linear_backward_lora(dy, x, w, a, b, xa, scale, dropout, dx, da, db, accumulate_dx, nullptr);
+}
+
+namespace {
+// Whether the jobs' x passes can share one launch: 2 or 3 of them, the one-pass kernels (one_pass(x, r)) with one r
+// and one dropout probability and map (the launch's), and the keep bits where the single ops would use them.
+template <typename Job>
+bool x_passes_shared(const Tensor& x, const std::vector<Job>& jobs) {
+  if (!lora_shared_x_passes() || jobs.size() < 2 || jobs.size() > static_cast<size_t>(kLoraMaxXJobs)) return false;
+  const int64_t r = jobs[0].a.size(0);
+  if (!one_pass(x, r)) return false;
+  for (const Job& job : jobs) {
+    const Dropout& d = job.dropout;
+    const Dropout& d0 = jobs[0].dropout;
+    if (job.a.size(0) != r || d.p != d0.p || d.map.row_offset != d0.map.row_offset ||
+        d.map.full_cols != d0.map.full_cols || d.map.col_offset != d0.map.col_offset) {
+      return false;
+    }
+  }
+  return true;
+}
+}  // namespace
+
+void lora_xa_shared(const Tensor& x, const std::vector<LoraSharedXa>& jobs) {
+  const char* op = "lora_xa_shared";
+  const int64_t n = x.size(0), k = x.size(1);
+  if (n == 0) return;
+  if (!x_passes_shared(x, jobs)) {
+    for (const LoraSharedXa& job : jobs) {
+      Tensor xa = job.xa;
+      cuda::lora_xa(x, job.a, job.dropout, xa);
+    }
+    return;
+  }
+  const int device = dev(x);
+  const int r = static_cast<int>(jobs[0].a.size(0));
+  const DropoutParams d0 = params_of(jobs[0].dropout);
+  const int64_t splits = lora_xa_splits(k);
+  std::vector<Tensor> parts;
+  std::array<LoraXJob, kLoraMaxXJobs> launch{};
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    parts.push_back(splits > 1 ? workspace(splits * n * r, DType::F32, device) : Tensor());
+    launch[j].f = jobs[j].a.data<float>();
+    launch[j].seed = params_of(jobs[j].dropout).seed;
+    launch[j].keep_bits = keep_bits_of(jobs[j].dropout);
+    launch[j].part = parts[j].defined() ? parts[j].data<float>() : nullptr;
+    launch[j].out = jobs[j].xa.data<float>();
+  }
+  check_launch(op, launch_lora_xa_group(x.raw(), code(x.dtype()), n, k, r, d0.threshold, d0.keep_scale, d0.map,
+                                        launch.data(), static_cast<int>(jobs.size()), stream(device),
+                                        x_pass_config()));
+}
+
+void lora_linear_backward_shared(const Tensor& x, const std::vector<LoraSharedBackward>& jobs, float scale, Tensor& dx,
+                                 bool accumulate_dx) {
+  const char* op = "lora_linear_backward_shared";
+  const bool shared = x_passes_shared(x, jobs);
+  std::vector<Tensor> gs(jobs.size());
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    const LoraSharedBackward& job = jobs[j];
+    Tensor da = job.da, db = job.db;
+    linear_backward_lora(job.dy, x, job.w, job.a, job.b, job.xa, scale, job.dropout, dx, da, db,
+                         j == 0 ? accumulate_dx : true, shared ? &gs[j] : nullptr);
+  }
+  if (!shared) return;
+  // The da passes left by the loop (every job whose da is defined), in one launch over x.
+  const int device = dev(x);
+  const int64_t n = x.size(0), k = x.size(1);
+  const int r = static_cast<int>(jobs[0].a.size(0));
+  const DropoutParams d0 = params_of(jobs[0].dropout);
+  std::vector<Tensor> parts;
+  std::array<LoraXJob, kLoraMaxXJobs> launch{};
+  int count = 0;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    if (!gs[j].defined()) continue;
+    parts.push_back(workspace(lora_da_slices(n, k, r) * r * k, DType::F32, device));
+    launch[count].f = gs[j].data<float>();
+    launch[count].seed = params_of(jobs[j].dropout).seed;
+    launch[count].keep_bits = keep_bits_of(jobs[j].dropout);
+    launch[count].part = parts.back().data<float>();
+    launch[count].out = jobs[j].da.data<float>();
+    ++count;
+  }
+  if (count == 0) return;
+  DeviceRegion region("lora_linear_backward.da", device);
+  check_launch(op, launch_lora_da_group(x.raw(), code(x.dtype()), n, k, r, scale, d0.threshold, d0.keep_scale, d0.map,
+                                        launch.data(), count, stream(device), x_pass_config()));
 }
 
 }  // namespace swift::ops::cuda
