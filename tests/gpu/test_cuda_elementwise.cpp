@@ -314,7 +314,8 @@ TEST(OpsCudaElementwise, EmbeddingBackwardIsDeterministicAndMatchesCpu) {
 }
 
 // ---- rmsnorm ----------------------------------------------------------------------------------------------------
-// C % 8 == 0 past 1024 (up to 8192) takes the register-resident kernels (1, 2 or 4 groups of 8 per thread); 8200 and
+// C % 8 == 0 past 1024 (up to 8192) takes the register-resident kernels (1, 2 or 4 groups of 8 per thread; up to 4096
+// with set_rmsnorm_narrow(true) the two-warps-per-row ones: 33 and 17 rows leave a block's last rows empty); 8200 and
 // the odd widths the strided ones; 256 <= C <= 1024 with C % 8 == 0 the narrow warp-per-row kernels (the backward's
 // dweight chunks of 32 rows: 130 rows make five, the last partial), or with set_rmsnorm_narrow(false) the strided.
 const std::vector<Shape> kNormShapes = {{1, 1},     {5, 7},    {37, 128},  {19, 1000}, {7, 1025},
@@ -817,8 +818,8 @@ TEST(OpsCudaElementwise, BenchSwiglu) {
 }
 
 // Opt-in timing (SWIFT_GPU_BENCH=1) of rmsnorm_backward at Qwen2.5-0.5B's full fine-tuning shape (16,384 x 896,
-// BF16 activations, F32 weight; the narrow and the strided kernels) and at 3584: dx only, dweight only, both. A
-// yardstick, not an assertion.
+// BF16 activations, F32 weight; the narrow and the strided kernels) and at 3584 (two warps per row, or a block per
+// row): dx only, dweight only, both. A yardstick, not an assertion.
 TEST(OpsCudaElementwise, BenchRmsnormBackward) {
   if (std::getenv("SWIFT_GPU_BENCH") == nullptr) GTEST_SKIP() << "set SWIFT_GPU_BENCH=1 to time model-sized calls";
   ASSERT_TRUE(have_device());
@@ -826,7 +827,6 @@ TEST(OpsCudaElementwise, BenchRmsnormBackward) {
   auto time = [](auto&& fn) { return time_ms(fn, 20); };
   for (const int64_t c : {int64_t{896}, int64_t{3584}})
   for (const bool narrow : {true, false}) {
-    if (!narrow && c > 1024) continue;  // the switch only chooses kernels for C <= 1024
     ops::cuda::set_rmsnorm_narrow(narrow);
     const int64_t n = 16384;
     const Tensor x = on_device(random_tensor({n, c}, DType::F32, 1, -3.0f, 3.0f), DType::BF16);
@@ -840,7 +840,7 @@ TEST(OpsCudaElementwise, BenchRmsnormBackward) {
     const double both_ms = time([&] { ops::rmsnorm_backward(dy, x, w, rstd, dx, dw); });
     const double acc_ms = time([&] { ops::rmsnorm_backward(dy, x, w, rstd, dx, dw, /*accumulate_dx=*/true); });
     const double fwd_ms = time([&] { ops::rmsnorm(x, w, 1e-6f, y, rstd); });
-    const char* kernels = c > 1024 ? "" : narrow ? " narrow" : " strided";
+    const char* kernels = c > 1024 ? (narrow ? " two warps per row" : " block per row") : narrow ? " narrow" : " strided";
     std::printf("rmsnorm %ld x %ld bf16%s: backward both with dx += %.3f ms\n", n, c, kernels, acc_ms);
     std::printf("rmsnorm %ld x %ld bf16%s: forward %.3f ms; backward dx %.3f ms, dweight %.3f ms, both %.3f ms\n", n,
                 c, kernels, fwd_ms, dx_ms, dw_ms, both_ms);

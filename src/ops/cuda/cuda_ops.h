@@ -103,7 +103,8 @@ bool lora_dy_fused();
 void set_lora_dy_fused(bool on);
 
 // SWIFT_RMSNORM_NARROW (default on): the forward and the backward of rows of 256 <= C <= 1024 take rmsnorm.cu's
-// warp-per-row kernels with 16-byte accesses (the backward's in one pass); 0 keeps the strided kernels (A/B).
+// warp-per-row kernels with 16-byte accesses (the backward's in one pass), and rows of 1024 < C <= 4096 its
+// two-warps-per-row kernels; 0 keeps the strided / block-per-row kernels (A/B).
 // set_rmsnorm_narrow overrides it for the process (tests).
 void set_rmsnorm_narrow(bool on);
 

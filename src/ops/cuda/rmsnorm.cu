@@ -17,6 +17,9 @@
 //    with each lane's groups of 8 elements in registers (16-byte accesses). The forward reads x once; the backward's
 //    dx and pass 1 are one kernel over chunks of narrow_rows_per_chunk(N) rows (each warp adds its rows in order
 //    into fp64 column sums in shared memory, the block adds its warps in order): dy and x are read once.
+//  - Hidden-state rows (1024 < C <= 4096, C % 8 == 0, 16-byte aligned activations and weight) under the same switch:
+//    two warps per row (rmsnorm_wide_kernel / rmsnorm_dx_wide_kernel), x (and dy) held as loaded; dweight as the
+//    strided kernels'. SWIFT_RMSNORM_NARROW=0: a block per row (the vec kernels), for A/B.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -509,6 +512,135 @@ __global__ void __launch_bounds__(kBlock) rmsnorm_dweight_reduce_kernel(const do
 
 bool grid_ok(int64_t blocks) { return blocks <= 0x7fffffff; }
 
+// Hidden-state rows (1024 < C <= 4096, C % 8 == 0, activations and weight 16-byte aligned; the 7B's C = 3584) under the
+// narrow switch: two warps per row, four rows per 256-thread block, each lane holding its (at most kWideVecs) groups
+// of 8 consecutive elements as loaded (16-byte accesses, the weight's too) between the sum and the output. The block-
+// per-row vec kernels ran the 7B's 8,192 x 3,584 rows at ~2 TB/s (docs/PERFORMANCE.md run 21). Same formulas and
+// rounding; the row sum adds per lane (groups in order), then warp_sum's tree, then warp 0's sum + warp 1's.
+constexpr int kWideLanes = 64;                  // threads per row
+constexpr int kWideRows = kBlock / kWideLanes;  // rows per block
+constexpr int kWideVecs = 8;                    // 8 x 64 lanes x 8 = C up to 4096
+
+bool wide_row_ok(int64_t c, std::initializer_list<const void*> ptrs) {
+  if (c <= 1024 || c > int64_t{8} * kWideLanes * kWideVecs || c % 8 != 0) return false;
+  for (const void* p : ptrs) {
+    if (p != nullptr && reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+  }
+  return true;
+}
+
+// The row's total of the two warps' sums (every thread of the block reaches the barrier).
+__device__ __forceinline__ double wide_row_sum(double v, double (&partial)[kWideRows][2]) {
+  v = warp_sum(v);
+  const int sub = threadIdx.x / kWideLanes, warp = (threadIdx.x % kWideLanes) / 32;
+  if (threadIdx.x % 32 == 0) partial[sub][warp] = v;
+  __syncthreads();
+  return partial[sub][0] + partial[sub][1];
+}
+
+template <typename T, typename W>
+__global__ void __launch_bounds__(kBlock) rmsnorm_wide_kernel(const T* x, const W* weight, T* y, float* rstd,
+                                                             int64_t n, int64_t c, float eps) {
+  __shared__ double partial[kWideRows][2];
+  const int t = threadIdx.x % kWideLanes;
+  const int64_t row = blockIdx.x * int64_t{kWideRows} + threadIdx.x / kWideLanes;
+  const bool live = row < n;
+  const T* xr = x + (live ? row : 0) * c;
+  Raw8<T> raw[kWideVecs];
+#pragma unroll
+  for (int i = 0; i < kWideVecs; ++i) {
+    const int64_t j = (int64_t{i} * kWideLanes + t) * 8;
+    if (live && j < c) raw[i] = load_raw8(xr, j);
+  }
+  double sum = 0.0;
+#pragma unroll
+  for (int i = 0; i < kWideVecs; ++i) {
+    const int64_t j = (int64_t{i} * kWideLanes + t) * 8;
+    if (live && j < c) {
+      float v[8];
+      unpack8(raw[i], v);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) sum += static_cast<double>(v[e]) * v[e];
+    }
+  }
+  sum = wide_row_sum(sum, partial);
+  if (!live) return;  // after the block's only barrier
+  const float variance = static_cast<float>(sum / static_cast<double>(c));
+  const float inv = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(variance, eps)));
+  T* yr = y + row * c;
+#pragma unroll
+  for (int i = 0; i < kWideVecs; ++i) {
+    const int64_t j = (int64_t{i} * kWideLanes + t) * 8;
+    if (j < c) {
+      float v[8], w[8], o[8];
+      unpack8(raw[i], v);
+      load8_f32(weight, j, w);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) o[e] = __fmul_rn(w[e], __fmul_rn(v[e], inv));
+      store8_f32(yr, j, o);
+    }
+  }
+  if (rstd != nullptr && t == 0) rstd[row] = inv;
+}
+
+template <typename T, typename W>
+__global__ void __launch_bounds__(kBlock) rmsnorm_dx_wide_kernel(const T* dy, const T* x, const W* weight,
+                                                                const float* rstd, T* dx, int64_t n, int64_t c,
+                                                                bool accumulate) {
+  __shared__ double partial[kWideRows][2];
+  const int t = threadIdx.x % kWideLanes;
+  const int64_t row = blockIdx.x * int64_t{kWideRows} + threadIdx.x / kWideLanes;
+  const bool live = row < n;
+  const int64_t base = (live ? row : 0) * c;
+  Raw8<T> g_raw[kWideVecs], v_raw[kWideVecs];
+#pragma unroll
+  for (int i = 0; i < kWideVecs; ++i) {
+    const int64_t j = (int64_t{i} * kWideLanes + t) * 8;
+    if (live && j < c) {
+      g_raw[i] = load_raw8(dy + base, j);
+      v_raw[i] = load_raw8(x + base, j);
+    }
+  }
+  double sum = 0.0;
+#pragma unroll
+  for (int i = 0; i < kWideVecs; ++i) {
+    const int64_t j = (int64_t{i} * kWideLanes + t) * 8;
+    if (live && j < c) {
+      float g[8], v[8], w[8];
+      unpack8(g_raw[i], g);
+      unpack8(v_raw[i], v);
+      load8_f32(weight, j, w);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) sum += static_cast<double>(__fmul_rn(g[e], w[e])) * v[e];
+    }
+  }
+  sum = wide_row_sum(sum, partial);
+  if (!live) return;
+  const float inv = rstd[row];
+  const double inv_d = inv;
+  const float coef = static_cast<float>(__dmul_rn(__dmul_rn(__dmul_rn(__dmul_rn(-inv_d, inv_d), inv_d), sum),
+                                                  1.0 / static_cast<double>(c)));
+  T* out = dx + base;
+#pragma unroll
+  for (int i = 0; i < kWideVecs; ++i) {
+    const int64_t j = (int64_t{i} * kWideLanes + t) * 8;
+    if (j < c) {
+      float g[8], v[8], w[8], o[8], old[8];
+      unpack8(g_raw[i], g);
+      unpack8(v_raw[i], v);
+      load8_f32(weight, j, w);
+      if (accumulate) load8_f32(out, j, old);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        const float r = __fadd_rn(__fmul_rn(__fmul_rn(g[e], w[e]), inv), __fmul_rn(v[e], coef));
+        o[e] = accumulate ? __fadd_rn(old[e], r) : r;
+      }
+      store8_f32(out, j, o);
+    }
+  }
+}
+
+
 template <typename T, typename W>
 cudaError_t rmsnorm_typed(const void* x, const void* weight, void* y, float* rstd, int64_t n, int64_t c, float eps,
                           bool narrow_kernels, cudaStream_t stream) {
@@ -519,6 +651,12 @@ cudaError_t rmsnorm_typed(const void* x, const void* weight, void* y, float* rst
     const int64_t blocks = (n + kBlock / 32 - 1) / (kBlock / 32);
     if (!grid_ok(blocks)) return cudaErrorInvalidValue;
     rmsnorm_narrow_kernel<T, W><<<static_cast<unsigned>(blocks), kBlock, 0, stream>>>(px, pw, py, rstd, n, c, eps);
+    return cudaGetLastError();
+  }
+  if (narrow_kernels && wide_row_ok(c, {x, y, weight})) {
+    const int64_t blocks = (n + kWideRows - 1) / kWideRows;
+    if (!grid_ok(blocks)) return cudaErrorInvalidValue;
+    rmsnorm_wide_kernel<T, W><<<static_cast<unsigned>(blocks), kBlock, 0, stream>>>(px, pw, py, rstd, n, c, eps);
     return cudaGetLastError();
   }
   if (vec_row_ok(c, {x, y}) && grid_ok(n)) {
@@ -554,11 +692,18 @@ cudaError_t rmsnorm_act(int weight_dtype, const void* x, const void* weight, voi
 
 template <typename T, typename W>
 cudaError_t rmsnorm_dx_typed(const void* dy, const void* x, const void* weight, const float* rstd, void* dx, int64_t n,
-                             int64_t c, bool accumulate, cudaStream_t stream) {
+                             int64_t c, bool accumulate, bool narrow_kernels, cudaStream_t stream) {
   const T* pdy = static_cast<const T*>(dy);
   const T* px = static_cast<const T*>(x);
   const W* pw = static_cast<const W*>(weight);
   T* pdx = static_cast<T*>(dx);
+  if (narrow_kernels && wide_row_ok(c, {dy, x, dx, weight})) {
+    const int64_t blocks = (n + kWideRows - 1) / kWideRows;
+    if (!grid_ok(blocks)) return cudaErrorInvalidValue;
+    rmsnorm_dx_wide_kernel<T, W><<<static_cast<unsigned>(blocks), kBlock, 0, stream>>>(pdy, px, pw, rstd, pdx, n, c,
+                                                                                      accumulate);
+    return cudaGetLastError();
+  }
   if (vec_row_ok(c, {dy, x, dx}) && grid_ok(n)) {
     const auto blocks = static_cast<unsigned>(n);
     switch (vecs_for(c)) {
@@ -649,9 +794,16 @@ cudaError_t rmsnorm_backward_act(const void* dy, const void* x, const void* weig
     }
     if (dx != nullptr) {  // after the partials: dx may be dy
       switch (weight_dtype) {
-        case 0: status = rmsnorm_dx_typed<T, float>(dy, x, weight, rstd, dx, n, c, accumulate, stream); break;
-        case 1: status = rmsnorm_dx_typed<T, __nv_bfloat16>(dy, x, weight, rstd, dx, n, c, accumulate, stream); break;
-        case 2: status = rmsnorm_dx_typed<T, __half>(dy, x, weight, rstd, dx, n, c, accumulate, stream); break;
+        case 0:
+          status = rmsnorm_dx_typed<T, float>(dy, x, weight, rstd, dx, n, c, accumulate, narrow_kernels, stream);
+          break;
+        case 1:
+          status =
+              rmsnorm_dx_typed<T, __nv_bfloat16>(dy, x, weight, rstd, dx, n, c, accumulate, narrow_kernels, stream);
+          break;
+        case 2:
+          status = rmsnorm_dx_typed<T, __half>(dy, x, weight, rstd, dx, n, c, accumulate, narrow_kernels, stream);
+          break;
         default: return cudaErrorInvalidValue;
       }
       if (status != cudaSuccess) return status;
