@@ -40,7 +40,6 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <cstdlib>
 #include <type_traits>
 
 #include "ops/cuda/attention_common.cuh"
@@ -930,15 +929,8 @@ cudaError_t launch_staged(dim3 grid, cudaStream_t stream, Args... args) {
   return cudaGetLastError();
 }
 
-// Rows per block of the tensor-core passes (xa, da, dy): a multiple of 128 sized for ~kTargetBlocks blocks.
-// SWIFT_LORA_MMA_ROWS (read once; 0 / unset: the default) forces it, rounded up to a multiple of 128: a work-shape
-// experiment (da's and db's row-block partials, so their summation order, follow it).
+// Rows per block of the dy pass: a multiple of 128 sized for ~kTargetBlocks blocks.
 int64_t dy_rows_per_block(int64_t n, int64_t m) {
-  static const int64_t forced = [] {
-    const char* s = std::getenv("SWIFT_LORA_MMA_ROWS");
-    return s != nullptr ? std::atoll(s) : 0LL;
-  }();
-  if (forced > 0) return (forced + kDyBlockStep - 1) / kDyBlockStep * kDyBlockStep;
   const int64_t col_tiles = (m + kDyTileCols - 1) / kDyTileCols;
   const int64_t row_blocks = kTargetBlocks / col_tiles > 1 ? kTargetBlocks / col_tiles : 1;
   const int64_t rows = (n + row_blocks - 1) / row_blocks;
