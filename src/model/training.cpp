@@ -631,6 +631,13 @@ void TrainableModel::layer_backward(int64_t i, const MicroBatch& b, Activations&
   const int64_t Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
   Tensor none;
   // dy -> dx (= or +=) through one linear, adding its parameters' gradients.
+  // A plain LoRA linear's backward dropout: the forward's mask from its keep-bits cache (undefined on the CPU: drawn
+  // again).
+  auto backward_dropout = [&](LinearKind kind) {
+    ops::Dropout d = dropout_for(seed, i, static_cast<int>(kind), true, T);
+    if (d.p > 0.0f) d.keep_bits = a.keep_bits[static_cast<size_t>(kind)];
+    return d;
+  };
   auto lin_back = [&](LinearKind kind, const Tensor& dy, const Tensor& x, Tensor& dx, bool accumulate_dx) {
     Linear& L = l.linears[static_cast<size_t>(kind)];
     if (L.lora == nullptr) {
@@ -644,10 +651,8 @@ void TrainableModel::layer_backward(int64_t i, const MicroBatch& b, Activations&
                                        dropout_for(seed, i, static_cast<int>(kind), true, T), dx, L.grad_a, L.grad_b,
                                        L.grad_m, accumulate_dx);
     }
-    ops::Dropout d = dropout_for(seed, i, static_cast<int>(kind), true, T);
-    if (d.p > 0.0f) d.keep_bits = a.keep_bits[static_cast<size_t>(kind)];  // undefined on the CPU: drawn again
-    ops::lora_linear_backward(dy, x, L.w, L.lora->a, L.lora->b, a.xa[static_cast<size_t>(kind)], lora_.scale, d, dx,
-                              L.grad_a, L.grad_b, accumulate_dx);
+    ops::lora_linear_backward(dy, x, L.w, L.lora->a, L.lora->b, a.xa[static_cast<size_t>(kind)], lora_.scale,
+                              backward_dropout(kind), dx, L.grad_a, L.grad_b, accumulate_dx);
   };
   // Linears reading the same x (q, k, v; gate, up), their input gradients summed into dx (=): as lin_back in order, with
   // the da passes over x shared (ops::lora_linear_backward_shared) when every one is plain LoRA.
@@ -669,9 +674,8 @@ void TrainableModel::layer_backward(int64_t i, const MicroBatch& b, Activations&
     std::vector<ops::LoraSharedBackward> jobs;
     for (const auto& [kind, dy] : parts) {
       Linear& L = l.linears[static_cast<size_t>(kind)];
-      ops::Dropout d = dropout_for(seed, i, static_cast<int>(kind), true, T);
-      if (d.p > 0.0f) d.keep_bits = a.keep_bits[static_cast<size_t>(kind)];  // undefined on the CPU: drawn again
-      jobs.push_back({*dy, L.w, L.lora->a, L.lora->b, a.xa[static_cast<size_t>(kind)], d, L.grad_a, L.grad_b});
+      jobs.push_back({*dy, L.w, L.lora->a, L.lora->b, a.xa[static_cast<size_t>(kind)], backward_dropout(kind),
+                      L.grad_a, L.grad_b});
     }
     ops::lora_linear_backward_shared(x, jobs, lora_.scale, dx, false);
   };

@@ -19,7 +19,9 @@
 
 #include <cmath>
 #include <initializer_list>
+#include <span>
 #include <utility>
+#include <vector>
 
 #ifdef SWIFT_WITH_CUDA
 #include <cuda_runtime.h>
@@ -29,15 +31,13 @@ namespace swift::ops {
 
 namespace {
 // Every output must be writable memory (not a view of a mapped weight file).
-void require_writable(const char* op, std::initializer_list<const Tensor*> outputs) {
+void require_writable(const char* op, std::span<const Tensor* const> outputs) {
   for (const Tensor* t : outputs) {
     if (t->defined()) t->check_writable(op);
   }
 }
-void require_writable(const char* op, const std::vector<const Tensor*>& outputs) {
-  for (const Tensor* t : outputs) {
-    if (t->defined()) t->check_writable(op);
-  }
+void require_writable(const char* op, std::initializer_list<const Tensor*> outputs) {
+  require_writable(op, std::span<const Tensor* const>(outputs.begin(), outputs.size()));
 }
 
 // Runs `cpu_kernel` for CPU tensors and `cuda_kernel` for CUDA tensors (with the device made current).
@@ -315,20 +315,19 @@ void lora_xa_shared(const Tensor& x, const std::vector<LoraSharedXa>& jobs) {
   if (jobs.empty()) return;
   std::vector<const Tensor*> outs;
   for (const LoraSharedXa& job : jobs) outs.push_back(&job.xa);
-  require_writable("lora_xa_shared", outs);
+  require_writable("lora_xa_shared", std::span<const Tensor* const>(outs));
   dispatch("lora_xa_shared", detail::check_lora_xa_shared(x, jobs), [&] { cpu::lora_xa_shared(x, jobs); },
            [&] { cuda::lora_xa_shared(x, jobs); });
 }
 
 void lora_linear_backward_shared(const Tensor& x, const std::vector<LoraSharedBackward>& jobs, float scale, Tensor& dx,
                                  bool accumulate_dx) {
-  if (jobs.empty()) return;
   std::vector<const Tensor*> outs = {&dx};
   for (const LoraSharedBackward& job : jobs) {
     if (job.da.defined()) outs.push_back(&job.da);
     if (job.db.defined()) outs.push_back(&job.db);
   }
-  require_writable("lora_linear_backward_shared", outs);
+  require_writable("lora_linear_backward_shared", std::span<const Tensor* const>(outs));
   dispatch("lora_linear_backward_shared", detail::check_lora_linear_backward_shared(x, jobs, scale, dx),
            [&] { cpu::lora_linear_backward_shared(x, jobs, scale, dx, accumulate_dx); },
            [&] { cuda::lora_linear_backward_shared(x, jobs, scale, dx, accumulate_dx); });

@@ -86,8 +86,8 @@ Device check_dropout(const Tensor& x, const Dropout& dropout, const Tensor& out)
 Device check_lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& a, const Tensor& b,
                          float scale, const Dropout& dropout, const Tensor& y, const Tensor& xa);
 Device check_lora_xa(const Tensor& x, const Tensor& a, const Dropout& dropout, const Tensor& xa);
-// Each job as check_lora_xa / check_lora_linear_backward (dx defined), on one device, the outputs of different jobs
-// apart from each other and from x.
+// Each job as check_lora_xa / check_lora_linear_backward (dx defined, at least one job), on one device, the outputs
+// of different jobs (xa and keep bits; da and db) apart from each other.
 Device check_lora_xa_shared(const Tensor& x, const std::vector<LoraSharedXa>& jobs);
 Device check_lora_linear_backward_shared(const Tensor& x, const std::vector<LoraSharedBackward>& jobs, float scale,
                                          const Tensor& dx);

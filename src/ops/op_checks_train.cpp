@@ -270,8 +270,12 @@ Device check_lora_xa_shared(const Tensor& x, const std::vector<LoraSharedXa>& jo
     const std::string job = fmt::format("{} job {}", op, j);
     const Device d = checked_as(job.c_str(), [&] { return check_lora_xa(x, jobs[j].a, jobs[j].dropout, jobs[j].xa); });
     if (d != device) fail("{}: on {}, x on {}", job, d.str(), device.str());
-    for (size_t i = 0; i < j; ++i) {
-      if (overlaps(jobs[j].xa, jobs[i].xa)) fail("{}: xa overlaps job {}'s xa", job, i);
+    for (size_t i = 0; i < j; ++i) {  // every job writes its xa and (when defined) its keep bits
+      for (const Tensor* t : {&jobs[j].xa, &jobs[j].dropout.keep_bits}) {
+        if (overlaps(*t, jobs[i].xa) || overlaps(*t, jobs[i].dropout.keep_bits)) {
+          fail("{}: {} overlaps job {}'s xa or keep bits", job, t == &jobs[j].xa ? "xa" : "dropout.keep_bits", i);
+        }
+      }
     }
   }
   return device;
@@ -280,6 +284,7 @@ Device check_lora_xa_shared(const Tensor& x, const std::vector<LoraSharedXa>& jo
 Device check_lora_linear_backward_shared(const Tensor& x, const std::vector<LoraSharedBackward>& jobs, float scale,
                                          const Tensor& dx) {
   const char* op = "lora_linear_backward_shared";
+  if (jobs.empty()) fail("{}: no jobs (the first job writes dx)", op);
   require_defined(op, "dx", dx);
   Device device = x.device();
   for (size_t j = 0; j < jobs.size(); ++j) {

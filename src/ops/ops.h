@@ -299,8 +299,8 @@ struct LoraSharedBackward {
   Dropout dropout;
   Tensor da, db;           // += as lora_linear_backward's, or undefined
 };
-// lora_linear_backward for each job in order, their input gradients summed into dx (defined): the first job writes dx
-// (with accumulate_dx: adds onto it), the others add.
+// lora_linear_backward for each job in order (at least one), their input gradients summed into dx (defined): the
+// first job writes dx (with accumulate_dx: adds onto it), the others add.
 void lora_linear_backward_shared(const Tensor& x, const std::vector<LoraSharedBackward>& jobs, float scale, Tensor& dx,
                                  bool accumulate_dx = false);
 

@@ -386,16 +386,24 @@ TEST(OpsLora, SharedXPassesAreTheSingleOps) {
     }
     EXPECT_TRUE(bit_equal(dx_shared, dx_one));
   }
-  // A bad job is named; two jobs writing one xa are refused.
+  // A bad job is named; two jobs writing one xa or one keep-bits cache are refused, and so is a backward without jobs.
   Tensor xa = Tensor::zeros({n, 3}, DType::F32);
   const Tensor a = random_tensor({3, k}, DType::F32, ++seed), a_wide = random_tensor({3, k + 1}, DType::F32, ++seed);
   EXPECT_TRUE(throws_error([&] { ops::lora_xa_shared(x, {{a, {}, xa}, {a_wide, {}, Tensor::zeros({n, 3}, DType::F32)}}); },
                            {"lora_xa_shared job 1", "lora_xa"}));
   EXPECT_TRUE(throws_error([&] { ops::lora_xa_shared(x, {{a, {}, xa}, {a, {}, xa}}); },
                            {"lora_xa_shared job 1", "overlaps job 0"}));
+  ops::Dropout cached{0.2f, 7};
+  cached.keep_bits = Tensor::zeros({n, k / 8}, DType::U8);
+  EXPECT_TRUE(throws_error(
+      [&] { ops::lora_xa_shared(x, {{a, cached, xa}, {a, cached, Tensor::zeros({n, 3}, DType::F32)}}); },
+      {"lora_xa_shared job 1", "dropout.keep_bits overlaps job 0"}));
   Tensor dx;
   EXPECT_TRUE(throws_error([&] { ops::lora_linear_backward_shared(x, {{}}, 1.0f, dx); },
                            {"lora_linear_backward_shared", "dx"}));
+  Tensor dx_ok = Tensor::zeros({n, k}, DType::F32);
+  EXPECT_TRUE(throws_error([&] { ops::lora_linear_backward_shared(x, {}, 1.0f, dx_ok); },
+                           {"lora_linear_backward_shared", "no jobs"}));
 }
 
 TEST(OpsLoraFd, ZeroBGivesTheBaseLinearAndRecomputeGivesTheSameMask) {

@@ -653,18 +653,16 @@ struct ChunkStream {
   __device__ __forceinline__ static void wait() { attn::cp_async_wait<kStages - 2>(); }
 };
 
-// The jobs of one x pass launch (launch_lora_xa_group / launch_lora_da_group): per job its factor, seed, keep bits (xa
-// drawing: stored there if non-null; otherwise read from there if non-null) and output (partials or the result).
+// The jobs of one x pass launch (launch_lora_xa_group / launch_lora_da_group) as the launcher got them: per job its
+// factor, seed, keep bits (xa drawing: stored there if non-null; otherwise read from there if non-null), partials
+// and result.
 struct XJobs {
-  const float* f[kLoraMaxXJobs];
-  uint64_t seed[kLoraMaxXJobs];
-  uint8_t* keep_bits[kLoraMaxXJobs];
-  float* out[kLoraMaxXJobs];
+  LoraXJob job[kLoraMaxXJobs];
   int count;
 };
 
-// kXa: out = xa's column-tile partials (part[tile][row][rr], or xa itself with one tile), f = a (8, k).
-// !kXa: out = da's row-block partials part[row block][rr][c], f = g (n, 8).
+// kXa: xa's column-tile partials to part[tile][row][rr] (xa itself to out with one tile), f = a (8, k).
+// !kXa: da's row-block partials to part[row block][rr][c], f = g (n, 8).
 // The dropout (threshold != 0): drawn with kDraw (xa: stored into keep_bits_out when given), else read from
 // keep_bits_in (the cache; both give the same mask, so the same bits); the training step always has the cache. Sums
 // are of the masked x; keep_scale multiplies xa's partials here and da's sum in the launcher's reduce.
@@ -682,11 +680,11 @@ __global__ void __launch_bounds__(kThreads, 2)
   // The group's jobs side by side along x: blocks job, job + 1, .. of one column tile run together (L2 reuse of x).
   const int job = static_cast<int>(blockIdx.x % static_cast<unsigned>(jobs.count));
   const int64_t col_tile = blockIdx.x / static_cast<unsigned>(jobs.count);
-  const float* __restrict__ f = jobs.f[job];
-  const uint64_t seed = jobs.seed[job];
-  const uint8_t* __restrict__ keep_bits_in = kDraw ? nullptr : jobs.keep_bits[job];
-  uint8_t* __restrict__ keep_bits_out = kDraw ? jobs.keep_bits[job] : nullptr;
-  float* __restrict__ out = jobs.out[job];
+  const float* __restrict__ f = jobs.job[job].f;
+  const uint64_t seed = jobs.job[job].seed;
+  const uint8_t* __restrict__ keep_bits_in = kDraw ? nullptr : jobs.job[job].keep_bits;
+  uint8_t* __restrict__ keep_bits_out = kDraw ? jobs.job[job].keep_bits : nullptr;
+  float* __restrict__ part = jobs.job[job].part;
   const ChunkStream cs(stream_smem, x, n, k, rows_per_block, col_tile);
   const int64_t c0 = cs.c0, first_row = cs.first_row;
   const int steps = cs.steps;
@@ -814,7 +812,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       }
     }
     if constexpr (kXa) {  // rows r0 + gid (+ 8), ranks 2 tid, 2 tid + 1
-      float* dst = tiles > 1 ? out + col_tile * n * 8 : out;
+      float* dst = tiles > 1 ? part + col_tile * n * 8 : jobs.job[job].out;
       const int64_t ra = r0 + gid, rb = r0 + gid + 8;
       if (ra < n) {
         *reinterpret_cast<float2*>(dst + ra * 8 + 2 * tid) = make_float2(cxa[0] * out_scale, cxa[1] * out_scale);
@@ -830,7 +828,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     sum_warp_fragments(tile, cda, warp, gid, tid);
     for (int i = threadIdx.x; i < kDyTileCols * 8; i += kThreads) {  // part[row block][rr][c], da's (r, k) layout
       const int c = i % kDyTileCols, rr = i / kDyTileCols;
-      if (c0 + c < k) out[(static_cast<int64_t>(blockIdx.y) * 8 + rr) * k + c0 + c] = tile[c][rr];
+      if (c0 + c < k) part[(static_cast<int64_t>(blockIdx.y) * 8 + rr) * k + c0 + c] = tile[c][rr];
     }
   }
 }
@@ -1079,15 +1077,11 @@ __global__ void lora_da_reduce_kernel(const float* part, int64_t slices, int64_t
   }
 }
 
-// The grouped launches' reductions, job blockIdx.y: out = the sum (as sum_splits_kernel), or with accumulate
-// out += scale * the sum (as lora_da_reduce_kernel).
-struct PartSums {
-  const float* part[kLoraMaxXJobs];
-  float* out[kLoraMaxXJobs];
-};
-__global__ void sum_parts_group_kernel(PartSums sums, int64_t parts, int64_t count, float scale, bool accumulate) {
-  const float* part = sums.part[blockIdx.y];
-  float* out = sums.out[blockIdx.y];
+// The grouped launches' reductions, job blockIdx.y: out = the sum of its part (as sum_splits_kernel), or with
+// accumulate out += scale * the sum (as lora_da_reduce_kernel).
+__global__ void sum_parts_group_kernel(XJobs jobs, int64_t parts, int64_t count, float scale, bool accumulate) {
+  const float* part = jobs.job[blockIdx.y].part;
+  float* out = jobs.job[blockIdx.y].out;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     if (accumulate) {
@@ -1170,23 +1164,15 @@ cudaError_t launch_x_mma_group(const void* x, int64_t n, int64_t k, uint32_t thr
   const int64_t row_blocks = (n + rows - 1) / rows;
   const bool partials = kXa ? tiles > 1 : true;
   XJobs xj{};
-  PartSums sums{};
   xj.count = count;
-  for (int j = 0; j < count; ++j) {
-    xj.f[j] = jobs[j].f;
-    xj.seed[j] = jobs[j].seed;
-    xj.keep_bits[j] = jobs[j].keep_bits;
-    xj.out[j] = partials ? jobs[j].part : jobs[j].out;
-    sums.part[j] = jobs[j].part;
-    sums.out[j] = jobs[j].out;
-  }
+  for (int j = 0; j < count; ++j) xj.job[j] = jobs[j];
   const dim3 grid(static_cast<unsigned>(tiles * count), static_cast<unsigned>(row_blocks));
   const cudaError_t status = launch_staged<lora_x_mma_kernel<kXa, kDraw>>(
       grid, stream, static_cast<const __nv_bfloat16*>(x), n, k, rows, threshold, keep_scale, map, xj);
   if (status != cudaSuccess || !partials) return status;
   const int64_t count_each = kXa ? n * 8 : 8 * k;
   const dim3 sum_grid(blocks_for(count_each, 256), static_cast<unsigned>(count));
-  sum_parts_group_kernel<<<sum_grid, 256, 0, stream>>>(sums, kXa ? tiles : row_blocks, count_each, sum_scale, !kXa);
+  sum_parts_group_kernel<<<sum_grid, 256, 0, stream>>>(xj, kXa ? tiles : row_blocks, count_each, sum_scale, !kXa);
   return cudaGetLastError();
 }
 }  // namespace

@@ -588,15 +588,26 @@ bool x_passes_shared(const Tensor& x, const std::vector<Job>& jobs) {
   if (!lora_shared_x_passes() || jobs.size() < 2 || jobs.size() > static_cast<size_t>(kLoraMaxXJobs)) return false;
   const int64_t r = jobs[0].a.size(0);
   if (!one_pass(x, r)) return false;
+  const DropoutMap& m0 = jobs[0].dropout.map;
   for (const Job& job : jobs) {
-    const Dropout& d = job.dropout;
-    const Dropout& d0 = jobs[0].dropout;
-    if (job.a.size(0) != r || d.p != d0.p || d.map.row_offset != d0.map.row_offset ||
-        d.map.full_cols != d0.map.full_cols || d.map.col_offset != d0.map.col_offset) {
+    const DropoutMap& m = job.dropout.map;
+    if (job.a.size(0) != r || job.dropout.p != jobs[0].dropout.p || m.row_offset != m0.row_offset ||
+        m.full_cols != m0.full_cols || m.col_offset != m0.col_offset) {
       return false;
     }
   }
   return true;
+}
+
+// One job of a grouped x pass: its factor (a, or g), dropout seed and keep bits, partials and result.
+LoraXJob x_job(const Tensor& factor, const Dropout& dropout, const Tensor& part, const Tensor& out) {
+  LoraXJob job;
+  job.f = factor.data<float>();
+  job.seed = params_of(dropout).seed;
+  job.keep_bits = keep_bits_of(dropout);
+  job.part = part.defined() ? part.data<float>() : nullptr;
+  job.out = out.data<float>();
+  return job;
 }
 }  // namespace
 
@@ -619,11 +630,7 @@ void lora_xa_shared(const Tensor& x, const std::vector<LoraSharedXa>& jobs) {
   std::array<LoraXJob, kLoraMaxXJobs> launch{};
   for (size_t j = 0; j < jobs.size(); ++j) {
     parts.push_back(splits > 1 ? workspace(splits * n * r, DType::F32, device) : Tensor());
-    launch[j].f = jobs[j].a.data<float>();
-    launch[j].seed = params_of(jobs[j].dropout).seed;
-    launch[j].keep_bits = keep_bits_of(jobs[j].dropout);
-    launch[j].part = parts[j].defined() ? parts[j].data<float>() : nullptr;
-    launch[j].out = jobs[j].xa.data<float>();
+    launch[j] = x_job(jobs[j].a, jobs[j].dropout, parts[j], jobs[j].xa);
   }
   check_launch(op, launch_lora_xa_group(x.raw(), code(x.dtype()), n, k, r, d0.threshold, d0.keep_scale, d0.map,
                                         launch.data(), static_cast<int>(jobs.size()), stream(device),
@@ -653,12 +660,7 @@ void lora_linear_backward_shared(const Tensor& x, const std::vector<LoraSharedBa
   for (size_t j = 0; j < jobs.size(); ++j) {
     if (!gs[j].defined()) continue;
     parts.push_back(workspace(lora_da_slices(n, k, r) * r * k, DType::F32, device));
-    launch[count].f = gs[j].data<float>();
-    launch[count].seed = params_of(jobs[j].dropout).seed;
-    launch[count].keep_bits = keep_bits_of(jobs[j].dropout);
-    launch[count].part = parts.back().data<float>();
-    launch[count].out = jobs[j].da.data<float>();
-    ++count;
+    launch[count++] = x_job(gs[j], jobs[j].dropout, parts.back(), jobs[j].da);
   }
   if (count == 0) return;
   DeviceRegion region("lora_linear_backward.da", device);
