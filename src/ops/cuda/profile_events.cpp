@@ -19,7 +19,10 @@ struct Pending {
   const char* name;
   int device;
   cudaEvent_t start, end;
+  bool top;  // not inside another region of this thread: the device's gaps are measured between these
 };
+
+thread_local int t_region_depth = 0;  // open event regions of this thread
 
 // The pending timings and the free events of each device. Constructed at the first event region (after the CUDA
 // runtime started), so destroyed at exit before the runtime's teardown: it resolves what is pending then, while the
@@ -82,7 +85,11 @@ class EventLog {
         (void)cudaGetLastError();  // not reported by the next op's launch check
       }
       give_back_locked(p.device, p.start);
-      give_back_locked(p.device, p.end);
+      if (p.top) {
+        note_gap_locked(p);
+      } else {
+        give_back_locked(p.device, p.end);
+      }
     }
   }
 
@@ -97,8 +104,25 @@ class EventLog {
     free_[static_cast<size_t>(device)].push_back(e);
   }
 
+  // The device's idle time before a top-level region: from the previous top-level region's end event (kept out of
+  // the pool until now) to this one's start, recorded as "(idle before) <name>". On one stream the gaps add up to
+  // the breakdown's idle time, less what falls outside every region; they say which op the device waited to be
+  // given (host work, a synchronisation, launches slower than the kernels).
+  void note_gap_locked(const Pending& p) {
+    if (last_end_.size() <= static_cast<size_t>(p.device)) last_end_.resize(static_cast<size_t>(p.device) + 1);
+    cudaEvent_t& last = last_end_[static_cast<size_t>(p.device)];
+    float gap = 0;
+    if (last != nullptr && cudaEventElapsedTime(&gap, last, p.start) == cudaSuccess && gap > 0) {
+      profile::record(("(idle before) " + std::string(p.name)).c_str(), static_cast<double>(gap) * 1e-3);
+    }
+    (void)cudaGetLastError();
+    if (last != nullptr) give_back_locked(p.device, last);
+    last = p.end;
+  }
+
   std::mutex mutex_;
   std::deque<Pending> pending_;
+  std::vector<cudaEvent_t> last_end_;  // per device
   std::vector<std::vector<cudaEvent_t>> free_;
 };
 
@@ -117,6 +141,7 @@ void DeviceRegion::begin(const char* name) {
         fail("{}: SWIFT_PROFILE=events cannot create or record a CUDA event on cuda:{}", name, device_);
       }
       name_ = name;
+      top_ = t_region_depth++ == 0;
       return;
   }
 }
@@ -126,6 +151,7 @@ void DeviceRegion::end() {
     cudaStreamSynchronize(stream(device_));
     return;  // scope_ records when destroyed, after this
   }
+  --t_region_depth;
   EventLog& log = EventLog::log();
   cudaEvent_t end = log.take(device_);
   if (end == nullptr || cudaEventRecord(end, stream(device_)) != cudaSuccess) {  // no throw here: drop the timing
@@ -134,7 +160,7 @@ void DeviceRegion::end() {
     if (end != nullptr) log.give_back(device_, end);
     return;
   }
-  log.add({name_, device_, start_, end});
+  log.add({name_, device_, start_, end, top_});
 }
 
 }  // namespace swift::ops::cuda

@@ -10,6 +10,8 @@
 //    cudaEventElapsedTime) when more than kMaxPending are pending (the oldest half), and at profile::flush()
 //    (reset, regions, breakdown, the table at exit). Events return to the pool once resolved.
 //  - The device must be current (dispatch made it so); regions nest (an op and its parts) without interfering.
+//  - Events mode also records the device's idle time before each outermost region (since the previous outermost
+//    region's end) as "(idle before) <op>": which op the device was waiting for.
 //  - Never inside a CUDA graph capture (decode_plan refuses graphs under SWIFT_PROFILE).
 #pragma once
 
@@ -40,6 +42,7 @@ class DeviceRegion {
   void end();
 
   const char* name_ = nullptr;  // set in events mode only
+  bool top_ = false;            // events mode: the thread's outermost open region
   int device_;
   cudaEvent_t start_ = nullptr;
   std::optional<profile::Scope> scope_;  // Sync mode; destroyed after the synchronisation in the destructor
