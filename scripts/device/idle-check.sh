@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine, one call: where the 7B step's idle time falls. SWIFT_PROFILE=events records the device's idle
 # time before each outermost op as "(idle before) <op>"; the events profile of the 7B memory free and within 30 GiB,
-# their largest idle lines and the breakdown. Then the profile gpu tests.
+# their largest idle lines, the host's set-up and update times (annotations) and the breakdown. Then the profile gpu tests.
 # Carry .device-deps (and .device-prebuilt: prebuild.sh test_gpu bench_train_step).
 source "$(dirname "$0")/env.sh"
 build_gpu idle test_gpu bench_train_step
@@ -10,6 +10,7 @@ for args in "$q7" "$q7 --recompute_modules layernorm act mlp --recompute_num_lay
   echo "== events profile: $args"
   SWIFT_PROFILE=events build-gpu/bench/bench_train_step $args 2> "${OUT:-/tmp}/profile.txt" | show_bench
   grep -E '^breakdown per step' "${OUT:-/tmp}/profile.txt" | sed 's/ (SWIFT_PROFILE.*timed steps, / (/'
+  grep -F '(host:' "${OUT:-/tmp}/profile.txt" || true
   grep -F '(idle before)' "${OUT:-/tmp}/profile.txt" | python3 -c '
 import sys
 rows = [(float(l.split()[-4]), l.rstrip()) for l in sys.stdin]  # name calls total ms/call max share

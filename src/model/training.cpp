@@ -37,6 +37,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "core/profile.h"
 #include "core/seed.h"
 
 namespace swift::model {
@@ -961,6 +962,9 @@ void TrainableModel::refresh_product_weights() {
 StepStats TrainableModel::run(const MicroBatch& host_batch, float grad_scale, uint64_t seed, bool checkpoint,
                               bool backward) {
   const io::ModelConfig& c = model_.config();
+  // SWIFT_PROFILE: the host's time from here to the first kernel (the device idles through it after a synchronised
+  // step end).
+  std::optional<profile::Scope> set_up(std::in_place, "(host: the step's set-up before the embedding)");
   refresh_product_weights();  // the masters may have changed since the last forward (optimizer, checkpoint load)
   SWIFT_CHECK(model_.tensor_parallel_size() == 1 || model_.tensor_parallel_size() == parallel_.tp_size(),
               "training: the model holds tensor-parallel shard {} of {} of its linears; set_parallel with that "
@@ -1029,6 +1033,7 @@ StepStats TrainableModel::run(const MicroBatch& host_batch, float grad_scale, ui
   std::vector<Tensor> inputs(static_cast<size_t>(L));     // block inputs (the checkpoints)
   Tensor x = act({T, C});
   dist::Communicator* vocab_tp = parallel_.tp_size() > 1 ? parallel_.tensor : nullptr;  // vocabulary-parallel
+  set_up.reset();
   if (vocab_tp != nullptr) {  // this rank's rows of the lookup (zeros for other ranks' ids), summed over the group
     ops::embedding_shard(product_embedding(), local_tokens(b.ids), vocab_offset_, x);
     vocab_tp->all_reduce(x);

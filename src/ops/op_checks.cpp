@@ -420,7 +420,9 @@ void check_cu_seqlens(const Tensor& cu_seqlens, int64_t tokens, const char* op) 
   if (cu_seqlens.dtype() != DType::I32) fail("{}: cu_seqlens {} must be I32", op, what);
   if (cu_seqlens.dim() != 1) fail("{}: cu_seqlens {} must have one dimension (B+1)", op, what);
   if (cu_seqlens.size(0) < 2) fail("{}: cu_seqlens {} needs at least 2 entries (B+1 with B >= 1)", op, what);
-  Tensor host = cu_seqlens.device().is_cpu() ? cu_seqlens : cu_seqlens.to(Device::cpu(), MemoryCategory::Workspace);
+  // The caller's HostMirror (ops.h) when it registered one: reading the device copy back would drain the stream at
+  // every attention call (the 7B step's GPU idled ~20 us before each, docs/PERFORMANCE.md run 22).
+  const Tensor host = host_values(cu_seqlens);
   const int32_t* cu = host.data<int32_t>();
   const int64_t n = host.size(0);
   if (cu[0] != 0) fail("{}: cu_seqlens {} must start at 0, starts at {}", op, what, cu[0]);
