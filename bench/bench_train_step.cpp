@@ -30,7 +30,6 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
-#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -241,7 +240,6 @@ int main(int argc, char** argv) {
       last_stats = trainable.forward_backward(mb, loss_scale, seed, checkpointing);
       if (reducer) reducer->finish();
       // All return a host float: they synchronise. Plain AdamW folds the clip into its step, as the trainer.
-      std::optional<profile::Scope> update_host(std::in_place, "(host: clip and update, to their last launch)");
       float clip_scale = 1.0f;
       if (zero2) {
         (void)sharded->clip_shard_gradients(1.0);
@@ -255,7 +253,6 @@ int main(int argc, char** argv) {
       } else {
         optimizer->step(1e-4, clip_scale);
       }
-      update_host.reset();
       if (!zero_grad_first) {  // as the trainer: queued behind the update, for the next step
         no_defer_zero_grad ? trainable.zero_grad() : trainable.defer_zero_grad();
       }

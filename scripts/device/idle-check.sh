@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine, one call: where the 7B step's idle time falls. SWIFT_PROFILE=events records the device's idle
 # time before each outermost op as "(idle before) <op>"; the events profile of the 7B memory free and within 30 GiB,
-# their largest idle lines, the host's set-up and update times (annotations) and the breakdown. Then the profile gpu tests.
+# their largest idle lines, the host's set-up time (an annotation) and the breakdown. Then the profile gpu tests.
 # Carry .device-deps (and .device-prebuilt: prebuild.sh test_gpu bench_train_step).
 source "$(dirname "$0")/env.sh"
 build_gpu idle test_gpu bench_train_step
