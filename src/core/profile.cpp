@@ -43,6 +43,7 @@ Table& table() {
 
 std::atomic<int> g_mode{-1};  // Mode, -1 until read from the environment
 std::atomic<void (*)()> g_flush{nullptr};
+std::atomic<uint64_t> g_resets{0};
 
 int read_mode() {
   const char* v = std::getenv("SWIFT_PROFILE");
@@ -153,7 +154,10 @@ void reset() {
   std::lock_guard<std::mutex> lock(t.mutex);
   t.entries.clear();
   t.start = std::chrono::steady_clock::now();
+  g_resets.fetch_add(1);
 }
+
+uint64_t reset_generation() { return g_resets.load(); }
 
 std::vector<Region> regions() {
   flush();

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -47,6 +48,9 @@ void flush();
 // Forgets every region recorded so far (pending device timings too) and restarts the wall clock (a benchmark's
 // warm-up steps).
 void reset();
+// How many resets so far: a device timing resolved in a later generation than the one it follows (the idle time
+// before an op) is not measured across a reset.
+uint64_t reset_generation();
 
 struct Region {
   std::string name;

@@ -9,7 +9,9 @@
 #ifdef SWIFT_WITH_CUDA
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <string>
+#include <thread>
 
 #include "core/profile.h"
 #include "ops/backends.h"
@@ -107,6 +109,36 @@ TEST(ProfileEventsCuda, LoraPartsAreNestedAndCountedOnce) {
   EXPECT_LE(parts, op->seconds * 1.01);  // the parts lie inside the op
   const profile::Breakdown bd = profile::breakdown_of(rows, 1.0);
   EXPECT_DOUBLE_EQ(bd.busy_s, op->seconds);  // the parts are not added again
+}
+
+// The device's idle time before an outermost op: a host pause between two ops shows as "(idle before) <second op>"
+// (at least most of the pause), the ops' nested parts get no line of their own, and the lines are no op (no category).
+TEST(ProfileEventsCuda, IdleTimeIsCountedBeforeTheOpThatWaited) {
+  ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
+  const int64_t n = 512, k = 1024, m = 1024, r = 16;
+  Tensor x = Tensor::zeros({n, k}, DType::BF16, Device::cuda());
+  Tensor w = Tensor::zeros({m, k}, DType::BF16, Device::cuda());
+  Tensor a = Tensor::zeros({r, k}, DType::F32, Device::cuda());
+  Tensor b = Tensor::zeros({m, r}, DType::F32, Device::cuda());
+  Tensor y = Tensor::zeros({n, m}, DType::BF16, Device::cuda());
+  Tensor xa = Tensor::zeros({n, r}, DType::F32, Device::cuda());
+  Tensor v = Tensor::zeros({256}, DType::F32, Device::cuda());
+  ops::lora_linear(x, w, Tensor(), a, b, 2.0f, ops::Dropout{}, y, xa);  // warm-up (plans), not profiled
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EventsOn on;
+  ops::add(v, v, v);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));  // the device idles
+  ops::lora_linear(x, w, Tensor(), a, b, 2.0f, ops::Dropout{}, y, xa);
+  const std::vector<profile::Region> rows = profile::regions();
+  const profile::Region* idle = find(rows, "(idle before) lora_linear");
+  ASSERT_NE(idle, nullptr);
+  EXPECT_EQ(idle->calls, 1);
+  EXPECT_GE(idle->seconds, 0.025);
+  EXPECT_LT(idle->seconds, 1.0);
+  EXPECT_EQ(find(rows, "(idle before) lora_linear.xa"), nullptr);  // parts are inside their op: no gap of their own
+  EXPECT_EQ(find(rows, "(idle before) add"), nullptr);  // the first op has no previous one since the reset
+  EXPECT_EQ(profile::category("(idle before) lora_linear"), nullptr);
 }
 
 }  // namespace

@@ -107,22 +107,30 @@ class EventLog {
   // The device's idle time before a top-level region: from the previous top-level region's end event (kept out of
   // the pool until now) to this one's start, recorded as "(idle before) <name>". On one stream the gaps add up to
   // the breakdown's idle time, less what falls outside every region; they say which op the device waited to be
-  // given (host work, a synchronisation, launches slower than the kernels).
+  // given (host work, a synchronisation, launches slower than the kernels). Not measured across a profile::reset()
+  // (the first op after one has no line).
   void note_gap_locked(const Pending& p) {
-    if (last_end_.size() <= static_cast<size_t>(p.device)) last_end_.resize(static_cast<size_t>(p.device) + 1);
+    if (last_end_.size() <= static_cast<size_t>(p.device)) {
+      last_end_.resize(static_cast<size_t>(p.device) + 1);
+      last_generation_.resize(static_cast<size_t>(p.device) + 1);
+    }
     cudaEvent_t& last = last_end_[static_cast<size_t>(p.device)];
+    uint64_t& generation = last_generation_[static_cast<size_t>(p.device)];
+    const uint64_t now = profile::reset_generation();  // a reset resolves every pending timing first
     float gap = 0;
-    if (last != nullptr && cudaEventElapsedTime(&gap, last, p.start) == cudaSuccess && gap > 0) {
+    if (last != nullptr && generation == now && cudaEventElapsedTime(&gap, last, p.start) == cudaSuccess && gap > 0) {
       profile::record(("(idle before) " + std::string(p.name)).c_str(), static_cast<double>(gap) * 1e-3);
     }
     (void)cudaGetLastError();
     if (last != nullptr) give_back_locked(p.device, last);
     last = p.end;
+    generation = now;
   }
 
   std::mutex mutex_;
   std::deque<Pending> pending_;
-  std::vector<cudaEvent_t> last_end_;  // per device
+  std::vector<cudaEvent_t> last_end_;        // per device
+  std::vector<uint64_t> last_generation_;   // per device: profile::reset_generation() when last_end_ was set
   std::vector<std::vector<cudaEvent_t>> free_;
 };
 
