@@ -83,17 +83,23 @@ TEST(ProfileEventsCuda, ManyPendingTimingsAllResolve) {
   EXPECT_GT(add->seconds, 0.0);
 }
 
-TEST(ProfileEventsCuda, LoraPartsAreNestedAndCountedOnce) {
-  ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
-  const int64_t n = 512, k = 1024, m = 1024, r = 16;
+// A LoRA linear's operands on the device (zeros), and the op.
+struct LoraOnDevice {
+  static constexpr int64_t n = 512, k = 1024, m = 1024, r = 16;
   Tensor x = Tensor::zeros({n, k}, DType::BF16, Device::cuda());
   Tensor w = Tensor::zeros({m, k}, DType::BF16, Device::cuda());
   Tensor a = Tensor::zeros({r, k}, DType::F32, Device::cuda());
   Tensor b = Tensor::zeros({m, r}, DType::F32, Device::cuda());
   Tensor y = Tensor::zeros({n, m}, DType::BF16, Device::cuda());
   Tensor xa = Tensor::zeros({n, r}, DType::F32, Device::cuda());
+  void run() { ops::lora_linear(x, w, Tensor(), a, b, 2.0f, ops::Dropout{}, y, xa); }
+};
+
+TEST(ProfileEventsCuda, LoraPartsAreNestedAndCountedOnce) {
+  ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
+  LoraOnDevice lora;
   EventsOn on;
-  for (int i = 0; i < 3; ++i) ops::lora_linear(x, w, Tensor(), a, b, 2.0f, ops::Dropout{}, y, xa);
+  for (int i = 0; i < 3; ++i) lora.run();
   const std::vector<profile::Region> rows = profile::regions();
   const profile::Region* op = find(rows, "lora_linear");
   ASSERT_NE(op, nullptr);
@@ -115,21 +121,15 @@ TEST(ProfileEventsCuda, LoraPartsAreNestedAndCountedOnce) {
 // (at least most of the pause), the ops' nested parts get no line of their own, and the lines are no op (no category).
 TEST(ProfileEventsCuda, IdleTimeIsCountedBeforeTheOpThatWaited) {
   ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
-  const int64_t n = 512, k = 1024, m = 1024, r = 16;
-  Tensor x = Tensor::zeros({n, k}, DType::BF16, Device::cuda());
-  Tensor w = Tensor::zeros({m, k}, DType::BF16, Device::cuda());
-  Tensor a = Tensor::zeros({r, k}, DType::F32, Device::cuda());
-  Tensor b = Tensor::zeros({m, r}, DType::F32, Device::cuda());
-  Tensor y = Tensor::zeros({n, m}, DType::BF16, Device::cuda());
-  Tensor xa = Tensor::zeros({n, r}, DType::F32, Device::cuda());
+  LoraOnDevice lora;
   Tensor v = Tensor::zeros({256}, DType::F32, Device::cuda());
-  ops::lora_linear(x, w, Tensor(), a, b, 2.0f, ops::Dropout{}, y, xa);  // warm-up (plans), not profiled
+  lora.run();  // warm-up (plans), not profiled
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   EventsOn on;
   ops::add(v, v, v);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   std::this_thread::sleep_for(std::chrono::milliseconds(30));  // the device idles
-  ops::lora_linear(x, w, Tensor(), a, b, 2.0f, ops::Dropout{}, y, xa);
+  lora.run();
   const std::vector<profile::Region> rows = profile::regions();
   const profile::Region* idle = find(rows, "(idle before) lora_linear");
   ASSERT_NE(idle, nullptr);
