@@ -232,7 +232,11 @@ int main(int argc, char** argv) {
         profile::reset();
       }
       const auto seed = static_cast<uint32_t>(step * world + env.rank + 1);
-      model::MicroBatch mb = random_batch(config.vocab_size, seq, batch, seed);
+      model::MicroBatch mb;
+      {
+        SWIFT_PROFILE("(host: the bench's batch, before the step's timer starts)");
+        mb = random_batch(config.vocab_size, seq, batch, seed);
+      }
       const auto t0 = std::chrono::steady_clock::now();
       SWIFT_PROFILE("(whole step: forward, backward, clip, adamw)");  // SWIFT_PROFILE=1: the ops' share of it
       if (zero_grad_first || step == 0) trainable.zero_grad();
@@ -251,6 +255,7 @@ int main(int argc, char** argv) {
       if (sharded) {
         sharded->step(1e-4);
       } else {
+        SWIFT_PROFILE("(host: AdamW::step, after the norm's read-back)");
         optimizer->step(1e-4, clip_scale);
       }
       if (!zero_grad_first) {  // as the trainer: queued behind the update, for the next step
