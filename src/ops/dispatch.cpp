@@ -415,6 +415,11 @@ float clip_grad_norm(std::span<const Tensor> grads, double max_norm) {
   return norm;
 }
 
+void zero_gradients(std::span<const Tensor> grads) {
+  dispatch("zero_gradients", detail::check_grads("zero_gradients", grads, true), [&] { cpu::zero_gradients(grads); },
+           [&] { cuda::zero_gradients(grads); });
+}
+
 void scale_gradients(std::span<const Tensor> grads, float factor) {
   if (!std::isfinite(factor)) fail("scale_gradients: factor = {} must be finite", factor);
   dispatch("scale_gradients", detail::check_grads("scale_gradients", grads, true),

@@ -402,6 +402,9 @@ float clip_coefficient(float total_norm, double max_norm);
 // Every grad (F32, in place) *= factor: torch.amp.GradScaler.unscale_'s multiply by inv_scale (fp16 loss scaling,
 // train/loss_scaler.h). A non-finite element stays non-finite (the trainer finds it through grad_norm).
 void scale_gradients(std::span<const Tensor> grads, float factor);
+// Every grad (F32) set to +0 (optimizer.zero_grad): on CUDA one launch over all of them (a LoRA model has ~400 small
+// gradients: one memset each cost the 7B step ~2 ms of launches and gaps, docs/PERFORMANCE.md run 22).
+void zero_gradients(std::span<const Tensor> grads);
 
 // ---- DoRA linear (PEFT's weight-decomposed LoRA, lora/dora.py DoraLinearLayer) -------------------------------
 // The weight norm, one entry per output row (PEFT: torch.linalg.norm(W + scale * B A, dim=1)), recomputed from the

@@ -794,6 +794,31 @@ TEST(OpsCudaElementwise, ScaleGradientsMatchesCpu) {
   }
 }
 
+// zero_gradients in one launch: every element of tensors across chunk boundaries (and a NaN) +0; a row block of a
+// larger buffer leaves the other rows.
+TEST(OpsCudaElementwise, ZeroGradientsZeroesEveryElementAndNothingElse) {
+  ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
+  std::vector<Tensor> dev;
+  uint32_t seed = 2200;
+  for (int64_t n : {int64_t{1}, int64_t{0}, int64_t{16385}, int64_t{1000003}, int64_t{7}}) {
+    Tensor t = random_tensor({n}, DType::F32, ++seed);
+    if (n == 7) t.data<float>()[3] = std::nanf("");
+    dev.push_back(t.to(Device::cuda()));
+  }
+  const Tensor whole_host = random_tensor({6, 33}, DType::F32, ++seed);
+  Tensor whole = whole_host.to(Device::cuda());
+  dev.push_back(whole.slice_rows(1, 5));
+  ops::zero_gradients(dev);
+  for (size_t i = 0; i + 1 < dev.size(); ++i) {
+    EXPECT_TRUE(bit_equal(dev[i].to(Device::cpu()), Tensor::zeros(dev[i].shape(), DType::F32))) << i;
+  }
+  const Tensor got = whole.to(Device::cpu());
+  for (int64_t r = 0; r < 6; ++r) {
+    const Tensor want = r >= 1 && r < 5 ? Tensor::zeros({1, 33}, DType::F32) : whole_host.slice_rows(r, r + 1);
+    EXPECT_TRUE(bit_equal(got.slice_rows(r, r + 1), want)) << "row " << r;
+  }
+}
+
 // Opt-in timing (SWIFT_GPU_BENCH=1) of swiglu and swiglu_backward at the 0.5B's (16,384 x 4,864) and the 7B's
 // (8,192 x 18,944) MLP shapes, BF16: 16-byte aligned operands (groups of 8) and the same calls on views 4 elements in
 // (8-byte aligned: groups of 4, the kernels before groups of 8). A yardstick, not an assertion.

@@ -239,6 +239,32 @@ TEST(OpsAdamW, ScaleGradientsMatchesReferenceAndUnscalesExactly) {
   EXPECT_TRUE(throws_error([&] { ops::scale_gradients(bf16, 0.5f); }, {"scale_gradients", "grads[0]", "F32"}));
 }
 
+// zero_gradients: every element of every tensor +0 (NaN and -0 too), views of a larger buffer leave its other rows;
+// non-F32 or undefined tensors are named.
+TEST(OpsAdamW, ZeroGradientsZeroesEveryElementAndNothingElse) {
+  std::vector<Tensor> grads;
+  uint32_t seed = 90;
+  for (int64_t n : {int64_t{1}, int64_t{0}, int64_t{7}, int64_t{16385}, int64_t{100003}}) {
+    grads.push_back(random_tensor({n}, DType::F32, ++seed));
+  }
+  grads[2].data<float>()[1] = std::nanf("");
+  grads[2].data<float>()[2] = -0.0f;
+  const Tensor whole = random_tensor({6, 5}, DType::F32, ++seed), before = whole.clone();
+  grads.push_back(whole.slice_rows(2, 4));
+  ops::zero_gradients(grads);
+  for (size_t i = 0; i + 1 < grads.size(); ++i) {
+    EXPECT_TRUE(bit_equal(grads[i], Tensor::zeros(grads[i].shape(), DType::F32))) << i;
+  }
+  for (int64_t r = 0; r < 6; ++r) {
+    const Tensor want = r >= 2 && r < 4 ? Tensor::zeros({1, 5}, DType::F32) : before.slice_rows(r, r + 1);
+    EXPECT_TRUE(bit_equal(whole.slice_rows(r, r + 1), want)) << "row " << r;
+  }
+  std::vector<Tensor> bf16 = {Tensor::zeros({4}, DType::BF16)};
+  EXPECT_TRUE(throws_error([&] { ops::zero_gradients(bf16); }, {"zero_gradients", "grads[0]", "F32"}));
+  std::vector<Tensor> undefined = {Tensor::zeros({4}, DType::F32), Tensor()};
+  EXPECT_TRUE(throws_error([&] { ops::zero_gradients(undefined); }, {"zero_gradients", "grads[1]"}));
+}
+
 TEST(OpsAdamW, Errors) {
   Tensor p = Tensor::zeros({4}, DType::F32), g = Tensor::zeros({4}, DType::F32), m = Tensor::zeros({4}, DType::F32);
   Tensor v = Tensor::zeros({4}, DType::F32), short_v = Tensor::zeros({3}, DType::F32);

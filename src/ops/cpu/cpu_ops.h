@@ -78,6 +78,7 @@ void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config,
 float grad_norm(std::span<const Tensor> grads);
 float clip_grad_norm(std::span<const Tensor> grads, double max_norm);
 void scale_gradients(std::span<const Tensor> grads, float factor);
+void zero_gradients(std::span<const Tensor> grads);
 
 // ---- helpers shared by the kernels ------------------------------------------------------------------------
 // n elements of dtype (F32/BF16/F16) at src, converted to fp32 into dst. Exact.

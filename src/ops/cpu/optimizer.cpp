@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "core/profile.h"
@@ -183,6 +184,11 @@ float clip_grad_norm(std::span<const Tensor> grads, double max_norm) {
 void scale_gradients(std::span<const Tensor> grads, float factor) {
   SWIFT_PROFILE("scale_gradients");
   multiply_all(grads, factor);
+}
+
+void zero_gradients(std::span<const Tensor> grads) {
+  SWIFT_PROFILE("zero_gradients");
+  for (const Tensor& g : grads) std::memset(g.raw(), 0, g.nbytes());
 }
 
 }  // namespace swift::ops::cpu

@@ -62,6 +62,7 @@ void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config,
 float grad_norm(std::span<const Tensor> grads);
 float clip_grad_norm(std::span<const Tensor> grads, double max_norm);
 void scale_gradients(std::span<const Tensor> grads, float factor);
+void zero_gradients(std::span<const Tensor> grads);
 // Synchronises the device's stream, reads and clears its device error record (token ids outside the vocabulary in
 // embedding / embedding_backward, negative rope positions) and throws swift::Error naming the op that recorded one.
 // Called by the synchronising ops (grad_norm, clip_grad_norm, cross_entropy); callable anywhere. Defined in

@@ -154,6 +154,8 @@ cudaError_t launch_sum_squares(const MultiTensorChunk* chunks, int64_t count, do
                                cudaStream_t stream);
 // p[0][i] *= coef over every chunk.
 cudaError_t launch_scale(const MultiTensorChunk* chunks, int64_t count, float coef, cudaStream_t stream);
+// Every chunk's p[0] elements set to +0.
+cudaError_t launch_zero(const MultiTensorChunk* chunks, int64_t count, cudaStream_t stream);
 
 #if defined(__CUDACC__)
 // ---- device helpers shared by the .cu files ----------------------------------------------------------------------

@@ -413,6 +413,16 @@ float clip_grad_norm(std::span<const Tensor> grads, double max_norm) {
   return total;
 }
 
+void zero_gradients(std::span<const Tensor> grads) {
+  const std::vector<MultiTensorChunk> chunks = grad_chunks(grads);
+  if (chunks.empty()) return;
+  const int device = grads[0].device().index;
+  const cudaStream_t s = stream(device);
+  ScratchLease lease("zero_gradients", device, chunks.size() * sizeof(MultiTensorChunk));
+  const MultiTensorChunk* device_chunks = upload_chunks("zero_gradients", chunks, lease, s);
+  check_launch("zero_gradients", launch_zero(device_chunks, static_cast<int64_t>(chunks.size()), s));
+}
+
 void scale_gradients(std::span<const Tensor> grads, float factor) {
   const std::vector<MultiTensorChunk> chunks = grad_chunks(grads);
   if (chunks.empty()) return;

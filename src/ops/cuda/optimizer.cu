@@ -183,6 +183,12 @@ __global__ void scale_kernel(const MultiTensorChunk* chunks, float coef) {
   for (int64_t i = ch.begin + threadIdx.x; i < ch.end; i += blockDim.x) g[i] = __fmul_rn(g[i], coef);
 }
 
+__global__ void zero_kernel(const MultiTensorChunk* chunks) {
+  const MultiTensorChunk ch = chunks[blockIdx.x];
+  float* g = ch.p[0];
+  for (int64_t i = ch.begin + threadIdx.x; i < ch.end; i += blockDim.x) g[i] = 0.0f;
+}
+
 bool grid_ok(int64_t count) { return count <= 0x7fffffff; }
 
 }  // namespace
@@ -211,6 +217,13 @@ cudaError_t launch_scale(const MultiTensorChunk* chunks, int64_t count, float co
   if (count == 0) return cudaSuccess;
   if (!grid_ok(count)) return cudaErrorInvalidValue;
   scale_kernel<<<static_cast<unsigned>(count), kThreads, 0, stream>>>(chunks, coef);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_zero(const MultiTensorChunk* chunks, int64_t count, cudaStream_t stream) {
+  if (count == 0) return cudaSuccess;
+  if (!grid_ok(count)) return cudaErrorInvalidValue;
+  zero_kernel<<<static_cast<unsigned>(count), kThreads, 0, stream>>>(chunks);
   return cudaGetLastError();
 }
 
