@@ -34,24 +34,47 @@ void AdamW::step(double lr, float grad_scale) {
   static ops::EnvSwitch products_switch("SWIFT_ADAMW_PRODUCTS", true);  // =0: the next forward casts them
   const bool kProducts = products_switch.on();
   ++steps_;
-  std::vector<ops::AdamWTensor> with_decay, without_decay;
-  for (size_t i = 0; i < states_.size(); ++i) {
-    ops::AdamWTensor t = states_[i];
-    model::Parameter& p = (*params_)[i];
-    p.product_current = false;
-    if (kProducts && p.product.defined() && p.product.numel() == t.param.numel()) t.product = p.product;
-    (decay_[i] ? with_decay : without_decay).push_back(t);
-  }
+  for (model::Parameter& p : *params_) p.product_current = false;
+  refresh_groups(kProducts);
   ops::AdamWConfig c = config_;
   c.lr = lr;
   c.grad_scale = grad_scale;
-  if (!with_decay.empty()) ops::adamw_step(with_decay, c, steps_);
+  if (!with_decay_.empty()) ops::adamw_step(with_decay_, c, steps_);
   c.weight_decay = 0.0;
-  if (!without_decay.empty()) ops::adamw_step(without_decay, c, steps_);
+  if (!without_decay_.empty()) ops::adamw_step(without_decay_, c, steps_);
   for (size_t i = 0; i < states_.size(); ++i) {
     model::Parameter& p = (*params_)[i];
     p.product_current = kProducts && p.product.defined() && p.product.numel() == states_[i].param.numel();
   }
+}
+
+// The key is every tensor's address and size (a restored state, a rebound gradient or a new product copy changes
+// it); the lists hold their own handles, so a tensor they still name cannot be freed and its address reused.
+void AdamW::refresh_groups(bool products) {
+  std::vector<uintptr_t> key;
+  key.reserve(states_.size() * 10);
+  auto add = [&](const Tensor& t) {
+    key.push_back(t.defined() ? reinterpret_cast<uintptr_t>(t.raw()) : 0);
+    key.push_back(t.defined() ? static_cast<uintptr_t>(t.numel()) : 0);
+  };
+  auto product_of = [&](size_t i) {
+    const model::Parameter& p = (*params_)[i];
+    return products && p.product.defined() && p.product.numel() == states_[i].param.numel() ? p.product : Tensor();
+  };
+  for (size_t i = 0; i < states_.size(); ++i) {
+    const ops::AdamWTensor& s = states_[i];
+    for (const Tensor* t : {&s.param, &s.grad, &s.exp_avg, &s.exp_avg_sq}) add(*t);
+    add(product_of(i));
+  }
+  if (key == groups_key_) return;
+  with_decay_.clear();
+  without_decay_.clear();
+  for (size_t i = 0; i < states_.size(); ++i) {
+    ops::AdamWTensor t = states_[i];
+    t.product = product_of(i);
+    (decay_[i] ? with_decay_ : without_decay_).push_back(t);
+  }
+  groups_key_ = std::move(key);
 }
 
 namespace {

@@ -36,11 +36,18 @@ class AdamW {
   size_t size() const { return states_.size(); }
 
  private:
+  // with_decay_ / without_decay_ from states_ and the parameters' product copies, rebuilt only when a tensor behind
+  // them changed (copying ~400 x 5 tensor handles every step cost the 7B LoRA step 0.4 ms of host time while the GPU
+  // waited for its update, docs/PERFORMANCE.md run 22).
+  void refresh_groups(bool products);
+
   ops::AdamWConfig config_;
   std::vector<model::Parameter>* params_;  // the caller's, outliving this optimizer (their product copies)
   std::vector<ops::AdamWTensor> states_;
   std::vector<uint8_t> decay_;
   int64_t steps_ = 0;
+  std::vector<ops::AdamWTensor> with_decay_, without_decay_;  // the two groups' tensors, as of groups_key_
+  std::vector<uintptr_t> groups_key_;
 };
 
 // Global L2 norm of the parameters' gradients before clipping, then clips them to max_norm (torch's
