@@ -399,38 +399,39 @@ float grad_norm(std::span<const Tensor> grads) {
   return static_cast<float>(std::sqrt(total));
 }
 
+namespace {
+// One launch over every gradient's chunks: launch(device chunk table, chunk count, stream), the table uploaded to the
+// device's scratch first (clip_grad_norm, zero_gradients, scale_gradients).
+template <typename Launch>
+void over_gradients(const char* op, std::span<const Tensor> grads, Launch&& launch) {
+  const std::vector<MultiTensorChunk> chunks = grad_chunks(grads);
+  if (chunks.empty()) return;
+  const int device = grads[0].device().index;
+  const cudaStream_t s = stream(device);
+  ScratchLease lease(op, device, chunks.size() * sizeof(MultiTensorChunk));
+  const MultiTensorChunk* device_chunks = upload_chunks(op, chunks, lease, s);
+  check_launch(op, launch(device_chunks, static_cast<int64_t>(chunks.size()), s));
+}
+}  // namespace
+
 float clip_grad_norm(std::span<const Tensor> grads, double max_norm) {
   const float total = grad_norm(grads);
   const float coef = clip_coefficient(total, max_norm);
   if (coef == 1.0f) return total;  // g * 1.0f == g exactly: skip the pass
-  const std::vector<MultiTensorChunk> chunks = grad_chunks(grads);
-  if (chunks.empty()) return total;
-  const int device = grads[0].device().index;
-  const cudaStream_t s = stream(device);
-  ScratchLease lease("clip_grad_norm", device, chunks.size() * sizeof(MultiTensorChunk));
-  const MultiTensorChunk* device_chunks = upload_chunks("clip_grad_norm", chunks, lease, s);
-  check_launch("clip_grad_norm", launch_scale(device_chunks, static_cast<int64_t>(chunks.size()), coef, s));
+  over_gradients("clip_grad_norm", grads, [&](const MultiTensorChunk* chunks, int64_t count, cudaStream_t s) {
+    return launch_scale(chunks, count, coef, s);
+  });
   return total;
 }
 
 void zero_gradients(std::span<const Tensor> grads) {
-  const std::vector<MultiTensorChunk> chunks = grad_chunks(grads);
-  if (chunks.empty()) return;
-  const int device = grads[0].device().index;
-  const cudaStream_t s = stream(device);
-  ScratchLease lease("zero_gradients", device, chunks.size() * sizeof(MultiTensorChunk));
-  const MultiTensorChunk* device_chunks = upload_chunks("zero_gradients", chunks, lease, s);
-  check_launch("zero_gradients", launch_zero(device_chunks, static_cast<int64_t>(chunks.size()), s));
+  over_gradients("zero_gradients", grads, launch_zero);
 }
 
 void scale_gradients(std::span<const Tensor> grads, float factor) {
-  const std::vector<MultiTensorChunk> chunks = grad_chunks(grads);
-  if (chunks.empty()) return;
-  const int device = grads[0].device().index;
-  const cudaStream_t s = stream(device);
-  ScratchLease lease("scale_gradients", device, chunks.size() * sizeof(MultiTensorChunk));
-  const MultiTensorChunk* device_chunks = upload_chunks("scale_gradients", chunks, lease, s);
-  check_launch("scale_gradients", launch_scale(device_chunks, static_cast<int64_t>(chunks.size()), factor, s));
+  over_gradients("scale_gradients", grads, [&](const MultiTensorChunk* chunks, int64_t count, cudaStream_t s) {
+    return launch_scale(chunks, count, factor, s);
+  });
 }
 
 }  // namespace swift::ops::cuda
