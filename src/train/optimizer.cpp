@@ -57,21 +57,23 @@ void AdamW::refresh_groups(bool products) {
     key.push_back(t.defined() ? reinterpret_cast<uintptr_t>(t.raw()) : 0);
     key.push_back(t.defined() ? static_cast<uintptr_t>(t.numel()) : 0);
   };
-  auto product_of = [&](size_t i) {
+  auto product_of = [&](size_t i) -> const Tensor* {  // the copy the update writes, or none
     const model::Parameter& p = (*params_)[i];
-    return products && p.product.defined() && p.product.numel() == states_[i].param.numel() ? p.product : Tensor();
+    return products && p.product.defined() && p.product.numel() == states_[i].param.numel() ? &p.product : nullptr;
   };
+  const Tensor none;
   for (size_t i = 0; i < states_.size(); ++i) {
     const ops::AdamWTensor& s = states_[i];
     for (const Tensor* t : {&s.param, &s.grad, &s.exp_avg, &s.exp_avg_sq}) add(*t);
-    add(product_of(i));
+    const Tensor* product = product_of(i);
+    add(product != nullptr ? *product : none);
   }
   if (key == groups_key_) return;
   with_decay_.clear();
   without_decay_.clear();
   for (size_t i = 0; i < states_.size(); ++i) {
     ops::AdamWTensor t = states_[i];
-    t.product = product_of(i);
+    if (const Tensor* product = product_of(i)) t.product = *product;
     (decay_[i] ? with_decay_ : without_decay_).push_back(t);
   }
   groups_key_ = std::move(key);
