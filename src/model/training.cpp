@@ -219,32 +219,12 @@ int64_t TrainableModel::trainable_count() const {
   return n;
 }
 
-namespace {
-// ops::zero_gradients over the defined, non-empty gradients, one call per device (one launch on CUDA, not a memset
-// per tensor).
-void zero_all(const std::vector<Tensor>& grads) {
-  std::vector<Tensor> on_device;
-  std::vector<bool> done(grads.size(), false);
-  for (size_t i = 0; i < grads.size(); ++i) {
-    if (done[i]) continue;
-    on_device.clear();
-    for (size_t j = i; j < grads.size(); ++j) {
-      if (!done[j] && grads[j].device() == grads[i].device()) {
-        on_device.push_back(grads[j]);
-        done[j] = true;
-      }
-    }
-    ops::zero_gradients(on_device);
-  }
-}
-}  // namespace
-
 void TrainableModel::zero_grad() {
   std::vector<Tensor> grads;
   for (Parameter& p : params_) {
-    if (p.grad.defined() && p.grad.numel() > 0) grads.push_back(p.grad);  // with a gradient provider, the bound ones
+    if (p.grad.defined()) grads.push_back(p.grad);  // with a gradient provider, the bound ones
   }
-  zero_all(grads);
+  ops::zero_gradients(grads);  // one launch on CUDA, not a memset per tensor (the gradients share the model's device)
   for (Layer& l : layers_) {
     for (Linear& L : l.linears) L.grad_w_stale = false;
   }
@@ -262,9 +242,9 @@ void TrainableModel::defer_zero_grad() {
   }
   std::vector<Tensor> grads;
   for (Parameter& p : params_) {
-    if (p.grad.defined() && p.grad.numel() > 0 && deferred.count(p.grad.raw()) == 0) grads.push_back(p.grad);
+    if (p.grad.defined() && deferred.count(p.grad.raw()) == 0) grads.push_back(p.grad);
   }
-  zero_all(grads);
+  ops::zero_gradients(grads);
 }
 
 bool TrainableModel::take_accumulate_dw(Linear& L) {

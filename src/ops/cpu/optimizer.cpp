@@ -188,7 +188,9 @@ void scale_gradients(std::span<const Tensor> grads, float factor) {
 
 void zero_gradients(std::span<const Tensor> grads) {
   SWIFT_PROFILE("zero_gradients");
-  for (const Tensor& g : grads) std::memset(g.raw(), 0, g.nbytes());
+  for (const Tensor& g : grads) {
+    if (g.nbytes() > 0) std::memset(g.raw(), 0, g.nbytes());
+  }
 }
 
 }  // namespace swift::ops::cpu
