@@ -1,0 +1,599 @@
+// scripts/device/probe_wgmma_gemm.cu — can our own Hopper GEMM (TMA + wgmma, warp-specialised, persistent) run the
+// 7B step's frozen products as fast as cuBLASLt? The question behind fusing LoRA's rank-r passes into the frozen
+// products (issue 5: "fuse A into the frozen GEMM's output columns and B into its epilogue"), which cuBLASLt's fixed
+// epilogues cannot do.
+//
+// A probe, not product code (built by scripts/device/wgmma-gemm-probe.sh with nvcc alone). C (M x N, row-major, BF16)
+// = A (M x K, row-major) * B (N x K, row-major)^T with fp32 accumulation: the forward's y = x W^T ("TN"). For each of
+// the 7B's forward shapes at 8,192 tokens it checks the result against cuBLASLt's (max |difference| over max |C|) and
+// times both (cuBLASLt: the fastest of its top 8 heuristic algorithms, as ops/cuda/blas.cpp's autotune keeps), random
+// BF16 inputs in [-1, 1), printing ms per product and TFLOP/s.
+//
+// The kernel: a 128 x 256 output tile per CTA, K in blocks of 64 (one 128-byte swizzle row of BF16), STAGES-deep ring
+// of shared-memory stages filled by TMA (one producer thread) and released through mbarriers; two consumer
+// warpgroups each own 64 rows of the tile (wgmma m64n256k16, 128 fp32 accumulators a thread); persistent CTAs walk the
+// tiles in groups of GROUP_M tile rows (the B tiles of a group stay in L2). Shapes must be multiples of the tile.
+// Exit status 0 unless a CUDA / cuBLASLt call fails or a result differs (relative max error > 2e-2).
+#include <cublasLt.h>
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { std::printf("CUDA %s at %d: %s\n", #x, __LINE__, cudaGetErrorString(e_)); std::exit(1); } } while (0)
+#define LK(x) do { cublasStatus_t s_ = (x); if (s_ != CUBLAS_STATUS_SUCCESS) { std::printf("cuBLASLt %s at %d: %d\n", #x, __LINE__, (int)s_); std::exit(1); } } while (0)
+
+namespace {
+
+constexpr int BM = 128, BN = 256, BK = 64;
+#ifndef STAGES
+#define STAGES 4
+#endif
+#ifndef GROUP_M
+#define GROUP_M 16
+#endif
+#ifndef BT
+#define BT 0  // 1: B is K x N row-major (MN-major operand, wgmma's transposed B): the backward's dx = dy W
+#endif
+#ifndef RASTER
+#define RASTER 0  // 0: groups of GROUP_M tile rows, down the rows first; 1: groups of GROUP_M tile columns, along them
+#endif
+#ifndef CLUSTER
+#define CLUSTER 1  // CTAs per cluster along M: 2 share each B tile through TMA multicast (each loads half)
+#endif
+#ifndef EPI
+#define EPI 0  // 0: accumulators stored to global by each thread; 1: through shared memory and TMA stores;
+               // 2: as 1 with stmatrix, two 64-column boxes of staging per warpgroup (room for 4 stages)
+#endif
+constexpr int kStageA = BM * BK * 2, kStageB = BN * BK * 2, kStage = kStageA + kStageB;  // bytes
+constexpr int kThreads = 384;  // warpgroup 0: producer; 1 and 2: consumers
+// The BF16 staging of the tile's output: EPI 1 four 64-column boxes per warpgroup, EPI 2 two.
+constexpr int kEpiBytes = EPI == 1 ? BM * BN * 2 : EPI == 2 ? 2 * 2 * 64 * 128 : 0;
+constexpr size_t kSmem = size_t(STAGES) * kStage + kEpiBytes + 1024 /* alignment */ + 2 * STAGES * 8;
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count));
+}
+__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+  asm volatile(
+      "{\n.reg .pred done;\n"
+      "WAIT_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT_%=;\n}\n" ::"r"(smem_u32(bar)),
+      "r"(parity)
+      : "memory");
+}
+
+// TMA: a box of the 2-D map at (inner coordinate c0, outer c1) into shared memory, completing on `bar`.
+__device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, int c0, int c1, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
+          smem_u32(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_u32(bar))
+      : "memory");
+}
+
+// The same box multicast to the CTAs of `mask` (same shared-memory offsets), completing on each one's `bar`.
+__device__ __forceinline__ void tma_load_2d_multicast(void* dst, const CUtensorMap* map, int c0, int c1, uint64_t* bar,
+                                                      uint16_t mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, "
+      "%3}], [%4], %5;" ::"r"(smem_u32(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_u32(bar)), "h"(mask)
+      : "memory");
+}
+
+// Arrive on the mbarrier at `bar`'s offset in the shared memory of cluster CTA `rank` (the default .release.cta
+// semantics, as for a local arrive: .release.cluster made each arrive wait ~as long as a k-block's products).
+__device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, uint32_t rank) {
+  asm volatile(
+      "{\n.reg .b32 remote;\n"
+      "mapa.shared::cluster.u32 remote, %0, %1;\n"
+      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" ::"r"(smem_u32(bar)),
+      "r"(rank)
+      : "memory");
+}
+
+// A consumer warpgroup's release of a stage: lane r of its first warp arrives on CTA r's barrier (r < CLUSTER).
+__device__ __forceinline__ void release_stage(uint64_t* bar, int tid) {
+  if (CLUSTER == 1) {
+    if (tid == 0) mbar_arrive(bar);
+  } else if (tid < CLUSTER) {
+    mbar_arrive_cluster(bar, uint32_t(tid));
+  }
+}
+
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+// TMA store of a box from shared memory at (c0, c1); bulk-group completion.
+__device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, const void* src, int c0, int c1) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(c0), "r"(c1), "r"(smem_u32(src))
+               : "memory");
+}
+
+// A wgmma shared-memory descriptor of a K-major operand tile in 128-byte swizzle (rows of 128 bytes, 8-row atoms
+// 1,024 bytes apart; the tile 1,024-byte aligned).
+__device__ __forceinline__ uint64_t smem_desc(const void* p) {
+  const uint64_t addr = smem_u32(p);
+  uint64_t d = (addr & 0x3FFFF) >> 4;  // start address
+  d |= uint64_t(1) << 16;              // leading byte offset (unused for swizzled K-major)
+  d |= uint64_t(1024 >> 4) << 32;      // stride byte offset: 8 rows x 128 bytes
+  d |= uint64_t(1) << 62;              // 128-byte swizzle
+  return d;
+}
+
+// The descriptor of an MN-major tile in 128-byte swizzle: 64-element MN chunks `chunk_bytes` apart, 8 K-rows of
+// 128 bytes 1,024 bytes apart.
+__device__ __forceinline__ uint64_t smem_desc_mn(const void* p, uint32_t chunk_bytes) {
+  const uint64_t addr = smem_u32(p);
+  uint64_t d = (addr & 0x3FFFF) >> 4;
+  d |= uint64_t(chunk_bytes >> 4) << 16;  // leading byte offset: between MN chunks
+  d |= uint64_t(1024 >> 4) << 32;         // stride byte offset: between 8-row K groups
+  d |= uint64_t(1) << 62;
+  return d;
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+
+#include "probe_wgmma_m64n256k16.inc"
+
+template <int Regs>
+__device__ __forceinline__ void reg_alloc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(Regs));
+}
+template <int Regs>
+__device__ __forceinline__ void reg_dealloc() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(Regs));
+}
+
+// Tile t of the (m_tiles x n_tiles) grid in grouped order: GROUP_M tile rows at a time, down the rows first.
+__device__ __forceinline__ void tile_coords(int t, int m_tiles, int n_tiles, int& tm, int& tn) {
+#if RASTER == 1
+  {
+    const int per_group = GROUP_M * m_tiles;
+    const int group = t / per_group, first_n = group * GROUP_M;
+    const int cols = min(n_tiles - first_n, GROUP_M);
+    const int in_group = t - group * per_group;
+    tn = first_n + in_group % cols;
+    tm = in_group / cols;
+    return;
+  }
+#endif
+  const int per_group = GROUP_M * n_tiles;
+  const int group = t / per_group, first_m = group * GROUP_M;
+  const int rows = min(m_tiles - first_m, GROUP_M);
+  const int in_group = t - group * per_group;
+  tm = first_m + in_group % rows;
+  tn = in_group / rows;
+}
+
+__global__ void __launch_bounds__(kThreads, 1)
+    gemm_tn_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
+                   const __grid_constant__ CUtensorMap map_c, __nv_bfloat16* __restrict__ c, int M, int N, int K) {
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  uint8_t* epi = smem + size_t(STAGES) * kStage;  // EPI 1: 1,024-aligned (the stages are multiples of 1,024 bytes)
+  uint64_t* full = reinterpret_cast<uint64_t*>(epi + kEpiBytes);
+  uint64_t* empty = full + STAGES;
+  const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+  const uint32_t rank = CLUSTER > 1 ? cluster_rank() : 0;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], 2 * CLUSTER);  // one arrival per consumer warpgroup of every CTA reading the stage
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  if (CLUSTER > 1) {
+    cluster_sync();
+  } else {
+    __syncthreads();
+  }
+  // Work is handed out in cluster tiles: CLUSTER tile rows of one tile column; CTA `rank` takes row `rank` of it.
+  const int m_tiles = M / BM, n_tiles = N / BN, kblocks = K / BK;
+  const int cm_tiles = m_tiles / CLUSTER, cluster_tiles = cm_tiles * n_tiles;
+  const int first = blockIdx.x / CLUSTER, step = gridDim.x / CLUSTER;
+  if (wg == 0) {  // producer
+    reg_dealloc<40>();
+    if (tid == 0) {
+      int it = 0;
+      for (int t = first; t < cluster_tiles; t += step) {
+        int tcm, tn;
+        tile_coords(t, cm_tiles, n_tiles, tcm, tn);
+        const int tm = tcm * CLUSTER + int(rank);
+        for (int kb = 0; kb < kblocks; ++kb, ++it) {
+          const int s = it % STAGES;
+          mbar_wait(&empty[s], ((it / STAGES) & 1) ^ 1);
+          uint8_t* stage = smem + size_t(s) * kStage;
+          mbar_expect_tx(&full[s], kStage);
+          tma_load_2d(stage, &map_a, kb * BK, tm * BM, &full[s]);
+#if CLUSTER > 1
+          constexpr int kPart = BN / CLUSTER;  // B rows each CTA loads for the whole cluster
+          tma_load_2d_multicast(stage + kStageA + rank * kPart * 128, &map_b, kb * BK, tn * BN + int(rank) * kPart,
+                                &full[s], uint16_t((1u << CLUSTER) - 1));
+#elif BT
+          for (int nb = 0; nb < BN / 64; ++nb) {
+            tma_load_2d(stage + kStageA + nb * 8192, &map_b, tn * BN + nb * 64, kb * BK, &full[s]);
+          }
+#else
+          tma_load_2d(stage + kStageA, &map_b, kb * BK, tn * BN, &full[s]);
+#endif
+        }
+      }
+    }
+  } else {
+    reg_alloc<232>();
+    const int half = wg - 1;  // rows [64 half, 64 half + 64) of the tile
+    float d[128];
+    int it = 0;
+    const int warp = tid / 32, lane = tid % 32;
+    for (int t = first; t < cluster_tiles; t += step) {
+      int tcm, tn;
+      tile_coords(t, cm_tiles, n_tiles, tcm, tn);
+      const int tm = tcm * CLUSTER + int(rank);
+      int prev = -1;
+      for (int kb = 0; kb < kblocks; ++kb, ++it) {
+        const int s = it % STAGES;
+        mbar_wait(&full[s], (it / STAGES) & 1);
+        const uint8_t* a_tile = smem + size_t(s) * kStage + half * 64 * 128;
+        const uint8_t* b_tile = smem + size_t(s) * kStage + kStageA;
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; ++kk) {
+#if BT
+          // MN-major B: four 64-column boxes 8,192 bytes apart (leading offset), 8 k-rows 1,024 bytes apart (stride).
+          wgmma_m64n256k16_tb(d, smem_desc(a_tile + kk * 32), smem_desc_mn(b_tile + kk * 2048, 8192),
+                              (kb > 0 || kk > 0) ? 1 : 0);
+#else
+          wgmma_m64n256k16(d, smem_desc(a_tile + kk * 32), smem_desc(b_tile + kk * 32), (kb > 0 || kk > 0) ? 1 : 0);
+#endif
+        }
+        wgmma_commit();
+        wgmma_wait<1>();
+        if (prev >= 0) release_stage(&empty[prev], tid);
+        prev = s;
+      }
+      wgmma_wait<0>();
+      release_stage(&empty[prev], tid);
+      // Accumulator i of this thread is row 16 warp + lane / 4 + 8 ((i / 2) % 2), column 8 (i / 4) + 2 (lane % 4) +
+      // i % 2 of the warpgroup's 64 x 256 block.
+#if EPI == 1
+      // Four boxes of 64 columns x 64 rows (128-byte rows, 128-byte swizzle: 16-byte chunk j of row r at chunk
+      // j ^ (r % 8)), then one thread stores them with TMA. The previous tile's stores must have read the staging.
+      uint8_t* stage_c = epi + half * (64 * 256 * 2);
+      if (tid == 0) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+      asm volatile("bar.sync %0, 128;" ::"r"(1 + half) : "memory");
+      const int r_lo = warp * 16 + lane / 4;
+#pragma unroll
+      for (int j = 0; j < 32; ++j) {
+        const int box = j / 8, chunk = j % 8;
+        const __nv_bfloat162 lo = __floats2bfloat162_rn(d[4 * j], d[4 * j + 1]);
+        const __nv_bfloat162 hi = __floats2bfloat162_rn(d[4 * j + 2], d[4 * j + 3]);
+        uint8_t* b = stage_c + box * (64 * 128);
+        const int r_hi = r_lo + 8;
+        *reinterpret_cast<__nv_bfloat162*>(b + r_lo * 128 + ((chunk ^ (r_lo % 8)) * 16) + 4 * (lane % 4)) = lo;
+        *reinterpret_cast<__nv_bfloat162*>(b + r_hi * 128 + ((chunk ^ (r_hi % 8)) * 16) + 4 * (lane % 4)) = hi;
+      }
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      asm volatile("bar.sync %0, 128;" ::"r"(1 + half) : "memory");
+      if (tid == 0) {
+        for (int box = 0; box < 4; ++box) {
+          tma_store_2d(&map_c, stage_c + box * (64 * 128), tn * BN + box * 64, tm * BM + half * 64);
+        }
+        asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+      }
+#elif EPI == 2
+      // Box b (columns 64 b .. 64 b + 63) goes through buffer b % 2 of this warpgroup: before it is written, at most
+      // one store (the other buffer's) may still be reading. stmatrix x4 writes chunks j, j + 1 of rows 16 warp .. +15;
+      // lane l gives the address of row l % 8 of matrix l / 8 (matrices: chunk j rows 0-7, 8-15, chunk j + 1 ...).
+      uint8_t* bufs = epi + half * (2 * 64 * 128);
+      const int mi = lane / 8, mrow = warp * 16 + (lane % 8) + 8 * (mi % 2);
+#pragma unroll
+      for (int box = 0; box < 4; ++box) {
+        uint8_t* buf = bufs + (box % 2) * (64 * 128);
+        if (tid == 0) asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
+        asm volatile("bar.sync %0, 128;" ::"r"(1 + half) : "memory");
+#pragma unroll
+        for (int jp = 0; jp < 4; ++jp) {
+          const int j = 8 * box + 2 * jp;
+          uint32_t r[4];
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            const int jj = j + q / 2, h = q % 2;
+            const __nv_bfloat162 v = __floats2bfloat162_rn(d[4 * jj + 2 * h], d[4 * jj + 2 * h + 1]);
+            r[q] = *reinterpret_cast<const uint32_t*>(&v);
+          }
+          const int chunk = 2 * jp + mi / 2;
+          const uint32_t addr = smem_u32(buf + mrow * 128 + ((chunk ^ (mrow % 8)) * 16));
+          asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r[0]),
+                       "r"(r[1]), "r"(r[2]), "r"(r[3])
+                       : "memory");
+        }
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        asm volatile("bar.sync %0, 128;" ::"r"(1 + half) : "memory");
+        if (tid == 0) {
+          tma_store_2d(&map_c, buf, tn * BN + box * 64, tm * BM + half * 64);
+          asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+        }
+      }
+#else
+      const int row0 = tm * BM + half * 64 + warp * 16 + lane / 4;
+      const int col0 = tn * BN + 2 * (lane % 4);
+#pragma unroll
+      for (int j = 0; j < 32; ++j) {
+        const __nv_bfloat162 lo = __floats2bfloat162_rn(d[4 * j], d[4 * j + 1]);
+        const __nv_bfloat162 hi = __floats2bfloat162_rn(d[4 * j + 2], d[4 * j + 3]);
+        *reinterpret_cast<__nv_bfloat162*>(c + size_t(row0) * N + col0 + 8 * j) = lo;
+        *reinterpret_cast<__nv_bfloat162*>(c + size_t(row0 + 8) * N + col0 + 8 * j) = hi;
+      }
+#endif
+    }
+#if EPI >= 1
+    if (tid == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+#endif
+  }
+  // No CTA leaves while a peer may still multicast into its stages or arrive on its barriers.
+  if (CLUSTER > 1) cluster_sync();
+}
+
+PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = nullptr;
+  if (fn == nullptr) {
+    cudaDriverEntryPointQueryResult q;
+    CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", reinterpret_cast<void**>(&fn), 12000,
+                                        cudaEnableDefault, &q));
+    if (q != cudaDriverEntryPointSuccess || fn == nullptr) {
+      std::printf("cuTensorMapEncodeTiled not found\n");
+      std::exit(1);
+    }
+  }
+  return fn;
+}
+
+// The map of a row-major (rows x cols) BF16 matrix in boxes of box_rows x 64 columns, 128-byte swizzle.
+CUtensorMap make_map(const void* base, int rows, int cols, int box_rows, int) {
+  CUtensorMap map;
+  const cuuint64_t dims[2] = {cuuint64_t(cols), cuuint64_t(rows)};
+  const cuuint64_t strides[1] = {cuuint64_t(cols) * 2};
+  const cuuint32_t box[2] = {BK, cuuint32_t(box_rows)};
+  const cuuint32_t estride[2] = {1, 1};
+  const CUresult r = encode_fn()(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base), dims, strides, box,
+                                 estride, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    std::printf("cuTensorMapEncodeTiled: %d\n", int(r));
+    std::exit(1);
+  }
+  return map;
+}
+
+__global__ void fill_random(__nv_bfloat16* p, size_t n, uint32_t seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    uint32_t h = uint32_t(i) * 2654435761u ^ seed;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    p[i] = __float2bfloat16(float(h & 0xFFFF) / 32768.0f - 1.0f);
+  }
+}
+
+struct Lt {
+  cublasLtHandle_t handle;
+  void* workspace;
+  size_t workspace_bytes = 64 << 20;
+};
+
+// cuBLASLt's C = A B^T (row-major), the fastest of its top 8 algorithms; returns ms per product.
+float cublaslt_tn(Lt& lt, const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c, int M, int N, int K,
+                  int reps, cudaStream_t stream) {
+  cublasLtMatmulDesc_t op;
+  LK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t ta = BT ? CUBLAS_OP_N : CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  LK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+  LK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  cublasLtMatrixLayout_t la, lb, lc;  // column-major views: C^T (N x M) = B (K x N)^T A (K x M)
+  if (BT) {  // B row-major K x N: column-major N x K
+    LK(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, N, K, N));
+  } else {
+    LK(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, K, N, K));
+  }
+  LK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, K, M, K));
+  LK(cublasLtMatrixLayoutCreate(&lc, CUDA_R_16BF, N, M, N));
+  cublasLtMatmulPreference_t pref;
+  LK(cublasLtMatmulPreferenceCreate(&pref));
+  LK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &lt.workspace_bytes,
+                                          sizeof(lt.workspace_bytes)));
+  cublasLtMatmulHeuristicResult_t results[8];
+  int found = 0;
+  LK(cublasLtMatmulAlgoGetHeuristic(lt.handle, op, la, lb, lc, lc, pref, 8, results, &found));
+  const float alpha = 1.0f, beta = 0.0f;
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  float best = 1e30f;
+  int best_i = 0;
+  for (int i = 0; i < found; ++i) {
+    auto run = [&] {
+      LK(cublasLtMatmul(lt.handle, op, &alpha, b, la, a, lb, &beta, c, lc, c, lc, &results[i].algo, lt.workspace,
+                        lt.workspace_bytes, stream));
+    };
+    run();
+    run();
+    CK(cudaEventRecord(e0, stream));
+    for (int r = 0; r < reps; ++r) run();
+    CK(cudaEventRecord(e1, stream));
+    CK(cudaEventSynchronize(e1));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    if (ms / reps < best) {
+      best = ms / reps;
+      best_i = i;
+    }
+  }
+  // The fastest algorithm's configuration (cuBLASLt's m x n tile is our N x M: it computes C^T).
+  auto config = [&](cublasLtMatmulAlgoConfigAttributes_t attr) {
+    uint32_t v = 0;
+    size_t got = 0;
+    if (cublasLtMatmulAlgoConfigGetAttribute(&results[best_i].algo, attr, &v, sizeof(v), &got) !=
+        CUBLAS_STATUS_SUCCESS)
+      return -1;
+    return int(v);
+  };
+  std::printf("  cuBLASLt best of %d: algo %d tile %d stages %d cluster %d swizzle %d split-k %d\n", found,
+              config(CUBLASLT_ALGO_CONFIG_ID), config(CUBLASLT_ALGO_CONFIG_TILE_ID),
+              config(CUBLASLT_ALGO_CONFIG_STAGES_ID), config(CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID),
+              config(CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING), config(CUBLASLT_ALGO_CONFIG_SPLITK_NUM));
+  cublasLtMatmulPreferenceDestroy(pref);
+  cublasLtMatrixLayoutDestroy(la);
+  cublasLtMatrixLayoutDestroy(lb);
+  cublasLtMatrixLayoutDestroy(lc);
+  cublasLtMatmulDescDestroy(op);
+  CK(cudaEventDestroy(e0));
+  CK(cudaEventDestroy(e1));
+  return best;
+}
+
+__global__ void compare(const __nv_bfloat16* x, const __nv_bfloat16* y, size_t n, float* out /* max diff, max |y| */) {
+  float md = 0.0f, my = 0.0f;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    const float a = __bfloat162float(x[i]), b = __bfloat162float(y[i]);
+    md = fmaxf(md, fabsf(a - b));
+    my = fmaxf(my, fabsf(b));
+    if (a != a) md = INFINITY;
+  }
+  atomicMax(reinterpret_cast<int*>(&out[0]), __float_as_int(md));
+  atomicMax(reinterpret_cast<int*>(&out[1]), __float_as_int(my));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int reps = argc > 1 ? std::atoi(argv[1]) : 20;
+  int sms = 0;
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  CK(cudaFuncSetAttribute(gemm_tn_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem)));
+  cudaStream_t stream;
+  CK(cudaStreamCreate(&stream));
+  Lt lt;
+  LK(cublasLtCreate(&lt.handle));
+  CK(cudaMalloc(&lt.workspace, lt.workspace_bytes));
+  struct Shape {
+    const char* name;
+    int M, N, K, per_layer;
+  };
+  // The forward's y = x W^T, or (BT) the backward's dx = dy W: N the input width, K the output width.
+  const std::vector<Shape> shapes = BT ? std::vector<Shape>{{"q / o dx", 8192, 3584, 3584, 2},
+                                                 {"k / v dx", 8192, 3584, 512, 2},
+                                                 {"gate / up dx", 8192, 3584, 18944, 2},
+                                                 {"down dx", 8192, 18944, 3584, 1},
+                                                 {"square 8192", 8192, 8192, 8192, 0}}
+                            : std::vector<Shape>{{"q / o", 8192, 3584, 3584, 2},
+                                                 {"k / v", 8192, 512, 3584, 2},
+                                                 {"gate / up", 8192, 18944, 3584, 2},
+                                                 {"down", 8192, 3584, 18944, 1},
+                                                 {"square 8192", 8192, 8192, 8192, 0}};
+  float* cmp;
+  CK(cudaMalloc(&cmp, 2 * sizeof(float)));
+  double ours_layer = 0, lt_layer = 0;
+  bool ok = true;
+  std::printf("STAGES %d GROUP_M %d, %d SMs, reps %d\n", STAGES, GROUP_M, sms, reps);
+  std::printf("%-12s %6s %6s %6s | %9s %8s | %9s %8s | %6s | %s\n", "shape", "M", "N", "K", "ours ms", "TFLOP/s",
+              "cuBLASLt", "TFLOP/s", "ratio", "max|diff|/max|C|");
+  for (const Shape& s : shapes) {
+    __nv_bfloat16 *a, *b, *c_ours, *c_lt;
+    CK(cudaMalloc(&a, size_t(s.M) * s.K * 2));
+    CK(cudaMalloc(&b, size_t(s.N) * s.K * 2));
+    CK(cudaMalloc(&c_ours, size_t(s.M) * s.N * 2));
+    CK(cudaMalloc(&c_lt, size_t(s.M) * s.N * 2));
+    fill_random<<<1024, 256, 0, stream>>>(a, size_t(s.M) * s.K, 1234u);
+    fill_random<<<1024, 256, 0, stream>>>(b, size_t(s.N) * s.K, 987u);
+    const CUtensorMap ma = make_map(a, s.M, s.K, BM, 1),
+                      mb = BT ? make_map(b, s.K, s.N, 64, 1) : make_map(b, s.N, s.K, BN / CLUSTER, 1),
+                      mc = make_map(c_ours, s.M, s.N, 64, 1);
+    const int tiles = (s.M / BM) * (s.N / BN);
+    const int grid = std::min(tiles, sms / CLUSTER * CLUSTER);
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(grid);
+    config.blockDim = dim3(kThreads);
+    config.dynamicSmemBytes = kSmem;
+    config.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = CLUSTER;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    config.attrs = attr;
+    config.numAttrs = 1;
+    __nv_bfloat16* c_arg = c_ours;
+    int m_arg = s.M, n_arg = s.N, k_arg = s.K;
+    auto ours = [&] { CK(cudaLaunchKernelEx(&config, gemm_tn_kernel, ma, mb, mc, c_arg, m_arg, n_arg, k_arg)); };
+    ours();
+    CK(cudaGetLastError());
+    CK(cudaStreamSynchronize(stream));
+    const float lt_ms = cublaslt_tn(lt, a, b, c_lt, s.M, s.N, s.K, reps, stream);
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    ours();
+    CK(cudaEventRecord(e0, stream));
+    for (int r = 0; r < reps; ++r) ours();
+    CK(cudaEventRecord(e1, stream));
+    CK(cudaEventSynchronize(e1));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    ms /= reps;
+    CK(cudaMemsetAsync(cmp, 0, 2 * sizeof(float), stream));
+    compare<<<512, 256, 0, stream>>>(c_ours, c_lt, size_t(s.M) * s.N, cmp);
+    float h[2];
+    CK(cudaMemcpyAsync(h, cmp, sizeof(h), cudaMemcpyDeviceToHost, stream));
+    CK(cudaStreamSynchronize(stream));
+    const double flop = 2.0 * s.M * s.N * s.K;
+    const double rel = h[0] / std::max(h[1], 1e-30f);
+    if (!(rel <= 2e-2)) ok = false;
+    std::printf("%-12s %6d %6d %6d | %9.4f %8.1f | %9.4f %8.1f | %6.3f | %.2e\n", s.name, s.M, s.N, s.K, ms,
+                flop / ms / 1e9, lt_ms, flop / lt_ms / 1e9, lt_ms / ms, rel);
+    ours_layer += s.per_layer * ms;
+    lt_layer += s.per_layer * lt_ms;
+    CK(cudaFree(a));
+    CK(cudaFree(b));
+    CK(cudaFree(c_ours));
+    CK(cudaFree(c_lt));
+  }
+  std::printf("7B layer's products (q, k, v, o, gate, up, down): ours %.3f ms, cuBLASLt %.3f ms (x 28: %.1f / "
+              "%.1f ms)\n",
+              ours_layer, lt_layer, 28 * ours_layer, 28 * lt_layer);
+  std::printf(ok ? "all results agree\n" : "RESULTS DIFFER\n");
+  return ok ? 0 : 1;
+}
