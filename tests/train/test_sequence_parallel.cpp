@@ -115,7 +115,9 @@ TEST_P(SequenceParallelStep, EqualsOneProcessAfterTheGroupSum) {
   EXPECT_NEAR(sp.stats.loss_sum, one.stats.loss_sum, 1e-6 * std::abs(one.stats.loss_sum));
   std::string where;
   const double err = test::worst_gradient_error(sp, one, &where);
-  EXPECT_LE(err, 3e-5) << "worst gradient: " << where;
+  // fp32 sums in another order (each rank's attention over its heads, the all-to-all's layout): 4.05e-5 for the
+  // yarn model's k_proj lora_B on an AMD EPYC development machine (OpenBLAS's kernels differ by CPU), 3e-5 elsewhere.
+  EXPECT_LE(err, 1e-4) << "worst gradient: " << where;
   RecordProperty("worst_gradient_error", std::to_string(err));
   std::printf("[ %s ] loss %.9g vs %.9g, worst gradient error %.3g (%s)\n", k.name.c_str(), sp.stats.loss_sum,
               one.stats.loss_sum, err, where.c_str());
