@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { std::printf("CUDA %s at %d: %s\n", #x, __LINE__, cudaGetErrorString(e_)); std::exit(1); } } while (0)
@@ -32,7 +33,16 @@
 
 namespace {
 
-constexpr int BM = 128, BN = 256, BK = 64;
+#ifndef TILE_M
+#define TILE_M 128  // rows of a CTA's tile: 64 per consumer warpgroup (128: two, 192: three)
+#endif
+#ifndef TILE_N
+#define TILE_N 256  // columns (256 or 192)
+#endif
+constexpr int BM = TILE_M, BN = TILE_N, BK = 64;
+constexpr int kConsumers = BM / 64;
+static_assert(BM == 128 || BM == 192, "TILE_M 128 or 192");
+static_assert(BN == 256 || BN == 192, "TILE_N 256 or 192");
 #ifndef STAGES
 #define STAGES 4
 #endif
@@ -50,12 +60,21 @@ constexpr int BM = 128, BN = 256, BK = 64;
 #endif
 #ifndef EPI
 #define EPI 0  // 0: accumulators stored to global by each thread; 1: through shared memory and TMA stores;
-               // 2: as 1 with stmatrix, two 64-column boxes of staging per warpgroup (room for 4 stages)
+               // 2: as 1 with stmatrix, two 64-column boxes of staging per warpgroup (room for 4 stages);
+               // 3: as 2 per warp (16-row boxes, each warp's lane 0 stores its own: no warpgroup barriers)
 #endif
 constexpr int kStageA = BM * BK * 2, kStageB = BN * BK * 2, kStage = kStageA + kStageB;  // bytes
-constexpr int kThreads = 384;  // warpgroup 0: producer; 1 and 2: consumers
+constexpr int kThreads = 128 * (1 + kConsumers);  // warpgroup 0: producer; 1 .. kConsumers: consumers
+#ifndef EPI_BUFS
+#define EPI_BUFS 2  // EPI 3: staging boxes per warp (1: each store must have read its box before the next is written)
+#endif
+static_assert((BM == 128 && BN == 256) || EPI == 3, "other tiles: EPI 3 only");
+static_assert(CLUSTER == 1 || BN == 256, "clusters: the 128 x 256 tile only");
 // The BF16 staging of the tile's output: EPI 1 four 64-column boxes per warpgroup, EPI 2 two.
-constexpr int kEpiBytes = EPI == 1 ? BM * BN * 2 : EPI == 2 ? 2 * 2 * 64 * 128 : 0;
+constexpr int kEpiBytes = EPI == 1   ? BM * BN * 2
+                          : EPI == 2 ? 2 * 2 * 64 * 128
+                          : EPI == 3 ? kConsumers * 4 * EPI_BUFS * 16 * 128
+                                     : 0;
 constexpr size_t kSmem = size_t(STAGES) * kStage + kEpiBytes + 1024 /* alignment */ + 2 * STAGES * 8;
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
@@ -212,7 +231,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(&full[s], 1);
-      mbar_init(&empty[s], 2 * CLUSTER);  // one arrival per consumer warpgroup of every CTA reading the stage
+      mbar_init(&empty[s], kConsumers * CLUSTER);  // one arrival per consumer warpgroup of every CTA reading it
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
@@ -222,7 +241,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     __syncthreads();
   }
   // Work is handed out in cluster tiles: CLUSTER tile rows of one tile column; CTA `rank` takes row `rank` of it.
-  const int m_tiles = M / BM, n_tiles = N / BN, kblocks = K / BK;
+  // Partial tiles at the edges: TMA zero-fills the loads past M / N and clips the stores (EPI >= 1).
+  const int m_tiles = (M + BM - 1) / BM, n_tiles = (N + BN - 1) / BN, kblocks = K / BK;
   const int cm_tiles = m_tiles / CLUSTER, cluster_tiles = cm_tiles * n_tiles;
   const int first = blockIdx.x / CLUSTER, step = gridDim.x / CLUSTER;
   if (wg == 0) {  // producer
@@ -254,9 +274,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
   } else {
-    reg_alloc<232>();
+    reg_alloc<kConsumers == 2 ? 232 : 152>();
     const int half = wg - 1;  // rows [64 half, 64 half + 64) of the tile
-    float d[128];
+    float d[BN / 2];
     int it = 0;
     const int warp = tid / 32, lane = tid % 32;
     for (int t = first; t < cluster_tiles; t += step) {
@@ -272,12 +292,14 @@ __global__ void __launch_bounds__(kThreads, 1)
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < BK / 16; ++kk) {
+          const int acc = (kb > 0 || kk > 0) ? 1 : 0;
 #if BT
-          // MN-major B: four 64-column boxes 8,192 bytes apart (leading offset), 8 k-rows 1,024 bytes apart (stride).
-          wgmma_m64n256k16_tb(d, smem_desc(a_tile + kk * 32), smem_desc_mn(b_tile + kk * 2048, 8192),
-                              (kb > 0 || kk > 0) ? 1 : 0);
+          // MN-major B: 64-column boxes 8,192 bytes apart (leading offset), 8 k-rows 1,024 bytes apart (stride).
+          const uint64_t da = smem_desc(a_tile + kk * 32), db = smem_desc_mn(b_tile + kk * 2048, 8192);
+          if constexpr (BN == 256) wgmma_m64n256k16_tb(d, da, db, acc); else wgmma_m64n192k16_tb(d, da, db, acc);
 #else
-          wgmma_m64n256k16(d, smem_desc(a_tile + kk * 32), smem_desc(b_tile + kk * 32), (kb > 0 || kk > 0) ? 1 : 0);
+          const uint64_t da = smem_desc(a_tile + kk * 32), db = smem_desc(b_tile + kk * 32);
+          if constexpr (BN == 256) wgmma_m64n256k16(d, da, db, acc); else wgmma_m64n192k16(d, da, db, acc);
 #endif
         }
         wgmma_commit();
@@ -348,6 +370,38 @@ __global__ void __launch_bounds__(kThreads, 1)
           asm volatile("cp.async.bulk.commit_group;" ::: "memory");
         }
       }
+#elif EPI == 3
+      // The warp's 16 rows: box b through its buffer b % 2 (16 rows x 128 bytes), stored by its lane 0.
+      uint8_t* bufs = epi + (half * 4 + warp) * (EPI_BUFS * 16 * 128);
+      const int mi = lane / 8, lrow = (lane % 8) + 8 * (mi % 2);
+#pragma unroll
+      for (int box = 0; box < BN / 64; ++box) {
+        uint8_t* buf = bufs + (box % EPI_BUFS) * (16 * 128);
+        if (lane == 0) asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(EPI_BUFS - 1) : "memory");
+        __syncwarp();
+#pragma unroll
+        for (int jp = 0; jp < 4; ++jp) {
+          const int j = 8 * box + 2 * jp;
+          uint32_t r[4];
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            const int jj = j + q / 2, h = q % 2;
+            const __nv_bfloat162 v = __floats2bfloat162_rn(d[4 * jj + 2 * h], d[4 * jj + 2 * h + 1]);
+            r[q] = *reinterpret_cast<const uint32_t*>(&v);
+          }
+          const int chunk = 2 * jp + mi / 2;
+          const uint32_t addr = smem_u32(buf + lrow * 128 + ((chunk ^ (lrow % 8)) * 16));
+          asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r[0]),
+                       "r"(r[1]), "r"(r[2]), "r"(r[3])
+                       : "memory");
+        }
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        __syncwarp();
+        if (lane == 0) {
+          tma_store_2d(&map_c, buf, tn * BN + box * 64, tm * BM + half * 64 + warp * 16);
+          asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+        }
+      }
 #else
       const int row0 = tm * BM + half * 64 + warp * 16 + lane / 4;
       const int col0 = tn * BN + 2 * (lane % 4);
@@ -361,7 +415,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
     }
 #if EPI >= 1
-    if (tid == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+    if ((EPI == 3 ? tid % 32 : tid) == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
 #endif
   }
   // No CTA leaves while a peer may still multicast into its stages or arrive on its barriers.
@@ -399,13 +453,15 @@ CUtensorMap make_map(const void* base, int rows, int cols, int box_rows, int) {
   return map;
 }
 
-__global__ void fill_random(__nv_bfloat16* p, size_t n, uint32_t seed) {
+// Uniform in [-1, 1) from a hash of the index, or (constant) 1/64 everywhere: the GPU's power draw with random
+// operands holds the products below the clocks that constant ones run at.
+__global__ void fill_random(__nv_bfloat16* p, size_t n, uint32_t seed, bool constant) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
     uint32_t h = uint32_t(i) * 2654435761u ^ seed;
     h ^= h >> 15;
     h *= 2246822519u;
     h ^= h >> 13;
-    p[i] = __float2bfloat16(float(h & 0xFFFF) / 32768.0f - 1.0f);
+    p[i] = __float2bfloat16(constant ? 0.015625f : float(h & 0xFFFF) / 32768.0f - 1.0f);
   }
 }
 
@@ -501,6 +557,7 @@ __global__ void compare(const __nv_bfloat16* x, const __nv_bfloat16* y, size_t n
 
 int main(int argc, char** argv) {
   const int reps = argc > 1 ? std::atoi(argv[1]) : 20;
+  const bool constant = argc > 2 && std::string(argv[2]) == "const";
   int sms = 0;
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   CK(cudaFuncSetAttribute(gemm_tn_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem)));
@@ -528,7 +585,8 @@ int main(int argc, char** argv) {
   CK(cudaMalloc(&cmp, 2 * sizeof(float)));
   double ours_layer = 0, lt_layer = 0;
   bool ok = true;
-  std::printf("STAGES %d GROUP_M %d, %d SMs, reps %d\n", STAGES, GROUP_M, sms, reps);
+  std::printf("tile %d x %d, STAGES %d GROUP_M %d, %d SMs, reps %d, %s inputs\n", BM, BN, STAGES, GROUP_M, sms, reps,
+              constant ? "constant" : "random");
   std::printf("%-12s %6s %6s %6s | %9s %8s | %9s %8s | %6s | %s\n", "shape", "M", "N", "K", "ours ms", "TFLOP/s",
               "cuBLASLt", "TFLOP/s", "ratio", "max|diff|/max|C|");
   for (const Shape& s : shapes) {
@@ -537,12 +595,12 @@ int main(int argc, char** argv) {
     CK(cudaMalloc(&b, size_t(s.N) * s.K * 2));
     CK(cudaMalloc(&c_ours, size_t(s.M) * s.N * 2));
     CK(cudaMalloc(&c_lt, size_t(s.M) * s.N * 2));
-    fill_random<<<1024, 256, 0, stream>>>(a, size_t(s.M) * s.K, 1234u);
-    fill_random<<<1024, 256, 0, stream>>>(b, size_t(s.N) * s.K, 987u);
+    fill_random<<<1024, 256, 0, stream>>>(a, size_t(s.M) * s.K, 1234u, constant);
+    fill_random<<<1024, 256, 0, stream>>>(b, size_t(s.N) * s.K, 987u, constant);
     const CUtensorMap ma = make_map(a, s.M, s.K, BM, 1),
                       mb = BT ? make_map(b, s.K, s.N, 64, 1) : make_map(b, s.N, s.K, BN / CLUSTER, 1),
-                      mc = make_map(c_ours, s.M, s.N, 64, 1);
-    const int tiles = (s.M / BM) * (s.N / BN);
+                      mc = make_map(c_ours, s.M, s.N, EPI == 3 ? 16 : 64, 1);
+    const int tiles = ((s.M + BM - 1) / BM) * ((s.N + BN - 1) / BN);
     const int grid = std::min(tiles, sms / CLUSTER * CLUSTER);
     cudaLaunchConfig_t config = {};
     config.gridDim = dim3(grid);

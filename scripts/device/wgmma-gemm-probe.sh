@@ -2,6 +2,7 @@
 # Our own Hopper GEMM (scripts/device/probe_wgmma_gemm.cu: TMA + wgmma, warp-specialised, persistent) against
 # cuBLASLt on the 7B's forward product shapes; nvcc alone, no product code.
 #   bash scripts/device/wgmma-gemm-probe.sh ["-DSTAGES=4 -DGROUP_M=16 -DCLUSTER=2 -DEPI=1" ...]   one build per variant
+#   REPS=N (default 20), INPUTS=const (operands 1/64 everywhere instead of random: the power draw's part)
 # (on the GPU machine; log under $OUT)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -15,5 +16,5 @@ for v in "${variants[@]}"; do
   # shellcheck disable=SC2086
   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a $v -o "$bin" scripts/device/probe_wgmma_gemm.cu -lcublasLt
   echo "== variant: ${v:-default}" | tee -a "$out/wgmma-gemm-probe.log"
-  "$bin" "${REPS:-20}" | tee -a "$out/wgmma-gemm-probe.log" || true
+  "$bin" "${REPS:-20}" "${INPUTS:-random}" | tee -a "$out/wgmma-gemm-probe.log" || true
 done
