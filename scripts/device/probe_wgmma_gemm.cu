@@ -197,6 +197,30 @@ __device__ __forceinline__ void reg_dealloc() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(Regs));
 }
 
+// Box `box` (accumulator columns 64 box .. 64 box + 63) of a warp's 16 rows as BF16 into `buf` (128-byte rows,
+// 128-byte swizzle: 16-byte chunk c of row r at chunk c ^ (r % 8)): four stmatrix x4, each of chunks j, j + 1. Lane l
+// gives the address of row l % 8 of matrix mi = l / 8 (chunk j rows 0-7, 8-15, chunk j + 1 rows 0-7, 8-15); `row` is
+// that row's index in `buf`.
+template <int N>
+__device__ __forceinline__ void stmatrix_box(const float (&d)[N], int box, uint8_t* buf, int row, int mi) {
+#pragma unroll
+  for (int jp = 0; jp < 4; ++jp) {
+    const int j = 8 * box + 2 * jp;
+    uint32_t r[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const int jj = j + q / 2, h = q % 2;
+      const __nv_bfloat162 v = __floats2bfloat162_rn(d[4 * jj + 2 * h], d[4 * jj + 2 * h + 1]);
+      r[q] = *reinterpret_cast<const uint32_t*>(&v);
+    }
+    const int chunk = 2 * jp + mi / 2;
+    const uint32_t addr = smem_u32(buf + row * 128 + ((chunk ^ (row % 8)) * 16));
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r[0]), "r"(r[1]),
+                 "r"(r[2]), "r"(r[3])
+                 : "memory");
+  }
+}
+
 // Tile t of the (m_tiles x n_tiles) grid in grouped order: GROUP_M tile rows at a time, down the rows first.
 __device__ __forceinline__ void tile_coords(int t, int m_tiles, int n_tiles, int& tm, int& tn) {
 #if RASTER == 1
@@ -347,22 +371,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         uint8_t* buf = bufs + (box % 2) * (64 * 128);
         if (tid == 0) asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
         asm volatile("bar.sync %0, 128;" ::"r"(1 + half) : "memory");
-#pragma unroll
-        for (int jp = 0; jp < 4; ++jp) {
-          const int j = 8 * box + 2 * jp;
-          uint32_t r[4];
-#pragma unroll
-          for (int q = 0; q < 4; ++q) {
-            const int jj = j + q / 2, h = q % 2;
-            const __nv_bfloat162 v = __floats2bfloat162_rn(d[4 * jj + 2 * h], d[4 * jj + 2 * h + 1]);
-            r[q] = *reinterpret_cast<const uint32_t*>(&v);
-          }
-          const int chunk = 2 * jp + mi / 2;
-          const uint32_t addr = smem_u32(buf + mrow * 128 + ((chunk ^ (mrow % 8)) * 16));
-          asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r[0]),
-                       "r"(r[1]), "r"(r[2]), "r"(r[3])
-                       : "memory");
-        }
+        stmatrix_box(d, box, buf, mrow, mi);
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
         asm volatile("bar.sync %0, 128;" ::"r"(1 + half) : "memory");
         if (tid == 0) {
@@ -379,22 +388,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         uint8_t* buf = bufs + (box % EPI_BUFS) * (16 * 128);
         if (lane == 0) asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(EPI_BUFS - 1) : "memory");
         __syncwarp();
-#pragma unroll
-        for (int jp = 0; jp < 4; ++jp) {
-          const int j = 8 * box + 2 * jp;
-          uint32_t r[4];
-#pragma unroll
-          for (int q = 0; q < 4; ++q) {
-            const int jj = j + q / 2, h = q % 2;
-            const __nv_bfloat162 v = __floats2bfloat162_rn(d[4 * jj + 2 * h], d[4 * jj + 2 * h + 1]);
-            r[q] = *reinterpret_cast<const uint32_t*>(&v);
-          }
-          const int chunk = 2 * jp + mi / 2;
-          const uint32_t addr = smem_u32(buf + lrow * 128 + ((chunk ^ (lrow % 8)) * 16));
-          asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r[0]),
-                       "r"(r[1]), "r"(r[2]), "r"(r[3])
-                       : "memory");
-        }
+        stmatrix_box(d, box, buf, lrow, mi);
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
         __syncwarp();
         if (lane == 0) {
