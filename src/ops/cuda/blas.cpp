@@ -23,6 +23,9 @@
 //    reads its choices: the same algorithms, the same bits (without a record file each process times again and two
 //    may differ). Timing is skipped while the stream is being captured into a CUDA graph (no allocation or
 //    synchronisation allowed there).
+//  - SWIFT_GEMM_SM90 (read once; off by default, =1): the products our own Hopper kernel fits (gemm_sm90.cuh: BF16
+//    in and out, alpha 1, beta 0, A not transposed, no bias, TMA-addressable strides, an sm_90 device of an sm_90a
+//    build) run there instead, without a plan; every other product keeps the paths above.
 #include "ops/cuda/blas.h"
 
 #include <cublas_v2.h>
@@ -44,6 +47,7 @@
 #include "core/memory.h"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/env_switch.h"
+#include "ops/cuda/gemm_sm90.cuh"
 #include "ops/cuda/kernels_matmul.cuh"
 #include "ops/gemm_choice_cache.h"
 
@@ -295,9 +299,51 @@ void copy_c_into_d(const char* op, const MatmulArgs& args, cudaStream_t s) {
   if (st != cudaSuccess) fail("op {}: cudaMemcpy2DAsync of C into D failed: {}", op, cudaGetErrorString(st));
 }
 
+namespace {
+
+EnvSwitch& sm90_switch() {
+  static EnvSwitch sw("SWIFT_GEMM_SM90", false);
+  return sw;
+}
+
+}  // namespace
+
+bool gemm_sm90_enabled() { return sm90_switch().on(); }
+
+void set_gemm_sm90(bool on) { sm90_switch().set(on); }
+
+namespace {
+
+// SWIFT_GEMM_SM90: our own Hopper kernel (gemm_sm90.cuh) takes the products it fits: BF16 A, B and D, alpha 1, beta 0,
+// A not transposed, no bias, on an sm_90 device of an sm_90a build. False: cuBLASLt runs it.
+bool run_sm90(const char* op, int device, const MatmulArgs& args, cudaStream_t s) {
+  if (!gemm_sm90_enabled() || args.ab_dtype != 1 || args.d_dtype != 1 || args.alpha != 1.0f || args.beta != 0.0f ||
+      args.trans_a || args.bias != nullptr || args.k <= 0) {
+    return false;
+  }
+  Sm90Gemm g;
+  g.n = args.n;
+  g.m = args.m;
+  g.k = args.k;
+  g.a = args.a;
+  g.lda = args.lda;
+  g.b = args.b;
+  g.ldb = args.ldb;
+  g.b_transposed = args.trans_b;
+  g.d = args.d;
+  g.ldd = args.ldd;
+  if (!gemm_sm90_fits(g) || !gemm_sm90_available(device)) return false;
+  const cudaError_t st = launch_gemm_sm90(g, device, s);
+  if (st != cudaSuccess) fail("op {}: our sm_90 GEMM's launch failed: {}", op, cudaGetErrorString(st));
+  return true;
+}
+
+}  // namespace
+
 void matmul(const char* op, int device, const MatmulArgs& in) {
   if (in.n <= 0 || in.m <= 0) return;
   cudaStream_t s = stream(device);
+  if (run_sm90(op, device, in, s)) return;
   MatmulArgs args = in;
   if (args.c == args.d) args.c = nullptr;
   // A separate C goes to cuBLASLt as is when it is aligned as D (the plans' alignment is D's for both); else, and

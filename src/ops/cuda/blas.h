@@ -47,5 +47,11 @@ void matmul(const char* op, int device, const MatmulArgs& args);
 bool gemm_autotune_enabled();
 void set_gemm_autotune(bool on);
 void set_gemm_autotune_record(const std::string& path);
+// SWIFT_GEMM_SM90 (read once, off by default; =1): products with BF16 A, B and D, alpha 1, beta 0, A not
+// transposed and no bias run on our own Hopper kernel (gemm_sm90.cuh: TMA + wgmma) instead of cuBLASLt, on an sm_90
+// device of an sm_90a build; everything else, and every other device, keeps cuBLASLt. set_gemm_sm90 overrides the
+// switch for the process (tests).
+bool gemm_sm90_enabled();
+void set_gemm_sm90(bool on);
 
 }  // namespace swift::ops::cuda

@@ -1,0 +1,212 @@
+// tests/gpu/test_cuda_gemm_sm90.cpp — our own Hopper GEMM (ops/cuda/gemm_sm90.cuh, under SWIFT_GEMM_SM90) against
+// the CPU reference and against cuBLASLt, and the products it leaves to cuBLASLt. Label gpu: needs a CUDA device;
+// on a device other than sm_90 (or a build without sm_90a code) the tests check that nothing runs on it.
+//
+// Invariants:
+//  - Odd shapes on purpose: partial tiles in n and m (TMA zero-fills the loads past the edges and clips the stores),
+//    k not a multiple of 64, row strides wider than the rows (column slices of a wider matrix).
+//  - Tolerances: BF16 outputs (one rounding, 2^-9 relative) 1e-2 relative norm against the reference in double, as
+//    test_cuda_matmul.cpp; against cuBLASLt (both fp32 accumulation in k order, each rounded once) 1e-2 too: the
+//    probe of docs/PERFORMANCE.md run 23 found the same bits on the 7B's shapes, which this test reports and does not
+//    require (cuBLASLt's algorithm may split k).
+#include <gtest/gtest.h>
+
+#ifdef SWIFT_WITH_CUDA
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "gpu/gpu_test_util.h"
+#include "ops/backends.h"
+#include "ops/cuda/blas.h"
+#include "ops/cuda/cuda_backend.h"
+#include "ops/cuda/gemm_sm90.cuh"
+#include "ops/ops.h"
+#include "ops/reference.h"
+
+namespace swift::test {
+namespace {
+
+// The switch on for one test, off again after.
+struct Sm90On {
+  Sm90On() : was(ops::cuda::gemm_sm90_enabled()) { ops::cuda::set_gemm_sm90(true); }
+  ~Sm90On() { ops::cuda::set_gemm_sm90(was); }
+  bool was;
+};
+
+bool sm90_here() { return ops::cuda::gemm_sm90_available(0); }
+
+TEST(OpsCudaGemmSm90, MatchesTheReference) {
+  ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
+  Sm90On on;
+  struct Case { int64_t n, k, m; };
+  // n, m across tile edges (128 x 256), k across the 64-wide blocks; the smallest that TMA's 16-byte strides allow.
+  const Case cases[] = {{1, 8, 8}, {77, 72, 200}, {128, 64, 256}, {129, 1000, 264}, {300, 4104, 520},
+                        {1031, 3584, 3584}, {513, 520, 18944 / 8}};
+  uint32_t seed = 9000;
+  for (const Case& cs : cases) {
+    for (bool tb : {true, false}) {
+      g_tag = "gemm_sm90 BF16";
+      SCOPED_TRACE(fmt::format("N={} K={} M={} b {}", cs.n, cs.k, cs.m, tb ? "(m, k)" : "(k, m)"));
+      Input a = make_input({cs.n, cs.k}, DType::BF16, ++seed);
+      Input b = make_input(tb ? Shape{cs.m, cs.k} : Shape{cs.k, cs.m}, DType::BF16, ++seed);
+      DeviceOut c({cs.n, cs.m}, DType::BF16);
+      Tensor c_ref = Tensor::empty({cs.n, cs.m}, DType::F32);
+      const int64_t before = ops::cuda::gemm_sm90_launches();
+      ops::gemm(false, tb, 1.0f, a.dev, b.dev, 0.0f, c.tensor);
+      ops::ref::gemm(false, tb, 1.0f, a.ref, b.ref, 0.0f, c_ref);
+      expect_close(c.fetch(), c_ref, 1e-2, "c");
+      EXPECT_EQ(ops::cuda::gemm_sm90_launches() - before, sm90_here() ? 1 : 0) << "which kernel ran";
+    }
+  }
+}
+
+// Column slices: A, B and D as views of wider matrices (row strides larger than the rows).
+TEST(OpsCudaGemmSm90, TakesRowStridesWiderThanTheRows) {
+  ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
+  Sm90On on;
+  const int64_t n = 200, k = 136, m = 264, pad = 24;
+  Input a = make_input({n, k + pad}, DType::BF16, 31);
+  Input b = make_input({m, k + pad}, DType::BF16, 32);
+  DeviceOut c({n, m + pad}, DType::BF16);
+  Tensor c0 = random_tensor({n, m + pad}, DType::F32, 33);
+  c.set(c0);
+  ops::cuda::MatmulArgs args;
+  args.trans_b = true;
+  args.n = n;
+  args.m = m;
+  args.k = k;
+  args.a = a.dev.raw();
+  args.lda = k + pad;
+  args.b = b.dev.raw();
+  args.ldb = k + pad;
+  args.ab_dtype = 1;
+  args.d = c.tensor.raw();
+  args.ldd = m + pad;
+  args.d_dtype = 1;
+  const int64_t before = ops::cuda::gemm_sm90_launches();
+  ops::cuda::matmul("gemm_sm90 test", 0, args);
+  EXPECT_EQ(ops::cuda::gemm_sm90_launches() - before, sm90_here() ? 1 : 0);
+  const Tensor got = c.fetch();
+  const Tensor c0_bf16 = rounded(c0, DType::BF16);
+  double worst = 0.0, scale = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < m + pad; ++j) {
+      if (j >= m) {  // past the slice: untouched
+        EXPECT_EQ(got.item(i * (m + pad) + j), c0_bf16.item(i * (m + pad) + j)) << "row " << i << " col " << j;
+        continue;
+      }
+      double ref = 0.0;
+      for (int64_t t = 0; t < k; ++t) ref += a.ref.item(i * (k + pad) + t) * b.ref.item(j * (k + pad) + t);
+      worst = std::max(worst, std::fabs(got.item(i * (m + pad) + j) - ref));
+      scale = std::max(scale, std::fabs(ref));
+    }
+  }
+  EXPECT_LE(worst, 1e-2 * scale) << "worst |error| " << worst << " of max |ref| " << scale;
+}
+
+TEST(OpsCudaGemmSm90, EqualsCublasLtOnModelShapes) {
+  ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
+  struct Case { int64_t n, k, m; bool tb; };
+  // The 7B's linears at 1,024 tokens: q / o, k / v forward and their input gradients, gate / up, down.
+  const Case cases[] = {{1024, 3584, 3584, true}, {1024, 3584, 512, true}, {1024, 512, 3584, false},
+                        {1024, 3584, 18944, true}, {1024, 18944, 3584, true}, {1024, 3584, 3584, false}};
+  uint32_t seed = 9100;
+  for (const Case& cs : cases) {
+    SCOPED_TRACE(fmt::format("N={} K={} M={} b {}", cs.n, cs.k, cs.m, cs.tb ? "(m, k)" : "(k, m)"));
+    Input a = make_input({cs.n, cs.k}, DType::BF16, ++seed);
+    Input b = make_input(cs.tb ? Shape{cs.m, cs.k} : Shape{cs.k, cs.m}, DType::BF16, ++seed);
+    DeviceOut ours({cs.n, cs.m}, DType::BF16), theirs({cs.n, cs.m}, DType::BF16);
+    {
+      Sm90On on;
+      ops::gemm(false, cs.tb, 1.0f, a.dev, b.dev, 0.0f, ours.tensor);
+    }
+    ops::gemm(false, cs.tb, 1.0f, a.dev, b.dev, 0.0f, theirs.tensor);
+    const Tensor x = ours.fetch(), y = theirs.fetch();
+    g_tag = "gemm_sm90 vs cuBLASLt";
+    expect_close(x, y, 1e-2, "c");
+    int64_t same = 0;
+    for (int64_t i = 0; i < x.numel(); ++i) same += x.item(i) == y.item(i) ? 1 : 0;
+    std::printf("[ gemm_sm90 ] N=%lld K=%lld M=%lld %s: %lld of %lld elements the same bits as cuBLASLt%s\n",
+                static_cast<long long>(cs.n), static_cast<long long>(cs.k), static_cast<long long>(cs.m),
+                cs.tb ? "(m, k)" : "(k, m)", static_cast<long long>(same), static_cast<long long>(x.numel()),
+                sm90_here() ? "" : " (not run: no sm_90 kernel here)");
+  }
+}
+
+// What the kernel does not take goes to cuBLASLt, with the same results as without the switch.
+TEST(OpsCudaGemmSm90, LeavesWhatItCannotRunToCublasLt) {
+  ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
+  Sm90On on;
+  struct Case {
+    const char* why;
+    int64_t n, k, m;
+    bool ta;
+    float alpha, beta;
+    DType c_dtype;
+  };
+  const Case cases[] = {{"F32 output", 64, 64, 64, false, 1.0f, 0.0f, DType::F32},
+                        {"beta 1", 64, 64, 64, false, 1.0f, 1.0f, DType::BF16},
+                        {"alpha 0.5", 64, 64, 64, false, 0.5f, 0.0f, DType::BF16},
+                        {"A transposed", 64, 64, 64, true, 1.0f, 0.0f, DType::BF16},
+                        {"k 13: A's row stride not a multiple of 16 bytes", 64, 13, 64, false, 1.0f, 0.0f, DType::BF16}};
+  uint32_t seed = 9200;
+  for (const Case& cs : cases) {
+    SCOPED_TRACE(cs.why);
+    Input a = make_input(cs.ta ? Shape{cs.k, cs.n} : Shape{cs.n, cs.k}, DType::BF16, ++seed);
+    Input b = make_input({cs.m, cs.k}, DType::BF16, ++seed);
+    DeviceOut c({cs.n, cs.m}, cs.c_dtype);
+    Tensor c_ref = Tensor::empty({cs.n, cs.m}, DType::F32);
+    if (cs.beta != 0.0f) {
+      Tensor c0 = rounded(random_tensor({cs.n, cs.m}, DType::F32, ++seed), cs.c_dtype);
+      c.set(c0);
+      c_ref.copy_from(c0);
+    }
+    const int64_t before = ops::cuda::gemm_sm90_launches();
+    ops::gemm(cs.ta, true, cs.alpha, a.dev, b.dev, cs.beta, c.tensor);
+    ops::ref::gemm(cs.ta, true, cs.alpha, a.ref, b.ref, cs.beta, c_ref);
+    g_tag = "gemm_sm90 refused";
+    expect_close(c.fetch(), c_ref, cs.c_dtype == DType::F32 ? 1e-5 : 1e-2, "c");
+    EXPECT_EQ(ops::cuda::gemm_sm90_launches(), before) << "ran on our kernel";
+  }
+}
+
+// Shapes alone: what TMA can address.
+TEST(OpsCudaGemmSm90, FitsWhatTmaCanAddress) {
+  ops::cuda::Sm90Gemm g;
+  alignas(16) static char buffer[64];
+  g.n = 10;
+  g.m = 16;
+  g.k = 24;
+  g.a = g.b = g.d = buffer;
+  g.lda = 24;
+  g.ldb = 24;
+  g.ldd = 16;
+  EXPECT_TRUE(ops::cuda::gemm_sm90_fits(g));
+  ops::cuda::Sm90Gemm odd = g;
+  odd.lda = 25;
+  odd.k = 25;
+  EXPECT_FALSE(ops::cuda::gemm_sm90_fits(odd)) << "a row stride of 50 bytes";
+  ops::cuda::Sm90Gemm narrow = g;
+  narrow.lda = 16;
+  EXPECT_FALSE(ops::cuda::gemm_sm90_fits(narrow)) << "lda < k";
+  ops::cuda::Sm90Gemm off = g;
+  off.d = buffer + 8;
+  EXPECT_FALSE(ops::cuda::gemm_sm90_fits(off)) << "D 8-byte aligned";
+  ops::cuda::Sm90Gemm empty = g;
+  empty.k = 0;
+  EXPECT_FALSE(ops::cuda::gemm_sm90_fits(empty));
+  ops::cuda::Sm90Gemm kmajor = g;
+  kmajor.b_transposed = false;  // B (k, m): its row stride must cover m
+  kmajor.ldb = 8;
+  EXPECT_FALSE(ops::cuda::gemm_sm90_fits(kmajor));
+  kmajor.ldb = 16;
+  EXPECT_TRUE(ops::cuda::gemm_sm90_fits(kmajor));
+}
+
+}  // namespace
+}  // namespace swift::test
+
+#endif  // SWIFT_WITH_CUDA
