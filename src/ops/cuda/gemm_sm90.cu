@@ -310,6 +310,7 @@ bool gemm_sm90_available(int device) { return facts(device).available; }
 bool gemm_sm90_fits(const Sm90Gemm& g) {
   constexpr int64_t kMaxDim = int64_t(1) << 31;  // the kernel's int coordinates; TMA takes up to 2^32
   if (g.n <= 0 || g.m <= 0 || g.k <= 0 || g.n >= kMaxDim || g.m >= kMaxDim || g.k >= kMaxDim) return false;
+  if ((g.n + kTileM - 1) / kTileM * ((g.m + kTileN - 1) / kTileN) >= kMaxDim) return false;  // int tile indices
   if (g.a == nullptr || g.b == nullptr || g.d == nullptr) return false;
   if (!aligned16(g.a) || !aligned16(g.b) || !aligned16(g.d)) return false;
   if (g.lda % 8 != 0 || g.ldb % 8 != 0 || g.ldd % 8 != 0) return false;  // 16-byte row strides
