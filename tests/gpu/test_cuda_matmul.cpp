@@ -115,7 +115,9 @@ TEST(OpsCudaMatmul, LinearResidualIsLinearOntoACopy) {
           const Tensor got_f32 = y.to(Device::cpu()).to_dtype(DType::F32);
           const Tensor want_f32 = want.to(Device::cpu()).to_dtype(DType::F32);
           EXPECT_LE(rel_norm(got_f32, want_f32), act == DType::F32 ? 1e-6 : 4e-3);
-          if (where != 2) EXPECT_TRUE(bit_equal(residual.to(Device::cpu()), r_host));
+          if (where != 2) {
+            EXPECT_TRUE(bit_equal(residual.to(Device::cpu()), r_host));
+          }
         }
       }
     }
