@@ -332,7 +332,14 @@ bool run_sm90(const char* op, int device, const MatmulArgs& args, cudaStream_t s
   g.b_transposed = args.trans_b;
   g.d = args.d;
   g.ldd = args.ldd;
-  if (!gemm_sm90_fits(g) || !gemm_sm90_available(device)) return false;
+  if (!gemm_sm90_fits(g)) return false;
+  // The device's first question runs a probe kernel, which a stream being captured into a CUDA graph cannot take.
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(s, &capturing) != cudaSuccess) {
+    cudaGetLastError();
+    capturing = cudaStreamCaptureStatusActive;
+  }
+  if (!gemm_sm90_available(device, capturing == cudaStreamCaptureStatusNone)) return false;
   const cudaError_t st = launch_gemm_sm90(g, device, s);
   if (st != cudaSuccess) fail("op {}: our sm_90 GEMM's launch failed: {}", op, cudaGetErrorString(st));
   return true;

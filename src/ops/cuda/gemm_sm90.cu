@@ -266,12 +266,13 @@ struct DeviceFacts {
 std::mutex g_facts_mutex;
 std::vector<DeviceFacts> g_facts;
 
-const DeviceFacts& facts(int device) {
+// The device's facts, found on the first call (may_probe false: an unknown device stays unknown and unavailable).
+DeviceFacts facts(int device, bool may_probe = true) {
   std::lock_guard<std::mutex> lock(g_facts_mutex);
   if (device < 0) device = 0;
   if (static_cast<size_t>(device) >= g_facts.size()) g_facts.resize(static_cast<size_t>(device) + 1);
   DeviceFacts& f = g_facts[static_cast<size_t>(device)];
-  if (f.known) return f;
+  if (f.known || !may_probe) return f;
   f.known = true;
   int current = 0, major = 0, minor = 0;
   if (cudaGetDevice(&current) != cudaSuccess || cudaSetDevice(device) != cudaSuccess ||
@@ -305,7 +306,7 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 
 }  // namespace
 
-bool gemm_sm90_available(int device) { return facts(device).available; }
+bool gemm_sm90_available(int device, bool may_probe) { return facts(device, may_probe).available; }
 
 bool gemm_sm90_fits(const Sm90Gemm& g) {
   constexpr int64_t kMaxDim = int64_t(1) << 31;  // the kernel's int coordinates; TMA takes up to 2^32
@@ -320,7 +321,7 @@ bool gemm_sm90_fits(const Sm90Gemm& g) {
 }
 
 cudaError_t launch_gemm_sm90(const Sm90Gemm& g, int device, cudaStream_t stream) {
-  const DeviceFacts& f = facts(device);
+  const DeviceFacts f = facts(device, /*may_probe=*/false);  // the caller asked gemm_sm90_available first
   if (!f.available || !gemm_sm90_fits(g)) return cudaErrorInvalidValue;
   CUtensorMap map_a, map_b, map_d;
   const bool maps = make_map(map_a, g.a, g.n, g.k, g.lda, kTileM) &&

@@ -32,12 +32,14 @@ struct Sm90Gemm {
   int64_t ldd = 0;
 };
 
-// Whether `device` is an sm_90 GPU and this build carries the kernel's sm_90a code (asked once per device).
-bool gemm_sm90_available(int device);
+// Whether `device` is an sm_90 GPU and this build carries the kernel's sm_90a code. The first question per device
+// runs a one-thread kernel (with an allocation and a copy); may_probe false answers false instead of asking, for
+// callers whose stream is being captured into a CUDA graph.
+bool gemm_sm90_available(int device, bool may_probe = true);
 // Whether TMA can address these operands (see the invariants); shapes only, not the device.
 bool gemm_sm90_fits(const Sm90Gemm& g);
-// D = A op(B) on `stream` (g fits, the device is available). Returns the launch status (cudaErrorInvalidValue when g
-// does not fit or the tensor maps cannot be made).
+// D = A op(B) on `stream` (g fits, gemm_sm90_available(device) said yes). Returns the launch status
+// (cudaErrorInvalidValue when g does not fit, the device was not found available, or a tensor map cannot be made).
 cudaError_t launch_gemm_sm90(const Sm90Gemm& g, int device, cudaStream_t stream);
 // Products run by launch_gemm_sm90 in this process (tests).
 int64_t gemm_sm90_launches();
