@@ -28,6 +28,10 @@
 #include <string>
 #include <vector>
 
+#include "ops/cuda/sm90_primitives.cuh"  // mbarriers, TMA, descriptors, stmatrix_box, wgmma m64n256k16 (nvcc -Isrc)
+
+using namespace swift::ops::cuda::sm90;
+
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { std::printf("CUDA %s at %d: %s\n", #x, __LINE__, cudaGetErrorString(e_)); std::exit(1); } } while (0)
 #define LK(x) do { cublasStatus_t s_ = (x); if (s_ != CUBLAS_STATUS_SUCCESS) { std::printf("cuBLASLt %s at %d: %d\n", #x, __LINE__, (int)s_); std::exit(1); } } while (0)
 
@@ -77,38 +81,6 @@ constexpr int kEpiBytes = EPI == 1   ? BM * BN * 2
                                      : 0;
 constexpr size_t kSmem = size_t(STAGES) * kStage + kEpiBytes + 1024 /* alignment */ + 2 * STAGES * 8;
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count));
-}
-__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
-  asm volatile(
-      "{\n.reg .pred done;\n"
-      "WAIT_%=:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT_%=;\n}\n" ::"r"(smem_u32(bar)),
-      "r"(parity)
-      : "memory");
-}
-
-// TMA: a box of the 2-D map at (inner coordinate c0, outer c1) into shared memory, completing on `bar`.
-__device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, int c0, int c1, uint64_t* bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
-          smem_u32(dst)),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_u32(bar))
-      : "memory");
-}
-
 // The same box multicast to the CTAs of `mask` (same shared-memory offsets), completing on each one's `bar`.
 __device__ __forceinline__ void tma_load_2d_multicast(void* dst, const CUtensorMap* map, int c0, int c1, uint64_t* bar,
                                                       uint16_t mask) {
@@ -149,36 +121,6 @@ __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
 
-// TMA store of a box from shared memory at (c0, c1); bulk-group completion.
-__device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, const void* src, int c0, int c1) {
-  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];" ::"l"(
-                   reinterpret_cast<uint64_t>(map)),
-               "r"(c0), "r"(c1), "r"(smem_u32(src))
-               : "memory");
-}
-
-// A wgmma shared-memory descriptor of a K-major operand tile in 128-byte swizzle (rows of 128 bytes, 8-row atoms
-// 1,024 bytes apart; the tile 1,024-byte aligned).
-__device__ __forceinline__ uint64_t smem_desc(const void* p) {
-  const uint64_t addr = smem_u32(p);
-  uint64_t d = (addr & 0x3FFFF) >> 4;  // start address
-  d |= uint64_t(1) << 16;              // leading byte offset (unused for swizzled K-major)
-  d |= uint64_t(1024 >> 4) << 32;      // stride byte offset: 8 rows x 128 bytes
-  d |= uint64_t(1) << 62;              // 128-byte swizzle
-  return d;
-}
-
-// The descriptor of an MN-major tile in 128-byte swizzle: 64-element MN chunks `chunk_bytes` apart, 8 K-rows of
-// 128 bytes 1,024 bytes apart.
-__device__ __forceinline__ uint64_t smem_desc_mn(const void* p, uint32_t chunk_bytes) {
-  const uint64_t addr = smem_u32(p);
-  uint64_t d = (addr & 0x3FFFF) >> 4;
-  d |= uint64_t(chunk_bytes >> 4) << 16;  // leading byte offset: between MN chunks
-  d |= uint64_t(1024 >> 4) << 32;         // stride byte offset: between 8-row K groups
-  d |= uint64_t(1) << 62;
-  return d;
-}
-
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 template <int N>
@@ -186,7 +128,7 @@ __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
 }
 
-#include "probe_wgmma_m64n256k16.inc"
+#include "probe_wgmma_m64n192k16.inc"
 
 template <int Regs>
 __device__ __forceinline__ void reg_alloc() {
@@ -195,30 +137,6 @@ __device__ __forceinline__ void reg_alloc() {
 template <int Regs>
 __device__ __forceinline__ void reg_dealloc() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(Regs));
-}
-
-// Box `box` (accumulator columns 64 box .. 64 box + 63) of a warp's 16 rows as BF16 into `buf` (128-byte rows,
-// 128-byte swizzle: 16-byte chunk c of row r at chunk c ^ (r % 8)): four stmatrix x4, each of chunks j, j + 1. Lane l
-// gives the address of row l % 8 of matrix mi = l / 8 (chunk j rows 0-7, 8-15, chunk j + 1 rows 0-7, 8-15); `row` is
-// that row's index in `buf`.
-template <int N>
-__device__ __forceinline__ void stmatrix_box(const float (&d)[N], int box, uint8_t* buf, int row, int mi) {
-#pragma unroll
-  for (int jp = 0; jp < 4; ++jp) {
-    const int j = 8 * box + 2 * jp;
-    uint32_t r[4];
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      const int jj = j + q / 2, h = q % 2;
-      const __nv_bfloat162 v = __floats2bfloat162_rn(d[4 * jj + 2 * h], d[4 * jj + 2 * h + 1]);
-      r[q] = *reinterpret_cast<const uint32_t*>(&v);
-    }
-    const int chunk = 2 * jp + mi / 2;
-    const uint32_t addr = smem_u32(buf + row * 128 + ((chunk ^ (row % 8)) * 16));
-    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r[0]), "r"(r[1]),
-                 "r"(r[2]), "r"(r[3])
-                 : "memory");
-  }
 }
 
 // Tile t of the (m_tiles x n_tiles) grid in grouped order: GROUP_M tile rows at a time, down the rows first.
@@ -319,10 +237,10 @@ __global__ void __launch_bounds__(kThreads, 1)
           const int acc = (kb > 0 || kk > 0) ? 1 : 0;
 #if BT
           // MN-major B: 64-column boxes 8,192 bytes apart (leading offset), 8 k-rows 1,024 bytes apart (stride).
-          const uint64_t da = smem_desc(a_tile + kk * 32), db = smem_desc_mn(b_tile + kk * 2048, 8192);
+          const uint64_t da = desc_k_major(a_tile + kk * 32), db = desc_mn_major(b_tile + kk * 2048, 8192);
           if constexpr (BN == 256) wgmma_m64n256k16_tb(d, da, db, acc); else wgmma_m64n192k16_tb(d, da, db, acc);
 #else
-          const uint64_t da = smem_desc(a_tile + kk * 32), db = smem_desc(b_tile + kk * 32);
+          const uint64_t da = desc_k_major(a_tile + kk * 32), db = desc_k_major(b_tile + kk * 32);
           if constexpr (BN == 256) wgmma_m64n256k16(d, da, db, acc); else wgmma_m64n192k16(d, da, db, acc);
 #endif
         }

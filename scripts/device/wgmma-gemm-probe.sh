@@ -14,7 +14,7 @@ for v in "${variants[@]}"; do
   i=$((i + 1))
   bin=/tmp/probe_wgmma_$i
   # shellcheck disable=SC2086
-  nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a $v -o "$bin" scripts/device/probe_wgmma_gemm.cu -lcublasLt
+  nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Isrc $v -o "$bin" scripts/device/probe_wgmma_gemm.cu -lcublasLt
   echo "== variant: ${v:-default}" | tee -a "$out/wgmma-gemm-probe.log"
   "$bin" "${REPS:-20}" "${INPUTS:-random}" | tee -a "$out/wgmma-gemm-probe.log" || true
 done

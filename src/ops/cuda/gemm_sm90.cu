@@ -28,7 +28,7 @@
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define SWIFT_SM90A_DEVICE 1
-#include "ops/cuda/wgmma_m64n256k16.cuh"
+#include "ops/cuda/sm90_primitives.cuh"
 #endif
 
 namespace swift::ops::cuda {
@@ -45,51 +45,7 @@ constexpr size_t kSmemBytes = size_t(kStages) * kStage + kEpiBytes + 1024 /* ali
 #ifdef SWIFT_SM90A_DEVICE
 constexpr int kGroupM = 16;  // tile rows per group of the walk
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
-
-__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count));
-}
-__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
-}
-// The default .release.cta arrive: a .release.cluster one cost about a k-block's products (run 23, call 2).
-__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
-  asm volatile(
-      "{\n.reg .pred done;\n"
-      "WAIT_%=:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT_%=;\n}\n" ::"r"(smem_u32(bar)),
-      "r"(parity)
-      : "memory");
-}
-// TMA: the box of `map` at (inner c0, outer c1) into shared memory, completing on `bar`.
-__device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, int c0, int c1, uint64_t* bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
-          smem_u32(dst)),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_u32(bar))
-      : "memory");
-}
-__device__ __forceinline__ void tma_store(const CUtensorMap* map, const void* src, int c0, int c1) {
-  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];" ::"l"(
-                   reinterpret_cast<uint64_t>(map)),
-               "r"(c0), "r"(c1), "r"(smem_u32(src))
-               : "memory");
-}
-// Descriptors of 128-byte-swizzled tiles (1,024-byte aligned): K-major (rows of 128 bytes, 8-row atoms 1,024 bytes
-// apart), or MN-major (64-element MN chunks `chunk_bytes` apart, 8 K-rows 1,024 bytes apart).
-__device__ __forceinline__ uint64_t desc_k_major(const void* p) {
-  return ((uint64_t(smem_u32(p)) & 0x3FFFF) >> 4) | (uint64_t(1) << 16) | (uint64_t(1024 >> 4) << 32) |
-         (uint64_t(1) << 62);
-}
-__device__ __forceinline__ uint64_t desc_mn_major(const void* p, uint32_t chunk_bytes) {
-  return ((uint64_t(smem_u32(p)) & 0x3FFFF) >> 4) | (uint64_t(chunk_bytes >> 4) << 16) |
-         (uint64_t(1024 >> 4) << 32) | (uint64_t(1) << 62);
-}
+using namespace sm90;
 
 // Tile t in groups of kGroupM tile rows, down the rows first.
 __device__ __forceinline__ void tile_coords(int t, int m_tiles, int n_tiles, int& tm, int& tn) {
@@ -101,28 +57,6 @@ __device__ __forceinline__ void tile_coords(int t, int m_tiles, int n_tiles, int
   tn = in_group / rows;
 }
 
-// Box `box` (accumulator columns 64 box .. + 63) of a warp's 16 rows as BF16 into `buf` (128-byte rows, 16-byte
-// chunk c of row r at chunk c ^ (r % 8)): four stmatrix x4 of chunks j, j + 1; lane l gives the address of row
-// l % 8 of matrix l / 8 (chunk j rows 0-7, 8-15, chunk j + 1 rows 0-7, 8-15).
-__device__ __forceinline__ void stmatrix_box(const float (&d)[128], int box, uint8_t* buf, int lane) {
-  const int mi = lane / 8, row = (lane % 8) + 8 * (mi % 2);
-#pragma unroll
-  for (int jp = 0; jp < 4; ++jp) {
-    const int j = 8 * box + 2 * jp;
-    uint32_t r[4];
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      const int jj = j + q / 2, h = q % 2;
-      const __nv_bfloat162 v = __floats2bfloat162_rn(d[4 * jj + 2 * h], d[4 * jj + 2 * h + 1]);
-      r[q] = *reinterpret_cast<const uint32_t*>(&v);
-    }
-    const int chunk = 2 * jp + mi / 2;
-    const uint32_t addr = smem_u32(buf + row * 128 + ((chunk ^ (row % 8)) * 16));
-    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r[0]), "r"(r[1]),
-                 "r"(r[2]), "r"(r[3])
-                 : "memory");
-  }
-}
 #endif  // SWIFT_SM90A_DEVICE
 
 // kBT: B stored (k, m) (MN-major operand, wgmma's transposed B). n, m, k: D (n, m), A (n, k).
@@ -159,13 +93,13 @@ __global__ void __launch_bounds__(kThreads, 1)
         mbar_wait(&empty[s], ((it / kStages) & 1) ^ 1);
         uint8_t* stage = smem + size_t(s) * kStage;
         mbar_expect_tx(&full[s], kStage);  // boxes past the edges still count whole (zero-filled)
-        tma_load(stage, &map_a, kb * kTileK, tm * kTileM, &full[s]);
+        tma_load_2d(stage, &map_a, kb * kTileK, tm * kTileM, &full[s]);
         if constexpr (kBT) {
           for (int nb = 0; nb < kTileN / 64; ++nb) {
-            tma_load(stage + kStageA + nb * 8192, &map_b, tn * kTileN + nb * 64, kb * kTileK, &full[s]);
+            tma_load_2d(stage + kStageA + nb * 8192, &map_b, tn * kTileN + nb * 64, kb * kTileK, &full[s]);
           }
         } else {
-          tma_load(stage + kStageA, &map_b, kb * kTileK, tn * kTileN, &full[s]);
+          tma_load_2d(stage + kStageA, &map_b, kb * kTileK, tn * kTileN, &full[s]);
         }
       }
     }
@@ -190,9 +124,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int kk = 0; kk < kTileK / 16; ++kk) {
         const int acc = (kb > 0 || kk > 0) ? 1 : 0;
         if constexpr (kBT) {  // four 64-column boxes 8,192 bytes apart, 16 k-rows a step
-          sm90::wgmma_m64n256k16_tb(d, desc_k_major(a_tile + kk * 32), desc_mn_major(b_tile + kk * 2048, 8192), acc);
+          wgmma_m64n256k16_tb(d, desc_k_major(a_tile + kk * 32), desc_mn_major(b_tile + kk * 2048, 8192), acc);
         } else {
-          sm90::wgmma_m64n256k16(d, desc_k_major(a_tile + kk * 32), desc_k_major(b_tile + kk * 32), acc);
+          wgmma_m64n256k16(d, desc_k_major(a_tile + kk * 32), desc_k_major(b_tile + kk * 32), acc);
         }
       }
       asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
@@ -207,11 +141,11 @@ __global__ void __launch_bounds__(kThreads, 1)
       uint8_t* buf = boxes + (box % 2) * kBoxBytes;
       if (lane == 0) asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
       __syncwarp();
-      stmatrix_box(d, box, buf, lane);
+      stmatrix_box(d, box, buf, (lane % 8) + 8 * ((lane / 8) % 2), lane / 8);
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
       __syncwarp();
       if (lane == 0) {
-        tma_store(&map_d, buf, tn * kTileN + box * 64, tm * kTileM + half * 64 + warp * 16);
+        tma_store_2d(&map_d, buf, tn * kTileN + box * 64, tm * kTileM + half * 64 + warp * 16);
         asm volatile("cp.async.bulk.commit_group;" ::: "memory");
       }
     }
