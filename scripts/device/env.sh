@@ -11,6 +11,9 @@
 #                              interleaved A/B: REPS rounds of bench_train_step ARGS once under each SETTING (an
 #                              environment assignment; X=1 for none), a line "LABEL SETTING: tokens/s GiB loss" each
 #                              (LABEL: $AB_LABEL, default "rep N"; log ab.log)
+#   events_profiles "ARGS" "PATTERN" SETTING...
+#                              per SETTING: bench_train_step ARGS under SWIFT_PROFILE=events and SETTING, its
+#                              show_bench line and the profile lines matching PATTERN (log profile-SETTING.txt)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
@@ -64,6 +67,15 @@ ab_steps() {
       echo "${AB_LABEL:-rep $rep} $setting: $(env $setting build-gpu/bench/bench_train_step $args \
         2>>"${OUT:-/tmp}/ab.log" | show_bench)"
     done
+  done
+}
+events_profiles() {
+  local args=$1 pattern=$2 setting; shift 2
+  for setting in "$@"; do
+    echo "== events profile, $setting"
+    env $setting SWIFT_PROFILE=events build-gpu/bench/bench_train_step $args \
+      2> "${OUT:-/tmp}/profile-$setting.txt" | show_bench
+    grep -E "$pattern" "${OUT:-/tmp}/profile-$setting.txt" | head -16 || true
   done
 }
 build_gpu() {

@@ -11,9 +11,5 @@ gpu_tests "${GPU_TESTS:-OpsCudaGemmSm90.*:OpsCudaMatmul.*:CudaTraining*:*Golden*
 grep '^\[ gemm_sm90 \]' "${OUT:-/tmp}/gpu-suite.log" || true
 q7="--config bench/configs/qwen2.5-7b.json --tuner lora --seq 2048 --batch 4 --steps 5 --warmup 2"
 ab_steps "${REPS:-2}" "$q7" X=1 SWIFT_GEMM_SM90=1
-for setting in X=1 SWIFT_GEMM_SM90=1; do
-  echo "== events profile, $setting"
-  env $setting SWIFT_PROFILE=events build-gpu/bench/bench_train_step --config bench/configs/qwen2.5-7b.json \
-    --tuner lora --seq 2048 --batch 4 --steps 3 --warmup 1 2> "${OUT:-/tmp}/profile-$setting.txt" | show_bench
-  grep -E '^breakdown per step|frozen_gemm|^linear ' "${OUT:-/tmp}/profile-$setting.txt" | head -8
-done
+events_profiles "--config bench/configs/qwen2.5-7b.json --tuner lora --seq 2048 --batch 4 --steps 3 --warmup 1" \
+  '^breakdown per step|frozen_gemm|^linear ' X=1 SWIFT_GEMM_SM90=1

@@ -142,22 +142,10 @@ __device__ __forceinline__ void reg_dealloc() {
 // Tile t of the (m_tiles x n_tiles) grid in grouped order: GROUP_M tile rows at a time, down the rows first.
 __device__ __forceinline__ void tile_coords(int t, int m_tiles, int n_tiles, int& tm, int& tn) {
 #if RASTER == 1
-  {
-    const int per_group = GROUP_M * m_tiles;
-    const int group = t / per_group, first_n = group * GROUP_M;
-    const int cols = min(n_tiles - first_n, GROUP_M);
-    const int in_group = t - group * per_group;
-    tn = first_n + in_group % cols;
-    tm = in_group / cols;
-    return;
-  }
+  grouped_tile(t, n_tiles, m_tiles, GROUP_M, tn, tm);  // the same walk with rows and columns swapped
+  return;
 #endif
-  const int per_group = GROUP_M * n_tiles;
-  const int group = t / per_group, first_m = group * GROUP_M;
-  const int rows = min(m_tiles - first_m, GROUP_M);
-  const int in_group = t - group * per_group;
-  tm = first_m + in_group % rows;
-  tn = in_group / rows;
+  grouped_tile(t, m_tiles, n_tiles, GROUP_M, tm, tn);
 }
 
 __global__ void __launch_bounds__(kThreads, 1)

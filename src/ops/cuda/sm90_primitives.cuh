@@ -66,6 +66,17 @@ __device__ __forceinline__ uint64_t desc_mn_major(const void* p, uint32_t chunk_
          (uint64_t(1024 >> 4) << 32) | (uint64_t(1) << 62);
 }
 
+// Tile t of an (m_tiles x n_tiles) grid walked in groups of `group` tile rows, down the rows first: the B tiles of a
+// group stay in L2 while its rows pass (transposed, `group` tile columns along the rows, by swapping the roles).
+__device__ __forceinline__ void grouped_tile(int t, int m_tiles, int n_tiles, int group, int& tm, int& tn) {
+  const int per_group = group * n_tiles;
+  const int g = t / per_group, first = g * group;
+  const int rows = min(m_tiles - first, group);
+  const int in_group = t - g * per_group;
+  tm = first + in_group % rows;
+  tn = in_group / rows;
+}
+
 // Box `box` (accumulator columns 64 box .. + 63) of a warp's wgmma accumulators `d` (16 rows of the warp) as BF16
 // into `buf` (128-byte rows, 128-byte swizzle): four stmatrix x4, each of chunks j, j + 1. Lane l gives the address of
 // row l % 8 of matrix mi = l / 8 (chunk j rows 0-7, 8-15, chunk j + 1 rows 0-7, 8-15); `row` is that row's index in

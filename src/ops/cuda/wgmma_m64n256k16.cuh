@@ -1,7 +1,8 @@
 // ops/cuda/wgmma_m64n256k16.cuh — wgmma.mma_async m64n256k16 (BF16 in, fp32 accumulators, both operands in shared
 // memory through descriptors; B K-major, or MN-major in the _tb form) for gemm_sm90.cu. Its 128 accumulator operands
 // are written out by a generator (python3: ", ".join(f"%{i}" for i in range(128)) and the matching "+f"
-// constraints), as in scripts/device/probe_wgmma_m64n256k16.inc. Include only from sm_90a device code.
+// constraints; scripts/device/probe_wgmma_m64n192k16.inc has the m64n192k16 form). Include only from sm_90a device
+// code.
 #pragma once
 
 #include <cstdint>
