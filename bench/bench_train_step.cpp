@@ -6,7 +6,7 @@
 //
 //   bench_train_step --config bench/configs/qwen2.5-7b.json --tuner lora --seq 2048 --batch 4
 //       [--gradient_checkpointing] [--recompute_num_layers N] [--recompute_modules layernorm,act,mlp]
-//       [--cpu_offloading_num_layers N] [--offload_embedding] [--steps 6] [--warmup 2] [--clip_in_place] [--zero_grad_first]
+//       [--cpu_offloading_num_layers N] [--offload_embedding] [--offload_frozen_layers N] [--steps 6] [--warmup 2] [--clip_in_place] [--zero_grad_first]
 //       [--no_defer_zero_grad] [--device cuda|cpu]
 //   NPROC_PER_NODE=N bench_train_step ... [--zero 0|1|2] [--bucket_mb 25] [--no_overlap]   data parallel
 //   SWIFT_PROFILE=1 bench_train_step ...   adds a per-op time table of the timed steps (ops bracketed by synchronisations)
@@ -140,6 +140,11 @@ int main(int argc, char** argv) {
   bool offload_embedding = false;
   app.add_flag("--offload_embedding", offload_embedding,
                "LoRA on CUDA: the embedding table in mapped host memory (swift sft --offload_embedding true)");
+  int64_t frozen_layers = 0;
+  app.add_option("--offload_frozen_layers", frozen_layers,
+                 "LoRA: the frozen matrices of the first N layers wait in host memory between their forward and "
+                 "backward (swift sft --offload_frozen_layers)")
+      ->check(CLI::NonNegativeNumber);
   bool clip_in_place = false;
   bool zero_grad_first = false;
   bool no_defer_zero_grad = false;
@@ -201,6 +206,7 @@ int main(int argc, char** argv) {
     }
     trainable.set_recompute_modules(recompute);
     trainable.set_offload_layers(offload_layers);
+    trainable.set_offload_frozen_layers(frozen_layers);
     ops::AdamWConfig adamw;
     adamw.weight_decay = 0.1;
     std::vector<model::Parameter>& params = trainable.parameters();
@@ -291,7 +297,8 @@ int main(int argc, char** argv) {
     if (env.rank == 0) {
       std::string json = fmt::format("{{\"impl\": \"swift.cpp\", \"config\": \"{}\", \"tuner\": \"{}\", \"seq\": {}, \"batch\": {}, "
                                      "\"lora_dropout\": {}, \"gradient_checkpointing\": {}, \"recompute_num_layers\": {}, \"recompute_modules\": \"{}\", "
-                                     "\"cpu_offloading_num_layers\": {}, \"offload_host_gib\": {:.2f}, "
+                                     "\"cpu_offloading_num_layers\": {}, \"offload_host_gib\": {:.2f}, \"offload_frozen_layers\": {}, "
+                                     "\"frozen_host_gib\": {:.2f}, "
                                      "\"trainable\": {}, "
                                      "\"step_s_median\": {:.4f}, "
                                      "\"tokens_per_s\": {:.1f}, \"model_tflops\": {:.1f}, \"peak_allocated_gib\": {:.2f}, "
@@ -299,6 +306,7 @@ int main(int argc, char** argv) {
                                      config_path, tuner, seq, batch,
                                      tuner == "lora" ? fmt::format("{}", dropout) : std::string("null"), checkpointing, recompute_layers, fmt::join(recompute_names, ","),
                                      offload_layers, trainable.offload_host_bytes() / 1073741824.0,
+                                     frozen_layers, trainable.frozen_host_bytes() / 1073741824.0,
                                      trainable.trainable_count(), step_s,
                                      tokens / step_s, flops / step_s / 1e12, mem.total_peak / 1073741824.0, last_loss);
       if (comm) {

@@ -115,6 +115,7 @@ TrainingArguments TrainingArguments::from(const Arguments& a) {
   t.recompute_modules = a.get_list("recompute_modules");
   t.cpu_offloading_num_layers = a.get_optional_int("cpu_offloading_num_layers").value_or(0);
   t.offload_embedding = a.get_bool("offload_embedding");
+  t.offload_frozen_layers = a.get_optional_int("offload_frozen_layers").value_or(0);
   t.bf16 = a.get_optional_bool("bf16");
   t.fp16 = a.get_optional_bool("fp16");
   t.logging_steps = a.get_int("logging_steps");

@@ -98,6 +98,7 @@ struct TrainingArguments {  // sft, pt, rlhf
   std::vector<std::string> recompute_modules;   // selective recompute: layernorm, act, mlp (core_attn: a no-op)
   int64_t cpu_offloading_num_layers = 0;        // layers whose MLP intermediates wait in host memory
   bool offload_embedding = false;               // the frozen embedding table in mapped host memory (CUDA, LoRA)
+  int64_t offload_frozen_layers = 0;            // layers whose frozen matrices wait in host memory (LoRA)
   bool save_only_model = false, save_safetensors = false;
   std::optional<std::string> metric_for_best_model;
   std::optional<bool> greater_is_better;

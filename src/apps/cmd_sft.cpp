@@ -135,6 +135,7 @@ std::string set_activation_policy(model::TrainableModel& trainable, const Traini
   SWIFT_CHECK(tr.cpu_offloading_num_layers >= 0, "--cpu_offloading_num_layers {}: must be >= 0 (layers to offload)",
               tr.cpu_offloading_num_layers);
   trainable.set_offload_layers(tr.cpu_offloading_num_layers);
+  trainable.set_offload_frozen_layers(tr.offload_frozen_layers);
   const int64_t kept = layers - whole;
   const int64_t mlp_n = !recompute.mlp ? 0 : recompute.mlp_layers < 0 ? kept : std::min(kept, recompute.mlp_layers);
   std::string out = fmt::format("{} of {} layers recomputed whole", whole, layers);
@@ -149,6 +150,13 @@ std::string set_activation_policy(model::TrainableModel& trainable, const Traini
       out += fmt::format("; the MLP intermediates of {} offloaded to host memory{}", offloaded,
                          on_cpu ? " (on the CPU: copies within host memory, no saving)" : "");
     }
+  }
+  if (tr.offload_frozen_layers > 0) {
+    const int64_t n = tr.offload_frozen_layers;
+    out += fmt::format("; the frozen matrices of {} wait in host memory between forward and backward ({:.1f} GiB{})",
+                       n == 1 ? std::string("layer 0") : fmt::format("layers 0-{}", n - 1),
+                       static_cast<double>(trainable.frozen_host_bytes()) / (1 << 30),
+                       on_cpu ? "; on the CPU: copies within host memory, no saving" : ", page-locked");
   }
   if (tr.cpu_offloading_num_layers > 0 && whole + mlp_n + 2 >= layers) {
     out += fmt::format(" (--cpu_offloading_num_layers {}: no layer to offload, the last two and the recomputed stay)",

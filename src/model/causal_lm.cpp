@@ -205,6 +205,7 @@ Tensor host_f32(const Tensor& t) {
 }  // namespace
 
 void CausalLM::set_lora(LoraAdapters adapters) {
+  check_whole("set_lora");
   const Device dev = device();
   SWIFT_CHECK(adapters.layers.empty() || static_cast<int64_t>(adapters.layers.size()) == config_.num_hidden_layers,
               "set_lora: adapters for {} layers on a model of {} layers", adapters.layers.size(),
@@ -332,6 +333,7 @@ Tensor CausalLM::head_logits(const Tensor& hidden) const {
 
 Tensor CausalLM::run_layers(const Tensor& ids_in, const Tensor& positions_in, const Tensor& cu_in,
                             KvCache* cache) const {
+  check_whole("forward");
   const io::ModelConfig& c = config_;
   SWIFT_CHECK(tp_size_ == 1, "forward: this model holds tensor-parallel shard {} of {} of its linears "
               "(shard_for_tensor_parallel); the forward needs whole weights: load the model again", tp_rank_, tp_size_);
@@ -454,6 +456,7 @@ Tensor CausalLM::forward(const std::vector<int32_t>& ids) const {
 }
 
 void CausalLM::shard_for_tensor_parallel(int rank, int size) {
+  check_whole("shard_for_tensor_parallel");
   const io::ModelConfig& c = config_;
   SWIFT_CHECK(size >= 1 && rank >= 0 && rank < size, "shard_for_tensor_parallel: rank {} of a group of {}", rank, size);
   SWIFT_CHECK(tp_size_ == 1, "shard_for_tensor_parallel: the model already holds shard {} of {}", tp_rank_, tp_size_);
@@ -502,6 +505,7 @@ void CausalLM::shard_for_tensor_parallel(int rank, int size) {
 }
 
 void CausalLM::place(Device device, DType matrix_dtype) {
+  check_whole("place");
   SWIFT_CHECK(matrix_dtype == DType::F32 || matrix_dtype == DType::BF16 || matrix_dtype == DType::F16,
               "place: matrix dtype {} must be F32, BF16 or F16", dtype_name(matrix_dtype));
   auto move = [&](Tensor& t, DType dtype) { t = placed(t, device, dtype); };
@@ -541,6 +545,50 @@ void CausalLM::offload_embedding() {
   // The loaded tensors of a model built on the device (from_weights, never placed) hold the table too.
   if (auto it = tensors_.find("model.embed_tokens.weight"); it != tensors_.end()) it->second = weights_.embed_tokens;
   revision_ = next_revision();  // decode plans captured the table's address
+}
+
+void CausalLM::check_whole(const char* op) const {
+  if (lent_.empty()) return;
+  fail("{}: the matrices of layer {} (and {} more) are in a training run's keeping (frozen-weight streaming, "
+       "--offload_frozen_layers); finish or destroy that TrainableModel first", op, *lent_.begin(), lent_.size() - 1);
+}
+
+std::array<Tensor, kLinearKinds> CausalLM::lend_layer_matrices(int64_t layer) {
+  SWIFT_CHECK(layer >= 0 && layer < config_.num_hidden_layers, "lend_layer_matrices: layer {} of {}", layer,
+              config_.num_hidden_layers);
+  SWIFT_CHECK(lent_.count(layer) == 0, "lend_layer_matrices: layer {} is lent already", layer);
+  LayerWeights& l = weights_.layers[static_cast<size_t>(layer)];
+  const std::array<Tensor*, kLinearKinds> w = {&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj,
+                                              &l.gate_proj, &l.up_proj, &l.down_proj};
+  std::array<Tensor, kLinearKinds> out;
+  for (int k = 0; k < kLinearKinds; ++k) {
+    out[static_cast<size_t>(k)] = *w[static_cast<size_t>(k)];
+    *w[static_cast<size_t>(k)] = Tensor();
+    // A model built on the device (from_weights, never placed) holds the loaded tensors too: they come back with
+    // restore_layer_matrices.
+    const std::string name = linear_module_path(layer, static_cast<LinearKind>(k)) + ".weight";
+    if (tensors_.erase(name) != 0) lent_names_.insert(name);
+  }
+  lent_.insert(layer);
+  revision_ = next_revision();  // decode plans captured the matrices' addresses
+  return out;
+}
+
+void CausalLM::restore_layer_matrices(int64_t layer, const std::array<Tensor, kLinearKinds>& matrices) {
+  SWIFT_CHECK(lent_.count(layer) != 0, "restore_layer_matrices: layer {} is not lent", layer);
+  LayerWeights& l = weights_.layers[static_cast<size_t>(layer)];
+  const std::array<Tensor*, kLinearKinds> w = {&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj,
+                                              &l.gate_proj, &l.up_proj, &l.down_proj};
+  for (int k = 0; k < kLinearKinds; ++k) {
+    const Tensor& m = matrices[static_cast<size_t>(k)];
+    SWIFT_CHECK(m.defined() && m.device() == device(), "restore_layer_matrices: layer {} matrix {} must be on {}",
+                layer, k, device().str());
+    *w[static_cast<size_t>(k)] = m;
+    const std::string name = linear_module_path(layer, static_cast<LinearKind>(k)) + ".weight";
+    if (lent_names_.erase(name) != 0) tensors_[name] = m;
+  }
+  lent_.erase(layer);
+  revision_ = next_revision();
 }
 
 PackedBatch pack_sequences(const std::vector<std::vector<int32_t>>& sequences) {

@@ -28,6 +28,7 @@
 #include <array>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -90,6 +91,14 @@ class CausalLM {
   void offload_embedding();
   bool embedding_offloaded() const { return weights_.embed_tokens.defined() && weights_.embed_tokens.device().is_cpu() &&
                                             device().is_cuda(); }
+
+  // Frozen-weight streaming (TrainableModel::set_offload_frozen_layers): hands layer i's seven matrices (q, k, v, o,
+  // gate, up, down, in LinearKind order) to the caller, and the model (its loaded tensors too) keeps no reference to
+  // them, so their memory goes when the caller lets go. Until restore_layer_matrices gives them back, forward,
+  // decoding and place() throw naming the layer.
+  std::array<Tensor, kLinearKinds> lend_layer_matrices(int64_t layer);
+  void restore_layer_matrices(int64_t layer, const std::array<Tensor, kLinearKinds>& matrices);
+  int64_t lent_layers() const { return static_cast<int64_t>(lent_.size()); }
 
   // Tensor parallelism at load (--tensor_model_parallel_size `size`, this rank `rank` of the group): keeps only the
   // rank's shard of every attention / MLP linear, as model/parallel.h lays them out (q, k, v, gate, up and their
@@ -157,6 +166,10 @@ class CausalLM {
   DecodePlan& decode_plan(KvCache& cache) const;
   // Enqueues one decoding step on the plan's buffers, attention split sized for `max_keys` keys (model/decode_plan.cpp).
   void enqueue_decode_step(DecodePlan& plan, int64_t max_keys) const;
+  // Throws naming `op` while lend_layer_matrices holds a layer's matrices.
+  void check_whole(const char* op) const;
+  std::set<int64_t> lent_;             // layers whose matrices are lent (lend_layer_matrices)
+  std::set<std::string> lent_names_;  // their entries taken out of tensors_
   uint64_t revision_ = 0;  // unique per construction, place() and set_lora(): decode plans made before are stale
   io::ModelConfig config_;
   DType act_dtype_ = DType::F32;

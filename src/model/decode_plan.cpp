@@ -156,6 +156,7 @@ void CausalLM::enqueue_decode_step(DecodePlan& p, int64_t max_keys) const {
 }
 
 Tensor CausalLM::decode_step(int32_t id, KvCache& cache, DecodeMode mode) const {
+  check_whole("decode_step");
   std::string why;
   SWIFT_CHECK(decode_step_supported(&why), "decode_step: {}", why);
   check_kv_cache("decode_step", cache, 1);

@@ -1011,6 +1011,7 @@ StepStats TrainableModel::run(const MicroBatch& host_batch, float grad_scale, ui
   // Offloaded blocks (set_offload_layers): spread evenly over the kept blocks whose MLP stays, but the last two.
   std::vector<bool> offloads(static_cast<size_t>(L), false);
   if (offloader_) offloader_->clear();  // nothing left from a step that failed half-way
+  if (frozen_stream_) frozen_stream_->clear();  // resident copies stay; SWIFT_OFFLOAD_TRACE prints the last step's
   if (backward && offload_layers_ > 0) {
     std::vector<int64_t> candidates;
     for (int64_t i = recomputed; i < L - 2; ++i) {
@@ -1027,6 +1028,8 @@ StepStats TrainableModel::run(const MicroBatch& host_batch, float grad_scale, ui
   // override them for measurements.
   static const auto kStoresInFlight = static_cast<size_t>(std::max<int64_t>(0, env_int("SWIFT_OFFLOAD_IN_FLIGHT", 4)));
   static const int64_t kFetchAhead = std::max<int64_t>(0, env_int("SWIFT_OFFLOAD_AHEAD", 2));
+  // Streamed frozen layers (set_offload_frozen_layers): fetched this many layers ahead of their use.
+  static const int64_t kFrozenAhead = std::max<int64_t>(0, env_int("SWIFT_FROZEN_AHEAD", 2));
   std::vector<Activations> acts(static_cast<size_t>(L));  // kept blocks' activations
   Activations scratch;                                    // a recomputed block's, one at a time
   // A recomputed block keeps its LoRA xa and keep bits (~5% of a 7B layer's activations: r columns of fp32 and a bit
@@ -1049,7 +1052,10 @@ StepStats TrainableModel::run(const MicroBatch& host_batch, float grad_scale, ui
     Activations& a = keeps(i) ? acts[static_cast<size_t>(i)] : scratch;
     a = Activations{};
     Tensor next = act({T, C});
+    for (int64_t j = i; j <= i + kFrozenAhead; ++j) frozen_prefetch(j);  // after an evaluation: they were let go
+    frozen_acquire(i);
     layer_forward(i, b, x, a, next, seed, training);
+    frozen_release(i);  // off the device until the backward's fetch: the memory peaks before that
     if (!keeps(i)) {
       if (kKeepRank && backward) {
         ranks[static_cast<size_t>(i)].xa = scratch.xa;
@@ -1090,6 +1096,8 @@ StepStats TrainableModel::run(const MicroBatch& host_batch, float grad_scale, ui
   ops::rmsnorm_backward(dhidden, x, final_norm_, rstd, d, grad_final_norm_);
   for (int64_t i = L - 1; i >= 0; --i) {
     Activations& a = keeps(i) ? acts[static_cast<size_t>(i)] : scratch;
+    for (int64_t j = i; j >= i - kFrozenAhead; --j) frozen_prefetch(j);  // kept until the next forward
+    frozen_acquire(i);
     if (!keeps(i)) {  // recompute this block from its saved input (same dropout masks), without its output
       a = Activations{};
       if (kKeepRank) {
@@ -1213,6 +1221,8 @@ void TrainableModel::set_parallel(const ParallelGroups& groups) {
   if (groups.sequence == parallel_.sequence && groups.tensor == parallel_.tensor) return;  // the same groups again
   SWIFT_CHECK(parallel_.tp_size() == 1 && parallel_.sp_size() == 1,
               "set_parallel: the parallel groups are set once, before training (this model already has others)");
+  SWIFT_CHECK(N == 1 || frozen_.empty(), "--tensor_model_parallel_size {}: not with --offload_frozen_layers {} (the "
+              "streamed matrices cannot be sharded); leave one of them off", N, frozen_.size());
   SWIFT_CHECK(!gradient_provider_ || groups.tp_size() == 1,
               "set_parallel: set the tensor-parallel group before the gradient provider (sharding rebinds gradients)");
   SWIFT_CHECK(model_.tensor_parallel_size() == 1 ||

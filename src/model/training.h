@@ -186,6 +186,23 @@ class TrainableModel {
   int64_t offload_layers() const { return offload_layers_; }
   // Host memory held by the offload buffers (page-locked on CUDA; reused by every step).
   int64_t offload_host_bytes() const { return offloader_ ? offloader_->host_bytes() : 0; }
+  // Frozen-weight streaming (LoRA; model/frozen_stream.cpp): the base matrices of layers 0 .. n-1 (q, k, v, o, gate,
+  // up, down; biases and norms stay) keep a copy in host memory (page-locked on CUDA) and leave the device between
+  // their forward and their backward, when the step's memory peaks (the activations of every layer and the loss):
+  // each layer's forward lets go of them, the backward copies them back `SWIFT_FROZEN_AHEAD` (default 2) layers ahead
+  // on a copy stream (ops/offload.h) and keeps them until the next forward, which then finds them on the device. The
+  // bottom layers are streamed because the backward reaches them last: their copies overlap the layers above. The
+  // copies go only to the device (host-to-device copies do not slow the GPU's kernels on the H200 machines, the
+  // copies to the host did: docs/PERFORMANCE.md run 9). Same bits: the products read the same bytes. The CausalLM
+  // lends the matrices (CausalLM::lend_layer_matrices) and gets them back from restore_frozen_layers() or the
+  // destructor. Throws for full fine-tuning (it trains those matrices), DoRA adapters on those layers (their norms
+  // read the matrices at every step's start), tensor parallelism, or n outside [0, layers]. 0: nothing streamed.
+  void set_offload_frozen_layers(int64_t n);
+  int64_t offload_frozen_layers() const { return static_cast<int64_t>(frozen_.size()); }
+  void restore_frozen_layers();
+  // Host memory of the streamed matrices' copies.
+  int64_t frozen_host_bytes() const { return frozen_stream_ ? frozen_stream_->host_bytes() : 0; }
+  ~TrainableModel();
 
   // Forward + backward of one micro-batch; gradients of grad_scale * (summed loss) are added to the parameters'.
   // dropout_seed picks the LoRA dropout masks of this micro-batch (0 with lora_dropout 0).
@@ -336,6 +353,19 @@ class TrainableModel {
   RecomputeModules recompute_;                  // set_recompute_modules
   int64_t offload_layers_ = 0;                  // set_offload_layers
   std::unique_ptr<ops::ActivationOffloader> offloader_;  // made by the first step that offloads
+  // Frozen-weight streaming: per streamed layer, its seven matrices end to end in one device buffer (each at a
+  // 256-byte boundary; undefined while only the host copy exists) and where each lies in it.
+  struct FrozenLayer {
+    Tensor device;  // U8
+    std::array<size_t, kLinearKinds> offset{};
+    std::array<Shape, kLinearKinds> shape;
+    std::array<DType, kLinearKinds> dtype{};
+  };
+  std::vector<FrozenLayer> frozen_;                          // layers 0 .. frozen_.size() - 1
+  std::unique_ptr<ops::ActivationOffloader> frozen_stream_;  // their host copies (resident slots = layer index)
+  void frozen_prefetch(int64_t layer);  // starts layer's copy to the device unless it is there or on its way
+  void frozen_acquire(int64_t layer);   // layer's matrices usable by the ops enqueued from now on (its linears' w)
+  void frozen_release(int64_t layer);   // lets go of layer's device copy (its linears' w undefined)
   ParallelGroups parallel_;                 // sequence / tensor parallel groups (none by default)
   int64_t vocab_offset_ = 0;                // tensor parallel: the first vocabulary row of embed_ / lm_head_
 };

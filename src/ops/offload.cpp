@@ -210,6 +210,25 @@ void ActivationOffloader::store(int64_t slot, const Tensor& t) {
   in_flight_.push_back(std::move(copy));
 }
 
+void ActivationOffloader::keep_on_host(int64_t slot, const Tensor& t) {
+  SWIFT_CHECK(t.defined() && t.device() == device_, "offload: resident slot {} must hold a tensor on {}", slot,
+              device_.str());
+  SWIFT_CHECK(stored_.count(slot) == 0 && fetched_.count(slot) == 0, "offload: slot {} already holds a tensor", slot);
+  const size_t n = t.nbytes();
+  HostBuffer& host = buffer(slot, n);
+#ifdef SWIFT_WITH_CUDA
+  if (device_.is_cuda()) {
+    auto cs = static_cast<cudaStream_t>(copy_stream_);
+    copy_after_ops(cuda::stream(device_.index), cs);
+    check(cudaMemcpyAsync(host.data, t.raw(), n, cudaMemcpyDeviceToHost, cs), "cudaMemcpyAsync (device to host)");
+    check(cudaStreamSynchronize(cs), "cudaStreamSynchronize (resident copy to the host)");
+  }
+#endif
+  if (device_.is_cpu()) std::memcpy(host.data, t.raw(), n);
+  stored_[slot] = Stored{t.shape(), t.dtype()};
+  resident_[slot] = stored_[slot];
+}
+
 void ActivationOffloader::retire(size_t keep) {
   while (in_flight_.size() > keep) {
 #ifdef SWIFT_WITH_CUDA
@@ -258,7 +277,7 @@ void ActivationOffloader::prefetch(int64_t slot, MemoryCategory category) {
   }
 #endif
   if (device_.is_cpu()) std::memcpy(copy->device.raw(), host.data, n);
-  stored_.erase(it);
+  if (resident_.count(slot) == 0) stored_.erase(it);  // a resident slot's host copy stays for the next fetch
   fetched_[slot] = std::move(copy);
 }
 
@@ -283,7 +302,7 @@ void ActivationOffloader::clear() {
   std::vector<int64_t> slots;
   for (const auto& [slot, copy] : fetched_) slots.push_back(slot);
   for (int64_t slot : slots) take(slot);  // the op stream waits for copies back in flight
-  stored_.clear();
+  stored_ = resident_;  // resident slots keep their host copies
 }
 
 int64_t ActivationOffloader::host_bytes() const {

@@ -19,6 +19,8 @@
 //  - CPU: the same protocol with plain host buffers and synchronous copies (what the tests exercise); the copies live
 //    outside the Activations category (MemoryCategory::Other), as pinned memory does on CUDA.
 //  - One slot holds one tensor at a time: store() a slot, then prefetch() and take() it before storing it again.
+//  - keep_on_host() makes a resident slot (frozen weights streamed in every step): its host copy is made at once and
+//    stays; every prefetch() / take() copies it back again into a new device tensor, and clear() keeps it.
 //  - SWIFT_OFFLOAD_TRACE=1 (CUDA): every copy between two timing events; clear() (the trainer calls it at each step's
 //    start) prints the previous step's copies: count, span, bytes, busy time and rate per direction.
 //  - The destructor waits for the copies in flight. Not thread-safe (one trainer thread).
@@ -43,6 +45,10 @@ class ActivationOffloader {
   // Starts copying t (contiguous, on the offloader's device) to the host buffer of `slot`; the offloader holds t
   // until retire() lets it go.
   void store(int64_t slot, const Tensor& t);
+  // A resident host copy of t in `slot` (contiguous, on the offloader's device): copied now (the copy stream is
+  // synchronised, so t may be freed on return); every later prefetch() / take() of the slot copies it back again.
+  void keep_on_host(int64_t slot, const Tensor& t);
+  bool resident(int64_t slot) const { return resident_.count(slot) != 0; }
   // Lets go of the oldest stored device tensors until at most `keep` are held (the op stream waits for their copies).
   void retire(size_t keep);
   // Starts copying `slot` back into a new device tensor (the stored shape and dtype, accounted to `category`).
@@ -74,6 +80,7 @@ class ActivationOffloader {
   std::map<int64_t, Stored> stored_;                      // slots holding a tensor on the host
   std::deque<std::unique_ptr<Copy>> in_flight_;           // stores whose device tensor is still held, oldest first
   std::map<int64_t, std::unique_ptr<Copy>> fetched_;      // prefetched slots, not taken yet
+  std::map<int64_t, Stored> resident_;                    // keep_on_host slots (also in stored_)
 };
 
 }  // namespace swift::ops

@@ -43,8 +43,10 @@ TEST(OpsCudaGemmSm90, MatchesTheReference) {
   Sm90On on;
   struct Case { int64_t n, k, m; };
   // n, m across tile edges (128 x 256), k across the 64-wide blocks; the smallest that TMA's 16-byte strides allow.
+  // The reference is a plain loop (~0.1 GFLOP/s): the 7B's whole shapes are EqualsCublasLtOnModelShapes' (1031 x 3584
+  // x 3584 here took 200 s).
   const Case cases[] = {{1, 8, 8}, {77, 72, 200}, {128, 64, 256}, {129, 1000, 264}, {300, 4104, 520},
-                        {1031, 3584, 3584}, {513, 520, 18944 / 8}};
+                        {131, 3584, 392}, {257, 520, 18944 / 8}};
   uint32_t seed = 9000;
   for (const Case& cs : cases) {
     for (bool tb : {true, false}) {

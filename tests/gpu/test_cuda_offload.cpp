@@ -2,11 +2,14 @@
 // ordered by events. The bytes that come back are the bytes that left even when the op stream reuses the retired
 // memory at once (kernels writing new tensors over it), with several copies in flight and a slot taken back before it
 // was retired; and training a 6-layer model with LoRA dropout in BF16 with offloaded blocks gives the bits of keeping
-// everything, with a lower device peak. Label gpu; compiled only in CUDA builds.
+// everything, with a lower device peak. Frozen-weight streaming (set_offload_frozen_layers): the same bits and the
+// matrices off the device between forward and backward. Label gpu; compiled only in CUDA builds.
 #include <gtest/gtest.h>
 
 #ifdef SWIFT_WITH_CUDA
+#include <algorithm>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "core/memory.h"
@@ -93,6 +96,61 @@ TEST(CudaOffload, TrainingWithOffloadedBlocksGivesTheSameBits) {
     EXPECT_LE(off_peak, keep_peak - 3 * one_mlp) << off_peak << " vs " << keep_peak;
   }
   EXPECT_GT(tm.offload_host_bytes(), 0);
+}
+
+// Frozen-weight streaming (set_offload_frozen_layers) on CUDA: the copies back run on the offloader's copy stream,
+// ordered with the op stream by events; the bits of keeping every matrix, step after step, and the streamed layers'
+// matrices off the device from their forward until the backward fetches them two layers ahead.
+TEST(CudaOffload, TrainingWithStreamedFrozenLayersGivesTheSameBits) {
+  ops::init_backends();
+  ASSERT_GT(ops::cuda_device_count(), 0) << "no CUDA device visible (gpu tests need one)";
+  TinyModelSpec spec;
+  spec.layers = 6;
+  spec.hidden = 64;
+  spec.intermediate = 176;
+  auto lm = tiny_model(spec);
+  lm->place(Device::cuda(), DType::BF16);
+  const io::ModelConfig& c = lm->config();
+  model::LoraAdapters lora = random_lora(c);
+  lora.dropout = 0.25f;
+  model::TrainableModel tm(*lm, model::TunerType::Lora, std::move(lora));
+  const model::MicroBatch b = random_micro_batch({300, 211, 64}, c.vocab_size, 8);
+  constexpr int kWeights = static_cast<int>(MemoryCategory::Weights);
+  std::vector<int64_t> at_hook(static_cast<size_t>(c.num_hidden_layers), -1);
+  tm.set_backward_hook([&](int64_t layer) {
+    if (layer >= 0) at_hook[static_cast<size_t>(layer)] = memory_stats(1).current[kWeights];
+  });
+  auto run = [&](std::vector<Tensor>& grads) {
+    tm.zero_grad();
+    tm.forward_backward(b, 1.0f / 500.0f, 31, false);
+    grads.clear();
+    for (const model::Parameter& p : tm.parameters()) grads.push_back(p.grad.to(Device::cpu()));
+  };
+  std::vector<Tensor> kept, streamed;
+  run(kept);
+  constexpr int64_t n = 4, ahead = 2;
+  tm.set_offload_frozen_layers(n);
+  const int64_t C = c.hidden_size, F = c.intermediate_size, q = c.num_attention_heads * c.head_dim,
+                kv = c.num_key_value_heads * c.head_dim;
+  int64_t lb = 0;  // one layer's matrices, BF16, each at a 256-byte boundary
+  for (int64_t e : {q * C, kv * C, kv * C, C * q, F * C, F * C, C * F}) lb = (lb + e * 2 + 255) / 256 * 256;
+  for (int repeat = 0; repeat < 3; ++repeat) {
+    SCOPED_TRACE("step " + std::to_string(repeat));
+    const int64_t start = memory_stats(1).current[kWeights];
+    run(streamed);
+    ASSERT_EQ(kept.size(), streamed.size());
+    for (size_t i = 0; i < kept.size(); ++i) {
+      EXPECT_EQ(std::memcmp(kept[i].raw(), streamed[i].raw(), kept[i].nbytes()), 0) << tm.parameters()[i].name;
+    }
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+      EXPECT_EQ(at_hook[static_cast<size_t>(i)], start - std::max<int64_t>(0, std::min(n, i - ahead)) * lb)
+          << "layer " << i;
+    }
+  }
+  EXPECT_EQ(tm.frozen_host_bytes(), n * lb);
+  tm.set_backward_hook(nullptr);
+  tm.set_offload_frozen_layers(0);
+  EXPECT_EQ(lm->lent_layers(), 0);
 }
 
 }  // namespace
