@@ -39,8 +39,9 @@ struct ActivationOffloader::HostBuffer {
       const cudaError_t status = cudaHostAlloc(&data, n, cudaHostAllocDefault);
       if (status != cudaSuccess) {
         cudaGetLastError();
-        fail("activation offload: cannot page-lock {} MiB of host memory for an offloaded activation ({}); lower "
-             "--cpu_offloading_num_layers or use --recompute_modules mlp instead", n >> 20, cudaGetErrorString(status));
+        fail("offload: cannot page-lock {} MiB of host memory for an offloaded tensor ({}); lower "
+             "--cpu_offloading_num_layers / --offload_frozen_layers, or recompute instead (--recompute_modules mlp)",
+             n >> 20, cudaGetErrorString(status));
       }
       memory_record_alloc(0, MemoryCategory::Other, n);
       return;
