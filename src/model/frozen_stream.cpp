@@ -13,7 +13,8 @@
 //  - Memory order on CUDA: a fetch copies on the offloader's copy stream after the work enqueued so far (its new
 //    buffer may be memory that earlier ops used), and acquire makes the op stream wait for the copy; a release drops
 //    the buffer in the op stream's order (the allocator reuses it only for later work).
-#include <algorithm>
+#include <cstdio>
+#include <exception>
 
 #include "core/error.h"
 #include "model/training.h"

@@ -17,7 +17,9 @@
 //    drop the norms' outputs, silu(gate) * up or the whole MLP's intermediates and make them again (elementwise
 //    passes; two products and swiglu) before their backward: keep what is cheap to keep, recompute what is cheap to
 //    recompute. set_offload_layers(n) (--cpu_offloading_num_layers) moves n kept blocks' MLP intermediates to host
-//    memory between their forward and backward instead. Every policy gives the same gradients bit for bit.
+//    memory between their forward and backward instead. set_offload_frozen_layers(n) (--offload_frozen_layers, LoRA)
+//    keeps the bottom n layers' frozen base matrices in host memory from their forward until the backward fetches
+//    them back (model/frozen_stream.cpp). Every policy gives the same gradients bit for bit.
 //  - Labels are already shifted: labels[t] is the token that must follow position t (-100: no loss), and
 //    never cross a sequence boundary (shift_labels builds them from ids and a per-token loss mask).
 //  - Parameter names are PEFT's saved names for LoRA and Hugging Face names for full fine-tuning, so gradients
