@@ -13,6 +13,9 @@
 // of shared-memory stages filled by TMA (one producer thread) and released through mbarriers; two consumer
 // warpgroups each own 64 rows of the tile (wgmma m64n256k16, 128 fp32 accumulators a thread); persistent CTAs walk the
 // tiles in groups of GROUP_M tile rows (the B tiles of a group stay in L2). Shapes must be multiples of the tile.
+// Variants (-D): TILE_M / TILE_N 192 x 192 with three consumer warpgroups by rows (m64n192k16), or with -DSPLITN=1
+// two by columns (96 columns of all 192 rows each: three m64n96k16 per k-step, 32-column output boxes with the
+// 64-byte swizzle), the tile cuBLASLt picks for gate / up (its tile id 209).
 // Exit status 0 unless a CUDA / cuBLASLt call fails or a result differs (relative max error > 2e-2).
 #include <cublasLt.h>
 #include <cuda.h>
@@ -43,8 +46,14 @@ namespace {
 #ifndef TILE_N
 #define TILE_N 256  // columns (256 or 192)
 #endif
+#ifndef SPLITN
+#define SPLITN 0  // 1 (192 x 192, EPI 3): two consumer warpgroups split the tile by columns, 96 each over all 192 rows
+                  // (three m64n96k16 per k-step, 144 accumulators a thread), instead of three warpgroups by rows
+#endif
 constexpr int BM = TILE_M, BN = TILE_N, BK = 64;
-constexpr int kConsumers = BM / 64;
+constexpr int kConsumers = SPLITN ? 2 : BM / 64;
+constexpr int kAcc = SPLITN ? 3 * 48 : BN / 2;     // fp32 accumulators a consumer thread
+constexpr int kBoxCols = SPLITN ? 32 : 64;         // EPI 3: columns of a staging box (32: 64-byte rows, 64-byte swizzle)
 static_assert(BM == 128 || BM == 192, "TILE_M 128 or 192");
 static_assert(BN == 256 || BN == 192, "TILE_N 256 or 192");
 #ifndef STAGES
@@ -74,10 +83,12 @@ constexpr int kThreads = 128 * (1 + kConsumers);  // warpgroup 0: producer; 1 ..
 #endif
 static_assert((BM == 128 && BN == 256) || EPI == 3, "other tiles: EPI 3 only");
 static_assert(CLUSTER == 1 || BN == 256, "clusters: the 128 x 256 tile only");
+static_assert(!SPLITN || (BM == 192 && BN == 192 && EPI == 3 && CLUSTER == 1 && !BT),
+              "SPLITN: the 192 x 192 tile with EPI 3, K-major B, no cluster");
 // The BF16 staging of the tile's output: EPI 1 four 64-column boxes per warpgroup, EPI 2 two.
 constexpr int kEpiBytes = EPI == 1   ? BM * BN * 2
                           : EPI == 2 ? 2 * 2 * 64 * 128
-                          : EPI == 3 ? kConsumers * 4 * EPI_BUFS * 16 * 128
+                          : EPI == 3 ? kConsumers * 4 * EPI_BUFS * 16 * (kBoxCols * 2)
                                      : 0;
 constexpr size_t kSmem = size_t(STAGES) * kStage + kEpiBytes + 1024 /* alignment */ + 2 * STAGES * 8;
 
@@ -129,6 +140,29 @@ __device__ __forceinline__ void wgmma_wait() {
 }
 
 #include "probe_wgmma_m64n192k16.inc"
+#include "probe_wgmma_m64n96k16.inc"
+
+// SPLITN's epilogue: 32 columns (box `box` of a 96-column block) x the warp's 16 rows of accumulators d (one
+// m64n96k16 block) into a 16 x 64-byte staging box with the 64-byte swizzle (16-byte chunk c of row r at chunk
+// c ^ ((r / 2) % 4)), as stmatrix_box does for 64 columns.
+__device__ __forceinline__ void stmatrix_box32(const float* d, int box, uint8_t* buf, int row, int mi) {
+#pragma unroll
+  for (int jp = 0; jp < 2; ++jp) {
+    const int j = 4 * box + 2 * jp;
+    uint32_t r[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const int jj = j + q / 2, h = q % 2;
+      const __nv_bfloat162 v = __floats2bfloat162_rn(d[4 * jj + 2 * h], d[4 * jj + 2 * h + 1]);
+      r[q] = *reinterpret_cast<const uint32_t*>(&v);
+    }
+    const int chunk = 2 * jp + mi / 2;
+    const uint32_t addr = smem_u32(buf + row * 64 + ((chunk ^ ((row / 2) % 4)) * 16));
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r[0]), "r"(r[1]),
+                 "r"(r[2]), "r"(r[3])
+                 : "memory");
+  }
+}
 
 template <int Regs>
 __device__ __forceinline__ void reg_alloc() {
@@ -206,7 +240,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   } else {
     reg_alloc<kConsumers == 2 ? 232 : 152>();
     const int half = wg - 1;  // rows [64 half, 64 half + 64) of the tile
-    float d[BN / 2];
+    float d[kAcc];
     int it = 0;
     const int warp = tid / 32, lane = tid % 32;
     for (int t = first; t < cluster_tiles; t += step) {
@@ -217,6 +251,18 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int kb = 0; kb < kblocks; ++kb, ++it) {
         const int s = it % STAGES;
         mbar_wait(&full[s], (it / STAGES) & 1);
+#if SPLITN
+        const uint8_t* a_tile = smem + size_t(s) * kStage;                       // all 192 rows
+        const uint8_t* b_tile = smem + size_t(s) * kStage + kStageA + half * 96 * 128;  // this warpgroup's 96 columns
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; ++kk) {
+          const int acc = (kb > 0 || kk > 0) ? 1 : 0;
+          const uint64_t db = desc_k_major(b_tile + kk * 32);
+#pragma unroll
+          for (int r = 0; r < 3; ++r) wgmma_m64n96k16(d + 48 * r, desc_k_major(a_tile + r * 64 * 128 + kk * 32), db, acc);
+        }
+#else
         const uint8_t* a_tile = smem + size_t(s) * kStage + half * 64 * 128;
         const uint8_t* b_tile = smem + size_t(s) * kStage + kStageA;
         wgmma_fence();
@@ -232,6 +278,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           if constexpr (BN == 256) wgmma_m64n256k16(d, da, db, acc); else wgmma_m64n192k16(d, da, db, acc);
 #endif
         }
+#endif  // SPLITN
         wgmma_commit();
         wgmma_wait<1>();
         if (prev >= 0) release_stage(&empty[prev], tid);
@@ -282,6 +329,25 @@ __global__ void __launch_bounds__(kThreads, 1)
         asm volatile("bar.sync %0, 128;" ::"r"(1 + half) : "memory");
         if (tid == 0) {
           tma_store_2d(&map_c, buf, tn * BN + box * 64, tm * BM + half * 64);
+          asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+        }
+      }
+#elif EPI == 3 && SPLITN
+      // Per 64-row block r, the warp's 16 rows of this warpgroup's 96 columns: three 32-column boxes, each through
+      // buffer n % EPI_BUFS (16 rows x 64 bytes), stored by its lane 0.
+      uint8_t* bufs = epi + (half * 4 + warp) * (EPI_BUFS * 16 * 64);
+      const int mi = lane / 8, lrow = (lane % 8) + 8 * (mi % 2);
+#pragma unroll
+      for (int n = 0; n < 9; ++n) {
+        const int r = n / 3, box = n % 3;
+        uint8_t* buf = bufs + (n % EPI_BUFS) * (16 * 64);
+        if (lane == 0) asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(EPI_BUFS - 1) : "memory");
+        __syncwarp();
+        stmatrix_box32(d + 48 * r, box, buf, lrow, mi);
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        __syncwarp();
+        if (lane == 0) {
+          tma_store_2d(&map_c, buf, tn * BN + half * 96 + box * 32, tm * BM + r * 64 + warp * 16);
           asm volatile("cp.async.bulk.commit_group;" ::: "memory");
         }
       }
@@ -348,6 +414,23 @@ CUtensorMap make_map(const void* base, int rows, int cols, int box_rows, int) {
                                  CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) {
     std::printf("cuTensorMapEncodeTiled: %d\n", int(r));
+    std::exit(1);
+  }
+  return map;
+}
+
+// SPLITN's output map: boxes of 16 rows x 32 columns (64 bytes), 64-byte swizzle.
+CUtensorMap make_map_c32(const void* base, int rows, int cols) {
+  CUtensorMap map;
+  const cuuint64_t dims[2] = {cuuint64_t(cols), cuuint64_t(rows)};
+  const cuuint64_t strides[1] = {cuuint64_t(cols) * 2};
+  const cuuint32_t box[2] = {32, 16};
+  const cuuint32_t estride[2] = {1, 1};
+  const CUresult r = encode_fn()(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base), dims, strides, box,
+                                 estride, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_64B,
+                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    std::printf("cuTensorMapEncodeTiled (32-column boxes): %d\n", int(r));
     std::exit(1);
   }
   return map;
@@ -485,8 +568,8 @@ int main(int argc, char** argv) {
   CK(cudaMalloc(&cmp, 2 * sizeof(float)));
   double ours_layer = 0, lt_layer = 0;
   bool ok = true;
-  std::printf("tile %d x %d, STAGES %d GROUP_M %d, %d SMs, reps %d, %s inputs\n", BM, BN, STAGES, GROUP_M, sms, reps,
-              constant ? "constant" : "random");
+  std::printf("tile %d x %d%s, STAGES %d GROUP_M %d, %d SMs, reps %d, %s inputs\n", BM, BN,
+              SPLITN ? " (two warpgroups by columns)" : "", STAGES, GROUP_M, sms, reps, constant ? "constant" : "random");
   std::printf("%-12s %6s %6s %6s | %9s %8s | %9s %8s | %6s | %s\n", "shape", "M", "N", "K", "ours ms", "TFLOP/s",
               "cuBLASLt", "TFLOP/s", "ratio", "max|diff|/max|C|");
   for (const Shape& s : shapes) {
@@ -499,7 +582,7 @@ int main(int argc, char** argv) {
     fill_random<<<1024, 256, 0, stream>>>(b, size_t(s.N) * s.K, 987u, constant);
     const CUtensorMap ma = make_map(a, s.M, s.K, BM, 1),
                       mb = BT ? make_map(b, s.K, s.N, 64, 1) : make_map(b, s.N, s.K, BN / CLUSTER, 1),
-                      mc = make_map(c_ours, s.M, s.N, EPI == 3 ? 16 : 64, 1);
+                      mc = SPLITN ? make_map_c32(c_ours, s.M, s.N) : make_map(c_ours, s.M, s.N, EPI == 3 ? 16 : 64, 1);
     const int tiles = ((s.M + BM - 1) / BM) * ((s.N + BN - 1) / BN);
     const int grid = std::min(tiles, sms / CLUSTER * CLUSTER);
     cudaLaunchConfig_t config = {};
