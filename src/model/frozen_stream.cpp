@@ -34,6 +34,7 @@ void TrainableModel::set_offload_frozen_layers(int64_t n) {
               "matrices, which then cannot wait in host memory; use it with --tuner_type lora", n);
   SWIFT_CHECK(n == 0 || parallel_.tp_size() == 1, "--offload_frozen_layers {}: not with tensor parallelism "
               "(--tensor_model_parallel_size {}); leave one of them off", n, parallel_.tp_size());
+  restore_frozen_layers();  // a second call starts from the model's own matrices (also after an evaluation let go)
   for (int64_t i = 0; i < n; ++i) {
     for (const Linear& lin : layers_[static_cast<size_t>(i)].linears) {
       SWIFT_CHECK(lin.lora == nullptr || !lin.lora->dora(), "--offload_frozen_layers {}: layer {} has DoRA adapters, "
@@ -43,7 +44,6 @@ void TrainableModel::set_offload_frozen_layers(int64_t n) {
                   "--offload_frozen_layers {}: layer {}'s matrices are not plain tensors on {}", n, i, device_.str());
     }
   }
-  restore_frozen_layers();  // a second call starts from the model's own matrices
   if (n == 0) return;
   frozen_stream_ = std::make_unique<ops::ActivationOffloader>(device_);
   frozen_.resize(static_cast<size_t>(n));

@@ -98,6 +98,7 @@ TEST(FrozenStream, SameBitsUnderEveryPolicyAndAfterAnEvaluation) {
       for (int repeat = 0; repeat < 2; ++repeat) expect_same(keep, train_step(tm, b, p.checkpointing), tm);
       EXPECT_EQ(tm.evaluate(b).loss_sum, eval_keep);    // lets every streamed layer go
       expect_same(keep, train_step(tm, b, p.checkpointing), tm);  // fetched again in the forward
+      EXPECT_EQ(tm.evaluate(b).loss_sum, eval_keep);    // the next count starts from layers that are away
     }
   }
   tm.set_offload_frozen_layers(0);
