@@ -23,8 +23,11 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <time.h>
+
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -454,9 +457,34 @@ struct Lt {
   size_t workspace_bytes = 64 << 20;
 };
 
-// cuBLASLt's C = A B^T (row-major), the fastest of its top 8 algorithms; returns ms per product.
+double wall_ms() {
+  timespec t;
+  clock_gettime(CLOCK_REALTIME, &t);
+  return double(t.tv_sec) * 1e3 + double(t.tv_nsec) * 1e-6;
+}
+
+// POWER_MS (environment): `launch` back to back for about that many milliseconds, then a line "phase WHO SHAPE
+// START_MS END_MS PRODUCTS TFLOP/s" with wall-clock (CLOCK_REALTIME) bounds, for a sampler of the GPU's clock and
+// power over the same span (scripts/device/gemm-power-probe.sh reads nvidia-smi's timestamps against them).
+void hold(const char* who, const char* shape, double flop, double ms, cudaStream_t stream,
+          const std::function<void()>& launch) {
+  CK(cudaStreamSynchronize(stream));
+  const double t0 = wall_ms();
+  long n = 0;
+  while (wall_ms() - t0 < ms) {
+    for (int i = 0; i < 16; ++i) launch();
+    n += 16;
+    CK(cudaStreamSynchronize(stream));
+  }
+  const double t1 = wall_ms();
+  std::printf("phase %s %s %.1f %.1f %ld %.1f\n", who, shape, t0, t1, n, flop * double(n) / ((t1 - t0) * 1e9));
+}
+
+// cuBLASLt's C = A B^T (row-major), the fastest of its top 8 algorithms; returns ms per product. `with_best`, when
+// given, is called with a launcher of that algorithm before its descriptors go.
 float cublaslt_tn(Lt& lt, const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c, int M, int N, int K,
-                  int reps, cudaStream_t stream) {
+                  int reps, cudaStream_t stream,
+                  const std::function<void(const std::function<void()>&)>& with_best = nullptr) {
   cublasLtMatmulDesc_t op;
   LK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t ta = BT ? CUBLAS_OP_N : CUBLAS_OP_T, tb = CUBLAS_OP_N;
@@ -514,6 +542,12 @@ float cublaslt_tn(Lt& lt, const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_b
               config(CUBLASLT_ALGO_CONFIG_ID), config(CUBLASLT_ALGO_CONFIG_TILE_ID),
               config(CUBLASLT_ALGO_CONFIG_STAGES_ID), config(CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID),
               config(CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING), config(CUBLASLT_ALGO_CONFIG_SPLITK_NUM));
+  if (with_best) {
+    with_best([&] {
+      LK(cublasLtMatmul(lt.handle, op, &alpha, b, la, a, lb, &beta, c, lc, c, lc, &results[best_i].algo, lt.workspace,
+                        lt.workspace_bytes, stream));
+    });
+  }
   cublasLtMatmulPreferenceDestroy(pref);
   cublasLtMatrixLayoutDestroy(la);
   cublasLtMatrixLayoutDestroy(lb);
@@ -603,7 +637,22 @@ int main(int argc, char** argv) {
     ours();
     CK(cudaGetLastError());
     CK(cudaStreamSynchronize(stream));
-    const float lt_ms = cublaslt_tn(lt, a, b, c_lt, s.M, s.N, s.K, reps, stream);
+    const double flop = 2.0 * s.M * s.N * s.K;
+    // POWER_MS: each product held that long, cuBLASLt's best and ours alternately, twice (the square is skipped).
+    const char* power_env = std::getenv("POWER_MS");
+    const double power_ms = power_env != nullptr && s.per_layer > 0 ? std::atof(power_env) : 0.0;
+    std::string tag = s.name;
+    for (char& ch : tag) ch = ch == ' ' ? '_' : ch;
+    std::function<void(const std::function<void()>&)> holds;
+    if (power_ms > 0) {
+      holds = [&](const std::function<void()>& lt_run) {
+        for (int round = 0; round < 2; ++round) {
+          hold("cublaslt", tag.c_str(), flop, power_ms, stream, lt_run);
+          hold("ours", tag.c_str(), flop, power_ms, stream, [&] { ours(); });
+        }
+      };
+    }
+    const float lt_ms = cublaslt_tn(lt, a, b, c_lt, s.M, s.N, s.K, reps, stream, holds);
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
@@ -620,7 +669,6 @@ int main(int argc, char** argv) {
     float h[2];
     CK(cudaMemcpyAsync(h, cmp, sizeof(h), cudaMemcpyDeviceToHost, stream));
     CK(cudaStreamSynchronize(stream));
-    const double flop = 2.0 * s.M * s.N * s.K;
     const double rel = h[0] / std::max(h[1], 1e-30f);
     if (!(rel <= 2e-2)) ok = false;
     std::printf("%-12s %6d %6d %6d | %9.4f %8.1f | %9.4f %8.1f | %6.3f | %.2e\n", s.name, s.M, s.N, s.K, ms,
