@@ -606,7 +606,9 @@ int main(int argc, char** argv) {
               SPLITN ? " (two warpgroups by columns)" : "", STAGES, GROUP_M, sms, reps, constant ? "constant" : "random");
   std::printf("%-12s %6s %6s %6s | %9s %8s | %9s %8s | %6s | %s\n", "shape", "M", "N", "K", "ours ms", "TFLOP/s",
               "cuBLASLt", "TFLOP/s", "ratio", "max|diff|/max|C|");
+  const char* only = std::getenv("SHAPES");  // a substring of the shapes to run (e.g. "gate"), all when unset
   for (const Shape& s : shapes) {
+    if (only != nullptr && std::string(s.name).find(only) == std::string::npos) continue;
     __nv_bfloat16 *a, *b, *c_ours, *c_lt;
     CK(cudaMalloc(&a, size_t(s.M) * s.K * 2));
     CK(cudaMalloc(&b, size_t(s.N) * s.K * 2));
