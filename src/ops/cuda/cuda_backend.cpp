@@ -170,8 +170,9 @@ class CudaBackend final : public DeviceBackend {
       fail("CUDA out of memory allocating {:.1f} MiB on cuda:{} ({:.1f} MiB free of {:.1f} MiB on the device; the "
            "caching allocator holds {:.1f} MiB, {:.1f} MiB of it cached and already released for this retry).\n"
            "Accounted usage by category:\n{}"
-           "To fit: reduce --per_device_train_batch_size or --max_length, enable --gradient_checkpointing, or "
-           "train LoRA instead of full parameters.",
+           "To fit: reduce --per_device_train_batch_size or --max_length, enable --gradient_checkpointing (or "
+           "--recompute_modules layernorm act mlp), train LoRA instead of full parameters, and with LoRA keep "
+           "frozen weights in host memory (--offload_frozen_layers N, --offload_embedding true).",
            bytes / mib, device_index, free_bytes / mib, total_bytes / mib, pool ? pool->reserved / mib : 0.0,
            pool ? pool->cached / mib : 0.0, memory_report(1));
     }
