@@ -260,8 +260,8 @@ void add_training_options(std::vector<OptionSpec>& t) {
                        "are not on the GPU when its memory peaks (the loss, with every layer's activations). "
                        "Qwen2.5-7B: 444 MiB per layer, each worth about one layer's MLP recompute. Only "
                        "host-to-device copies (which did not slow the GPU on the H200 machines measured; the "
-                       "copies back to the host of --cpu_offloading_num_layers did). Results are identical. Refused "
-                       "for full fine-tuning, DoRA and tensor parallelism."});
+                       "copies back to the host of --cpu_offloading_num_layers did). Results are identical (DoRA "
+                       "too). Refused for full fine-tuning and tensor parallelism."});
   t.push_back({.name = "offload_embedding", .type = boolean, .group = G::training, .commands = c,
                .default_value = "false",
                .help = "LoRA on a GPU: keep the frozen input embedding table in page-locked host memory that the GPU "

@@ -37,9 +37,6 @@ void TrainableModel::set_offload_frozen_layers(int64_t n) {
   restore_frozen_layers();  // a second call starts from the model's own matrices (also after an evaluation let go)
   for (int64_t i = 0; i < n; ++i) {
     for (const Linear& lin : layers_[static_cast<size_t>(i)].linears) {
-      SWIFT_CHECK(lin.lora == nullptr || !lin.lora->dora(), "--offload_frozen_layers {}: layer {} has DoRA adapters, "
-                  "whose weight norms read the base matrices at every step's start; leave --use_dora off or the "
-                  "option at 0", n, i);
       SWIFT_CHECK(lin.w.defined() && !lin.w.storage()->mapped_for().is_cuda(),
                   "--offload_frozen_layers {}: layer {}'s matrices are not plain tensors on {}", n, i, device_.str());
     }

@@ -1054,6 +1054,7 @@ StepStats TrainableModel::run(const MicroBatch& host_batch, float grad_scale, ui
     Tensor next = act({T, C});
     for (int64_t j = i; j <= i + kFrozenAhead; ++j) frozen_prefetch(j);  // after an evaluation: they were let go
     frozen_acquire(i);
+    if (i < static_cast<int64_t>(frozen_.size())) compute_layer_dora_norms(i);  // the step-start pass skipped it
     layer_forward(i, b, x, a, next, seed, training);
     frozen_release(i);  // off the device until the backward's fetch: the memory peaks before that
     if (!keeps(i)) {
@@ -1171,19 +1172,28 @@ void TrainableModel::compute_dora_norms() {
       }
     }
   }
-  for (size_t i = 0; i < lora_.layers.size(); ++i) {
-    for (int k = 0; k < kLinearKinds; ++k) {
-      const LoraLinear& ad = lora_.layers[i][static_cast<size_t>(k)];
-      if (!ad.defined() || !ad.dora()) continue;
-      Tensor& n = dora_norms_[i][static_cast<size_t>(k)];
-      if (!n.defined()) n = Tensor::empty({ad.magnitude.numel()}, DType::F32, device_, MemoryCategory::Weights);
-      const Tensor& w = layers_[i].linears[static_cast<size_t>(k)].w;
-      ops::dora_weight_norm(w, ad.a, ad.b, lora_.scale, n, /*squares=*/row_parallel(k));
-    }
-  }
+  // Streamed frozen layers (no tensor parallelism): their norms are computed when the forward has their matrices
+  // (compute_layer_dora_norms), from the same inputs.
+  for (size_t i = frozen_.size(); i < lora_.layers.size(); ++i) compute_layer_dora_norms(static_cast<int64_t>(i));
   if (dora_squares_.defined()) {
     tp->all_reduce(dora_squares_);
     ops::dora_norm_from_squares(dora_squares_);
+  }
+}
+
+void TrainableModel::compute_layer_dora_norms(int64_t layer) {
+  if (layer < 0 || layer >= static_cast<int64_t>(lora_.layers.size())) return;
+  const auto i = static_cast<size_t>(layer);
+  const bool tp = parallel_.tp_size() > 1;
+  for (int k = 0; k < kLinearKinds; ++k) {
+    const LoraLinear& ad = lora_.layers[i][static_cast<size_t>(k)];
+    if (!ad.defined() || !ad.dora()) continue;
+    const auto kind = static_cast<LinearKind>(k);
+    Tensor& n = dora_norms_[i][static_cast<size_t>(k)];
+    if (!n.defined()) n = Tensor::empty({ad.magnitude.numel()}, DType::F32, device_, MemoryCategory::Weights);
+    const Tensor& w = layers_[i].linears[static_cast<size_t>(k)].w;
+    ops::dora_weight_norm(w, ad.a, ad.b, lora_.scale, n,
+                          /*squares=*/tp && (kind == LinearKind::O || kind == LinearKind::Down));
   }
 }
 

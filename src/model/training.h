@@ -195,10 +195,11 @@ class TrainableModel {
   // on a copy stream (ops/offload.h) and keeps them until the next forward, which then finds them on the device. The
   // bottom layers are streamed because the backward reaches them last: their copies overlap the layers above. The
   // copies go only to the device (host-to-device copies do not slow the GPU's kernels on the H200 machines, the
-  // copies to the host did: docs/PERFORMANCE.md run 9). Same bits: the products read the same bytes. The CausalLM
-  // lends the matrices (CausalLM::lend_layer_matrices) and gets them back from restore_frozen_layers() or the
-  // destructor. Throws for full fine-tuning (it trains those matrices), DoRA adapters on those layers (their norms
-  // read the matrices at every step's start), tensor parallelism, or n outside [0, layers]. 0: nothing streamed.
+  // copies to the host did: docs/PERFORMANCE.md run 9). Same bits: the products read the same bytes (DoRA: the
+  // streamed layers' weight norms are computed in the forward, once their matrices are back). The CausalLM lends the
+  // matrices (CausalLM::lend_layer_matrices) and gets them back from restore_frozen_layers() or the destructor.
+  // Throws for full fine-tuning (it trains those matrices), tensor parallelism, or n outside [0, layers]. 0: nothing
+  // streamed.
   void set_offload_frozen_layers(int64_t n);
   int64_t offload_frozen_layers() const { return static_cast<int64_t>(frozen_.size()); }
   void restore_frozen_layers();
@@ -313,6 +314,9 @@ class TrainableModel {
   void shard_for_tensor_parallel();  // set_parallel with a TP group: parameters -> this rank's shards
   StepStats run(const MicroBatch& batch, float grad_scale, uint64_t dropout_seed, bool checkpoint, bool backward);
   void compute_dora_norms();
+  // One layer's DoRA weight norms (compute_dora_norms' inner step): for every layer but the streamed frozen ones at
+  // the step's start, and for those in the forward once their matrices are on the device.
+  void compute_layer_dora_norms(int64_t layer);
   // Gradient provider: binds the undefined gradients first written at `stage` (layer index, kHead, or -1).
   void provide_gradients(int64_t stage);
   // Tensor parallel: all-reduces over the group the Partial gradients first written at `stage` (only with a gradient
