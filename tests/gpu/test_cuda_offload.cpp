@@ -98,9 +98,9 @@ TEST(CudaOffload, TrainingWithOffloadedBlocksGivesTheSameBits) {
   EXPECT_GT(tm.offload_host_bytes(), 0);
 }
 
-// Frozen-weight streaming (set_offload_frozen_layers) on CUDA: the copies back run on the offloader's copy stream,
-// ordered with the op stream by events; the bits of keeping every matrix, step after step, and the streamed layers'
-// matrices off the device from their forward until the backward fetches them two layers ahead.
+// Frozen-weight streaming (set_offload_frozen_layers) on CUDA, LoRA and DoRA: the copies back run on the offloader's
+// copy stream, ordered with the op stream by events; the bits of keeping every matrix, step after step, and the
+// streamed layers' matrices off the device from their forward until the backward fetches them two layers ahead.
 TEST(CudaOffload, TrainingWithStreamedFrozenLayersGivesTheSameBits) {
   ops::init_backends();
   ASSERT_GT(ops::cuda_device_count(), 0) << "no CUDA device visible (gpu tests need one)";
@@ -108,49 +108,68 @@ TEST(CudaOffload, TrainingWithStreamedFrozenLayersGivesTheSameBits) {
   spec.layers = 6;
   spec.hidden = 64;
   spec.intermediate = 176;
-  auto lm = tiny_model(spec);
-  lm->place(Device::cuda(), DType::BF16);
-  const io::ModelConfig& c = lm->config();
-  model::LoraAdapters lora = random_lora(c);
-  lora.dropout = 0.25f;
-  model::TrainableModel tm(*lm, model::TunerType::Lora, std::move(lora));
-  const model::MicroBatch b = random_micro_batch({300, 211, 64}, c.vocab_size, 8);
-  constexpr int kWeights = static_cast<int>(MemoryCategory::Weights);
-  std::vector<int64_t> at_hook(static_cast<size_t>(c.num_hidden_layers), -1);
-  tm.set_backward_hook([&](int64_t layer) {
-    if (layer >= 0) at_hook[static_cast<size_t>(layer)] = memory_stats(1).current[kWeights];
-  });
-  auto run = [&](std::vector<Tensor>& grads) {
-    tm.zero_grad();
-    tm.forward_backward(b, 1.0f / 500.0f, 31, false);
-    grads.clear();
-    for (const model::Parameter& p : tm.parameters()) grads.push_back(p.grad.to(Device::cpu()));
-  };
-  std::vector<Tensor> kept, streamed;
-  run(kept);
-  constexpr int64_t n = 4, ahead = 2;
-  tm.set_offload_frozen_layers(n);
-  const int64_t C = c.hidden_size, F = c.intermediate_size, q = c.num_attention_heads * c.head_dim,
-                kv = c.num_key_value_heads * c.head_dim;
-  int64_t lb = 0;  // one layer's matrices, BF16, each at a 256-byte boundary
-  for (int64_t e : {q * C, kv * C, kv * C, C * q, F * C, F * C, C * F}) lb = (lb + e * 2 + 255) / 256 * 256;
-  for (int repeat = 0; repeat < 3; ++repeat) {
-    SCOPED_TRACE("step " + std::to_string(repeat));
-    const int64_t start = memory_stats(1).current[kWeights];
-    run(streamed);
-    ASSERT_EQ(kept.size(), streamed.size());
-    for (size_t i = 0; i < kept.size(); ++i) {
-      EXPECT_EQ(std::memcmp(kept[i].raw(), streamed[i].raw(), kept[i].nbytes()), 0) << tm.parameters()[i].name;
+  for (bool dora : {false, true}) {
+    SCOPED_TRACE(dora ? "DoRA" : "LoRA");
+    auto lm = tiny_model(spec);
+    lm->place(Device::cuda(), DType::BF16);
+    const io::ModelConfig& c = lm->config();
+    model::LoraSettings ls;
+    ls.rank = 4;
+    ls.dropout = 0.25;
+    ls.init_weights = "false";  // random A and B: every gradient non-zero
+    ls.seed = 3;
+    ls.use_dora = dora;
+    model::TrainableModel tm(*lm, model::TunerType::Lora, model::create_lora(c, ls, &lm->weights()));
+    const model::MicroBatch b = random_micro_batch({300, 211, 64}, c.vocab_size, 8);
+    constexpr int kWeights = static_cast<int>(MemoryCategory::Weights);
+    std::vector<int64_t> at_hook(static_cast<size_t>(c.num_hidden_layers), -1);
+    tm.set_backward_hook([&](int64_t layer) {
+      if (layer >= 0) at_hook[static_cast<size_t>(layer)] = memory_stats(1).current[kWeights];
+    });
+    auto run = [&](std::vector<Tensor>& grads) {
+      tm.zero_grad();
+      tm.forward_backward(b, 1.0f / 500.0f, 31, false);
+      grads.clear();
+      for (const model::Parameter& p : tm.parameters()) grads.push_back(p.grad.to(Device::cpu()));
+    };
+    std::vector<Tensor> kept;
+    run(kept);  // a first step makes DoRA's norm buffers (Weights), before the counts below
+    // The adapters change, as after an optimizer step, and the streamed steps run before the reference: a DoRA norm
+    // left from the step above would show.
+    for (model::Parameter& p : tm.parameters()) {
+      if (p.name.find("lora_B") == std::string::npos) continue;
+      Tensor h = p.value.to(Device::cpu());
+      for (int64_t e = 0; e < h.numel(); ++e) h.data<float>()[e] *= 1.0625f;
+      p.value.copy_from(h);
     }
-    for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-      EXPECT_EQ(at_hook[static_cast<size_t>(i)], start - std::max<int64_t>(0, std::min(n, i - ahead)) * lb)
-          << "layer " << i;
+    constexpr int64_t n = 4, ahead = 2;
+    tm.set_offload_frozen_layers(n);
+    const int64_t C = c.hidden_size, F = c.intermediate_size, q = c.num_attention_heads * c.head_dim,
+                  kv = c.num_key_value_heads * c.head_dim;
+    int64_t lb = 0;  // one layer's matrices, BF16, each at a 256-byte boundary
+    for (int64_t e : {q * C, kv * C, kv * C, C * q, F * C, F * C, C * F}) lb = (lb + e * 2 + 255) / 256 * 256;
+    std::vector<std::vector<Tensor>> streamed(3);
+    for (int repeat = 0; repeat < 3; ++repeat) {
+      SCOPED_TRACE("step " + std::to_string(repeat));
+      const int64_t start = memory_stats(1).current[kWeights];
+      run(streamed[static_cast<size_t>(repeat)]);
+      for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+        EXPECT_EQ(at_hook[static_cast<size_t>(i)], start - std::max<int64_t>(0, std::min(n, i - ahead)) * lb)
+            << "layer " << i;
+      }
+    }
+    EXPECT_EQ(tm.frozen_host_bytes(), n * lb);
+    tm.set_backward_hook(nullptr);
+    tm.set_offload_frozen_layers(0);
+    EXPECT_EQ(lm->lent_layers(), 0);
+    run(kept);  // the reference: every matrix on the device
+    for (const std::vector<Tensor>& got : streamed) {
+      ASSERT_EQ(kept.size(), got.size());
+      for (size_t i = 0; i < kept.size(); ++i) {
+        EXPECT_EQ(std::memcmp(kept[i].raw(), got[i].raw(), kept[i].nbytes()), 0) << tm.parameters()[i].name;
+      }
     }
   }
-  EXPECT_EQ(tm.frozen_host_bytes(), n * lb);
-  tm.set_backward_hook(nullptr);
-  tm.set_offload_frozen_layers(0);
-  EXPECT_EQ(lm->lent_layers(), 0);
 }
 
 }  // namespace
