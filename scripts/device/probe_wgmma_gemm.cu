@@ -154,28 +154,6 @@ __device__ __forceinline__ void wgmma_wait() {
 #include "probe_wgmma_m64n192k16.inc"
 #include "probe_wgmma_m64n96k16.inc"
 
-// SPLITN's epilogue: 32 columns (box `box` of a 96-column block) x the warp's 16 rows of accumulators d (one
-// m64n96k16 block) into a 16 x 64-byte staging box with the 64-byte swizzle (16-byte chunk c of row r at chunk
-// c ^ ((r / 2) % 4)), as stmatrix_box does for 64 columns.
-__device__ __forceinline__ void stmatrix_box32(const float* d, int box, uint8_t* buf, int row, int mi) {
-#pragma unroll
-  for (int jp = 0; jp < 2; ++jp) {
-    const int j = 4 * box + 2 * jp;
-    uint32_t r[4];
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      const int jj = j + q / 2, h = q % 2;
-      const __nv_bfloat162 v = __floats2bfloat162_rn(d[4 * jj + 2 * h], d[4 * jj + 2 * h + 1]);
-      r[q] = *reinterpret_cast<const uint32_t*>(&v);
-    }
-    const int chunk = 2 * jp + mi / 2;
-    const uint32_t addr = smem_u32(buf + row * 64 + ((chunk ^ ((row / 2) % 4)) * 16));
-    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r[0]), "r"(r[1]),
-                 "r"(r[2]), "r"(r[3])
-                 : "memory");
-  }
-}
-
 template <int Regs>
 __device__ __forceinline__ void reg_alloc() {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(Regs));
@@ -360,7 +338,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         uint8_t* buf = bufs + (n % EPI_BUFS) * (16 * 64);
         if (lane == 0) asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(EPI_BUFS - 1) : "memory");
         __syncwarp();
-        stmatrix_box32(d + 48 * r, box, buf, lrow, mi);
+        stmatrix_rows<64>(d + 48 * r, box, buf, lrow, mi);  // 32 columns, 64-byte swizzle
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
         __syncwarp();
         if (lane == 0) {
@@ -379,7 +357,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         uint8_t* buf = bufs + (n % EPI_BUFS) * (16 * 128);
         if (lane == 0) asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(EPI_BUFS - 1) : "memory");
         __syncwarp();
-        stmatrix_box(*reinterpret_cast<const float(*)[BN / 2]>(d + r * (BN / 2)), box, buf, lrow, mi);
+        stmatrix_rows<128>(d + r * (BN / 2), box, buf, lrow, mi);
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
         __syncwarp();
         if (lane == 0) {
@@ -421,35 +399,20 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
   return fn;
 }
 
-// The map of a row-major (rows x cols) BF16 matrix in boxes of box_rows x 64 columns, 128-byte swizzle.
-CUtensorMap make_map(const void* base, int rows, int cols, int box_rows, int) {
+// The map of a row-major (rows x cols) BF16 matrix in boxes of box_rows x box_cols: 64 columns with the 128-byte
+// swizzle, or 32 (SPLITN's output) with the 64-byte one.
+CUtensorMap make_map(const void* base, int rows, int cols, int box_rows, int box_cols = BK) {
   CUtensorMap map;
   const cuuint64_t dims[2] = {cuuint64_t(cols), cuuint64_t(rows)};
   const cuuint64_t strides[1] = {cuuint64_t(cols) * 2};
-  const cuuint32_t box[2] = {BK, cuuint32_t(box_rows)};
+  const cuuint32_t box[2] = {cuuint32_t(box_cols), cuuint32_t(box_rows)};
   const cuuint32_t estride[2] = {1, 1};
   const CUresult r = encode_fn()(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base), dims, strides, box,
-                                 estride, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                 estride, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                 box_cols == 32 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B,
                                  CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) {
-    std::printf("cuTensorMapEncodeTiled: %d\n", int(r));
-    std::exit(1);
-  }
-  return map;
-}
-
-// SPLITN's output map: boxes of 16 rows x 32 columns (64 bytes), 64-byte swizzle.
-CUtensorMap make_map_c32(const void* base, int rows, int cols) {
-  CUtensorMap map;
-  const cuuint64_t dims[2] = {cuuint64_t(cols), cuuint64_t(rows)};
-  const cuuint64_t strides[1] = {cuuint64_t(cols) * 2};
-  const cuuint32_t box[2] = {32, 16};
-  const cuuint32_t estride[2] = {1, 1};
-  const CUresult r = encode_fn()(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base), dims, strides, box,
-                                 estride, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_64B,
-                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) {
-    std::printf("cuTensorMapEncodeTiled (32-column boxes): %d\n", int(r));
+    std::printf("cuTensorMapEncodeTiled (%d x %d boxes): %d\n", box_rows, box_cols, int(r));
     std::exit(1);
   }
   return map;
@@ -632,9 +595,9 @@ int main(int argc, char** argv) {
     CK(cudaMalloc(&c_lt, size_t(s.M) * s.N * 2));
     fill_random<<<1024, 256, 0, stream>>>(a, size_t(s.M) * s.K, 1234u, constant);
     fill_random<<<1024, 256, 0, stream>>>(b, size_t(s.N) * s.K, 987u, constant);
-    const CUtensorMap ma = make_map(a, s.M, s.K, BM, 1),
-                      mb = BT ? make_map(b, s.K, s.N, 64, 1) : make_map(b, s.N, s.K, BN / CLUSTER, 1),
-                      mc = SPLITN ? make_map_c32(c_ours, s.M, s.N) : make_map(c_ours, s.M, s.N, EPI == 3 ? 16 : 64, 1);
+    const CUtensorMap ma = make_map(a, s.M, s.K, BM),
+                      mb = BT ? make_map(b, s.K, s.N, 64) : make_map(b, s.N, s.K, BN / CLUSTER),
+                      mc = make_map(c_ours, s.M, s.N, EPI == 3 ? 16 : 64, kBoxCols);
     const int tiles = ((s.M + BM - 1) / BM) * ((s.N + BN - 1) / BN);
     const int grid = std::min(tiles, sms / CLUSTER * CLUSTER);
     cudaLaunchConfig_t config = {};

@@ -547,6 +547,13 @@ void CausalLM::offload_embedding() {
   revision_ = next_revision();  // decode plans captured the table's address
 }
 
+namespace {
+// A layer's seven matrices in LinearKind order.
+std::array<Tensor*, kLinearKinds> layer_matrices(LayerWeights& l) {
+  return {&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.gate_proj, &l.up_proj, &l.down_proj};
+}
+}  // namespace
+
 void CausalLM::check_whole(const char* op) const {
   if (lent_.empty()) return;
   fail("{}: the matrices of layer {} (and {} more) are in a training run's keeping (frozen-weight streaming, "
@@ -557,9 +564,7 @@ std::array<Tensor, kLinearKinds> CausalLM::lend_layer_matrices(int64_t layer) {
   SWIFT_CHECK(layer >= 0 && layer < config_.num_hidden_layers, "lend_layer_matrices: layer {} of {}", layer,
               config_.num_hidden_layers);
   SWIFT_CHECK(lent_.count(layer) == 0, "lend_layer_matrices: layer {} is lent already", layer);
-  LayerWeights& l = weights_.layers[static_cast<size_t>(layer)];
-  const std::array<Tensor*, kLinearKinds> w = {&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj,
-                                              &l.gate_proj, &l.up_proj, &l.down_proj};
+  const std::array<Tensor*, kLinearKinds> w = layer_matrices(weights_.layers[static_cast<size_t>(layer)]);
   std::array<Tensor, kLinearKinds> out;
   for (int k = 0; k < kLinearKinds; ++k) {
     out[static_cast<size_t>(k)] = *w[static_cast<size_t>(k)];
@@ -576,9 +581,7 @@ std::array<Tensor, kLinearKinds> CausalLM::lend_layer_matrices(int64_t layer) {
 
 void CausalLM::restore_layer_matrices(int64_t layer, const std::array<Tensor, kLinearKinds>& matrices) {
   SWIFT_CHECK(lent_.count(layer) != 0, "restore_layer_matrices: layer {} is not lent", layer);
-  LayerWeights& l = weights_.layers[static_cast<size_t>(layer)];
-  const std::array<Tensor*, kLinearKinds> w = {&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj,
-                                              &l.gate_proj, &l.up_proj, &l.down_proj};
+  const std::array<Tensor*, kLinearKinds> w = layer_matrices(weights_.layers[static_cast<size_t>(layer)]);
   for (int k = 0; k < kLinearKinds; ++k) {
     const Tensor& m = matrices[static_cast<size_t>(k)];
     SWIFT_CHECK(m.defined() && m.device() == device(), "restore_layer_matrices: layer {} matrix {} must be on {}",

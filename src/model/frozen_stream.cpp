@@ -9,7 +9,7 @@
 //  - Between frozen_acquire(i) and frozen_release(i) layer i's linears' `w` are views of that buffer; otherwise they
 //    are undefined, and nothing reads them (run() acquires a layer before its forward, recompute and backward).
 //  - The CausalLM holds none of the streamed matrices until restore_frozen_layers() (also run by the destructor)
-//    gives them back on its device.
+//    gives them back on its device: the views of each layer's buffer, no copy.
 //  - Memory order on CUDA: a fetch copies on the offloader's copy stream after the work enqueued so far (its new
 //    buffer may be memory that earlier ops used), and acquire makes the op stream wait for the copy; a release drops
 //    the buffer in the op stream's order (the allocator reuses it only for later work).
@@ -93,16 +93,12 @@ void TrainableModel::frozen_release(int64_t layer) {
 void TrainableModel::restore_frozen_layers() {
   for (int64_t i = 0; i < static_cast<int64_t>(frozen_.size()); ++i) {
     frozen_acquire(i);  // fetched back where the last forward let it go
-    FrozenLayer& f = frozen_[static_cast<size_t>(i)];
     std::array<Tensor, kLinearKinds> m;
-    Layer& l = layers_[static_cast<size_t>(i)];
-    for (int k = 0; k < kLinearKinds; ++k) {
-      const auto ks = static_cast<size_t>(k);
-      m[ks] = Tensor::empty(f.shape[ks], f.dtype[ks], device_, MemoryCategory::Weights);
-      m[ks].copy_from(l.linears[ks].w);  // the model's own tensors again, not views of the layer's buffer
-      l.linears[ks].w = m[ks];
-    }
-    f.device = Tensor();
+    const Layer& l = layers_[static_cast<size_t>(i)];
+    for (int k = 0; k < kLinearKinds; ++k) m[static_cast<size_t>(k)] = l.linears[static_cast<size_t>(k)].w;
+    // The views of the layer's buffer become the model's matrices (the buffer lives on in them); the linears keep
+    // the same views.
+    frozen_[static_cast<size_t>(i)].device = Tensor();
     model_.restore_layer_matrices(i, m);
   }
   frozen_.clear();

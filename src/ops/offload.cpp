@@ -227,7 +227,7 @@ void ActivationOffloader::keep_on_host(int64_t slot, const Tensor& t) {
 #endif
   if (device_.is_cpu()) std::memcpy(host.data, t.raw(), n);
   stored_[slot] = Stored{t.shape(), t.dtype()};
-  resident_[slot] = stored_[slot];
+  resident_.insert(slot);
 }
 
 void ActivationOffloader::retire(size_t keep) {
@@ -303,7 +303,7 @@ void ActivationOffloader::clear() {
   std::vector<int64_t> slots;
   for (const auto& [slot, copy] : fetched_) slots.push_back(slot);
   for (int64_t slot : slots) take(slot);  // the op stream waits for copies back in flight
-  stored_ = resident_;  // resident slots keep their host copies
+  std::erase_if(stored_, [&](const auto& entry) { return resident_.count(entry.first) == 0; });  // residents stay
 }
 
 int64_t ActivationOffloader::host_bytes() const {

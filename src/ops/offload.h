@@ -30,6 +30,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <set>
 
 #include "core/tensor.h"
 
@@ -48,7 +49,6 @@ class ActivationOffloader {
   // A resident host copy of t in `slot` (contiguous, on the offloader's device): copied now (the copy stream is
   // synchronised, so t may be freed on return); every later prefetch() / take() of the slot copies it back again.
   void keep_on_host(int64_t slot, const Tensor& t);
-  bool resident(int64_t slot) const { return resident_.count(slot) != 0; }
   // Lets go of the oldest stored device tensors until at most `keep` are held (the op stream waits for their copies).
   void retire(size_t keep);
   // Starts copying `slot` back into a new device tensor (the stored shape and dtype, accounted to `category`).
@@ -80,7 +80,7 @@ class ActivationOffloader {
   std::map<int64_t, Stored> stored_;                      // slots holding a tensor on the host
   std::deque<std::unique_ptr<Copy>> in_flight_;           // stores whose device tensor is still held, oldest first
   std::map<int64_t, std::unique_ptr<Copy>> fetched_;      // prefetched slots, not taken yet
-  std::map<int64_t, Stored> resident_;                    // keep_on_host slots (also in stored_)
+  std::set<int64_t> resident_;                            // keep_on_host slots (their stored_ entries stay)
 };
 
 }  // namespace swift::ops

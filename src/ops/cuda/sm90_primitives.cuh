@@ -77,15 +77,18 @@ __device__ __forceinline__ void grouped_tile(int t, int m_tiles, int n_tiles, in
   tn = in_group / rows;
 }
 
-// Box `box` (accumulator columns 64 box .. + 63) of a warp's wgmma accumulators `d` (16 rows of the warp) as BF16
-// into `buf` (128-byte rows, 128-byte swizzle): four stmatrix x4, each of chunks j, j + 1. Lane l gives the address of
-// row l % 8 of matrix mi = l / 8 (chunk j rows 0-7, 8-15, chunk j + 1 rows 0-7, 8-15); `row` is that row's index in
-// `buf` (the lane's (l % 8) + 8 (mi % 2), plus the warp's first row when boxes span warps).
-template <int N>
-__device__ __forceinline__ void stmatrix_box(const float (&d)[N], int box, uint8_t* buf, int row, int mi) {
+// Box `box` of a warp's wgmma accumulators `d` (16 rows of the warp) as BF16 into `buf`, one staging row of RowBytes
+// per output row: 128 (64 columns, 128-byte swizzle: 16-byte chunk c of row r at chunk c ^ (r % 8)) or 64 (32 columns,
+// 64-byte swizzle: chunk c ^ ((r / 2) % 4)). RowBytes / 32 stmatrix x4, each of chunks j, j + 1. Lane l gives the
+// address of row l % 8 of matrix mi = l / 8 (chunk j rows 0-7, 8-15, chunk j + 1 rows 0-7, 8-15); `row` is that row's
+// index in `buf` (the lane's (l % 8) + 8 (mi % 2), plus the warp's first row when boxes span warps).
+template <int RowBytes>
+__device__ __forceinline__ void stmatrix_rows(const float* d, int box, uint8_t* buf, int row, int mi) {
+  static_assert(RowBytes == 128 || RowBytes == 64, "128- or 64-byte staging rows");
+  constexpr int kChunks = RowBytes / 16;  // 8-column groups per box
 #pragma unroll
-  for (int jp = 0; jp < 4; ++jp) {
-    const int j = 8 * box + 2 * jp;
+  for (int jp = 0; jp < kChunks / 2; ++jp) {
+    const int j = kChunks * box + 2 * jp;
     uint32_t r[4];
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
@@ -94,11 +97,19 @@ __device__ __forceinline__ void stmatrix_box(const float (&d)[N], int box, uint8
       r[q] = *reinterpret_cast<const uint32_t*>(&v);
     }
     const int chunk = 2 * jp + mi / 2;
-    const uint32_t addr = smem_u32(buf + row * 128 + ((chunk ^ (row % 8)) * 16));
+    const int swizzled = RowBytes == 128 ? chunk ^ (row % 8) : chunk ^ ((row / 2) % 4);
+    const uint32_t addr = smem_u32(buf + row * RowBytes + swizzled * 16);
     asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r[0]), "r"(r[1]),
                  "r"(r[2]), "r"(r[3])
                  : "memory");
   }
+}
+
+// Box `box` (accumulator columns 64 box .. + 63) into 128-byte rows: stmatrix_rows<128>.
+template <int N>
+__device__ __forceinline__ void stmatrix_box(const float (&d)[N], int box, uint8_t* buf, int row, int mi) {
+  static_assert(N % 32 == 0, "whole 64-column boxes of accumulators");
+  stmatrix_rows<128>(d, box, buf, row, mi);
 }
 
 }  // namespace swift::ops::cuda::sm90
