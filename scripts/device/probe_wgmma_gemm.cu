@@ -17,7 +17,11 @@
 // two by columns (96 columns of all 192 rows each: three m64n96k16 per k-step, 32-column output boxes with the
 // 64-byte swizzle), the tile cuBLASLt picks for gate / up (its tile id 209); -DTILE_M=256 -DTILE_N=192 -DWG_ROWS=128
 // -DSTAGES=3: two warpgroups of 128 rows (two m64n192k16 a k-step, 192 accumulators a thread), 29% more products per
-// byte of shared memory than 128 x 256.
+// byte of shared memory than 128 x 256; -DPINGPONG=1 -DTILE_N=176 -DSTAGES=5 (or TILE_N 192 with 4 stages, 128 with 6;
+// EPI 3): ping-pong, as cuBLASLt's nvjet_sm90_tst_176x128 kernels (no "coop"), two consumer warpgroups each owning
+// whole 128 x TILE_N tiles (two m64nTILE_Nk16 a k-step, TILE_N accumulators a thread), the CTA's tiles dealt to them
+// alternately and their mainloops taking turns (an order barrier), so that one's epilogue runs under the other's
+// products instead of idling the tensor cores; 176 columns are stored as 64-column boxes at 0, 64 and 112.
 // Exit status 0 unless a CUDA / cuBLASLt call fails or a result differs (relative max error > 2e-2).
 #include <cublasLt.h>
 #include <cuda.h>
@@ -55,17 +59,23 @@ namespace {
 #define SPLITN 0  // 1 (192 x 192, EPI 3): two consumer warpgroups split the tile by columns, 96 each over all 192 rows
                   // (three m64n96k16 per k-step, 144 accumulators a thread), instead of three warpgroups by rows
 #endif
+#ifndef PINGPONG
+#define PINGPONG 0  // 1 (TILE_M 128, TILE_N 128, 176 or 192, EPI 3): two consumer warpgroups take the CTA's tiles
+                    // in turn, each a whole 128 x BN tile (two m64nBNk16 per k-step, BN accumulators a thread), their
+                    // mainloops one after the other so that each one's epilogue overlaps the other's mainloop
+#endif
 constexpr int BM = TILE_M, BN = TILE_N, BK = 64;
 #ifndef WG_ROWS
 #define WG_ROWS 64  // rows of the tile per consumer warpgroup: 64 (one wgmma a k-step) or 128 (two; -DTILE_M=256
                     // -DTILE_N=192: 192 accumulators a thread, 3 stages of 56 KB)
 #endif
-constexpr int kConsumers = SPLITN ? 2 : BM / WG_ROWS;
-constexpr int kRowBlocks = WG_ROWS / 64;             // m64 blocks per consumer warpgroup
+constexpr int kConsumers = SPLITN || PINGPONG ? 2 : BM / WG_ROWS;
+constexpr int kRowBlocks = (PINGPONG ? BM : WG_ROWS) / 64;  // m64 blocks per consumer warpgroup
 constexpr int kAcc = SPLITN ? 3 * 48 : kRowBlocks * BN / 2;  // fp32 accumulators a consumer thread
 constexpr int kBoxCols = SPLITN ? 32 : 64;         // EPI 3: columns of a staging box (32: 64-byte rows, 64-byte swizzle)
 static_assert(BM == 128 || BM == 192 || (BM == 256 && WG_ROWS == 128), "TILE_M 128 or 192 (256 with WG_ROWS 128)");
-static_assert(BN == 256 || BN == 192, "TILE_N 256 or 192");
+static_assert(BN == 256 || BN == 192 || (PINGPONG && (BN == 176 || BN == 128)),
+              "TILE_N 256 or 192 (PINGPONG: 128, 176 or 192)");
 #ifndef STAGES
 #define STAGES 4
 #endif
@@ -97,12 +107,21 @@ static_assert(WG_ROWS == 64 || (WG_ROWS == 128 && BN == 192 && EPI == 3 && CLUST
               "WG_ROWS 128: the 192-column tile with EPI 3, no cluster");
 static_assert(!SPLITN || (BM == 192 && BN == 192 && EPI == 3 && CLUSTER == 1 && !BT),
               "SPLITN: the 192 x 192 tile with EPI 3, K-major B, no cluster");
+static_assert(!PINGPONG || (BM == 128 && BN <= 192 && WG_ROWS == 64 && EPI == 3 && CLUSTER == 1 && !SPLITN && !BT),
+              "PINGPONG: TILE_M 128 (no WG_ROWS), TILE_N 128-192 (BN accumulators a thread), EPI 3, K-major B, no "
+              "cluster, no SPLITN");
 // The BF16 staging of the tile's output: EPI 1 four 64-column boxes per warpgroup, EPI 2 two.
 constexpr int kEpiBytes = EPI == 1   ? BM * BN * 2
                           : EPI == 2 ? 2 * 2 * 64 * 128
                           : EPI == 3 ? kConsumers * 4 * EPI_BUFS * 16 * (kBoxCols * 2)
                                      : 0;
-constexpr size_t kSmem = size_t(STAGES) * kStage + kEpiBytes + 1024 /* alignment */ + 2 * STAGES * 8;
+constexpr size_t kSmem = size_t(STAGES) * kStage + kEpiBytes + 1024 /* alignment */ + 2 * STAGES * 8 +
+                         (PINGPONG ? 2 * 8 : 0) /* the order barriers */;
+// PINGPONG: 2 (rows 0-63, 64-127) x ceil(BN / 64) boxes a warp per tile; a multiple of EPI_BUFS keeps the staging
+// buffers' round robin unbroken from one tile to the next.
+static_assert(!PINGPONG || (kSmem <= 227 * 1024 && (2 * ((BN + 63) / 64)) % EPI_BUFS == 0),
+              "PINGPONG: stages + staging within 227 KB (TILE_N 192: 4 stages, or 5 with EPI_BUFS 1), whole rounds of "
+              "the staging buffers per tile");
 
 // The same box multicast to the CTAs of `mask` (same shared-memory offsets), completing on each one's `bar`.
 __device__ __forceinline__ void tma_load_2d_multicast(void* dst, const CUtensorMap* map, int c0, int c1, uint64_t* bar,
@@ -153,6 +172,8 @@ __device__ __forceinline__ void wgmma_wait() {
 
 #include "probe_wgmma_m64n192k16.inc"
 #include "probe_wgmma_m64n96k16.inc"
+#include "probe_wgmma_m64n176k16.inc"
+#include "probe_wgmma_m64n128k16.inc"
 
 template <int Regs>
 __device__ __forceinline__ void reg_alloc() {
@@ -185,8 +206,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(&full[s], 1);
-      mbar_init(&empty[s], kConsumers * CLUSTER);  // one arrival per consumer warpgroup of every CTA reading it
+      // One arrival per consumer warpgroup of every CTA reading it (PINGPONG: one warpgroup reads a stage).
+      mbar_init(&empty[s], (PINGPONG ? 1 : kConsumers) * CLUSTER);
     }
+#if PINGPONG
+    for (int w = 0; w < 2; ++w) mbar_init(&empty[STAGES + w], 4);  // order[w]: lane 0 of each warp of the other one
+#endif
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   if (CLUSTER > 1) {
@@ -229,6 +254,79 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   } else {
     reg_alloc<kConsumers == 2 ? 232 : 152>();
+#if PINGPONG
+    // Consumer warpgroup w takes tiles j = w, w + 2, w + 4 ... of the CTA's sequence (tile first + j step, k-blocks
+    // it = j kblocks .. + kblocks - 1 of the producer's order), all 128 rows and BN columns of each. Mainloops run in
+    // the sequence's order: before tile j's (j > 0) the warpgroup waits on order[w] for the other's four warps, which
+    // arrive once they have issued tile j - 1's last wgmma; after issuing its own it arrives on order[1 - w]. So
+    // order[w]'s phase p is the other's arrival after tile 2p + 1 - w, waited on before tile 2p + 2 - w: parity
+    // ((j - 1) / 2) & 1. Neither barrier can run two phases ahead of its waiter (the next arrival needs the waiter's
+    // own arrival first). The order also keeps the full barriers' parities exact: when tile j's mainloop starts,
+    // every fill of tiles < j has been waited on, so a stage is never two fills behind the one waited for.
+    const int w = wg - 1;
+    uint64_t* order = empty + STAGES;
+    float d[kAcc];
+    const int warp = tid / 32, lane = tid % 32;
+    for (int j = w, t = first + w * step; t < cluster_tiles; j += 2, t += 2 * step) {
+      int tm, tn;
+      tile_coords(t, m_tiles, n_tiles, tm, tn);
+      if (j > 0) mbar_wait(&order[w], ((j - 1) >> 1) & 1);
+      int it = j * kblocks, prev = -1;
+      for (int kb = 0; kb < kblocks; ++kb, ++it) {
+        const int s = it % STAGES;
+        mbar_wait(&full[s], (it / STAGES) & 1);
+        const uint8_t* a_tile = smem + size_t(s) * kStage;  // the tile's 128 rows
+        const uint8_t* b_tile = a_tile + kStageA;
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; ++kk) {
+          const int acc = (kb > 0 || kk > 0) ? 1 : 0;
+          const uint64_t db = desc_k_major(b_tile + kk * 32);
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            float* dr = d + r * (BN / 2);
+            const uint64_t da = desc_k_major(a_tile + r * 64 * 128 + kk * 32);
+            if constexpr (BN == 192) {
+              wgmma_m64n192k16(dr, da, db, acc);
+            } else if constexpr (BN == 176) {
+              wgmma_m64n176k16(dr, da, db, acc);
+            } else {
+              wgmma_m64n128k16(dr, da, db, acc);
+            }
+          }
+        }
+        wgmma_commit();
+        // Tile j's products all issued (K >= 64): the other's mainloop may start, queued behind this k-block's.
+        if (kb == kblocks - 1 && lane == 0) mbar_arrive(&order[w ^ 1]);
+        wgmma_wait<1>();
+        if (prev >= 0) release_stage(&empty[prev], tid);
+        prev = s;
+      }
+      wgmma_wait<0>();
+      release_stage(&empty[prev], tid);
+      // The warp's 16 rows of each m64 block r (tile rows 64 r + 16 warp ..), in 16 x 64 boxes (the C map's, 128-byte
+      // swizzle) at columns c0 = min(64 b, BN - 64): for BN 176 at 0, 64 and 112, the last one rewriting columns
+      // 112-127 with the values the second wrote. Each box through buffer n % EPI_BUFS of the warp, stored by its
+      // lane 0 (TMA clips the columns past N).
+      constexpr int kBoxes = (BN + 63) / 64;
+      uint8_t* bufs = epi + (w * 4 + warp) * (EPI_BUFS * 16 * 128);
+      const int mi = lane / 8, lrow = (lane % 8) + 8 * (mi % 2);
+#pragma unroll
+      for (int n = 0; n < 2 * kBoxes; ++n) {
+        const int r = n / kBoxes, c0 = 64 * (n % kBoxes) < BN - 64 ? 64 * (n % kBoxes) : BN - 64;
+        uint8_t* buf = bufs + (n % EPI_BUFS) * (16 * 128);
+        if (lane == 0) asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(EPI_BUFS - 1) : "memory");
+        __syncwarp();
+        stmatrix_rows<128>(d + r * (BN / 2) + c0 / 2, 0, buf, lrow, mi);  // accumulators of columns c0 .. c0 + 63
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        __syncwarp();
+        if (lane == 0) {
+          tma_store_2d(&map_c, buf, tn * BN + c0, tm * BM + r * 64 + warp * 16);
+          asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+        }
+      }
+    }
+#else
     const int half = wg - 1;  // rows [WG_ROWS half, WG_ROWS (half + 1)) of the tile (SPLITN: 96 columns)
     float d[kAcc];
     int it = 0;
@@ -377,6 +475,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
 #endif
     }
+#endif  // PINGPONG
 #if EPI >= 1
     if ((EPI == 3 ? tid % 32 : tid) == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
 #endif
@@ -582,7 +681,10 @@ int main(int argc, char** argv) {
   double ours_layer = 0, lt_layer = 0;
   bool ok = true;
   std::printf("tile %d x %d%s, STAGES %d GROUP_M %d, %d SMs, reps %d, %s inputs\n", BM, BN,
-              SPLITN ? " (two warpgroups by columns)" : "", STAGES, GROUP_M, sms, reps, constant ? "constant" : "random");
+              SPLITN     ? " (two warpgroups by columns)"
+              : PINGPONG ? " (ping-pong: two warpgroups, a tile each)"
+                         : "",
+              STAGES, GROUP_M, sms, reps, constant ? "constant" : "random");
   std::printf("%-12s %6s %6s %6s | %9s %8s | %9s %8s | %6s | %s\n", "shape", "M", "N", "K", "ours ms", "TFLOP/s",
               "cuBLASLt", "TFLOP/s", "ratio", "max|diff|/max|C|");
   const char* only = std::getenv("SHAPES");  // a substring of the shapes to run (e.g. "gate"), all when unset

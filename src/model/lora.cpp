@@ -37,8 +37,10 @@ class Uniform {
   std::mt19937_64 rng_;
 };
 
+// An F32 copy in host memory (create_lora's adapters live on the CPU wherever the base weights are).
 Tensor f32_copy(const Tensor& t) {
-  return t.dtype() == DType::F32 ? t.clone(MemoryCategory::Weights) : t.to_dtype(DType::F32, MemoryCategory::Weights);
+  const Tensor f = t.dtype() == DType::F32 ? t.clone(MemoryCategory::Weights) : t.to_dtype(DType::F32, MemoryCategory::Weights);
+  return f.device().is_cpu() ? f : f.to(Device::cpu(), MemoryCategory::Weights);
 }
 
 // "embed_tokens" / "model.embed_tokens" -> kEmbedModule, "lm_head" -> kLmHeadModule; throws for anything else.
@@ -49,11 +51,17 @@ std::string module_to_save_path(const std::string& name, const std::string& what
        "the adapter); linear layers are adapted through --target_modules", what, name);
 }
 
-// The weight norm of W + scale * B A per row: DoRA's initial magnitude (PEFT's DoraLinearLayer.update_layer).
+// The weight norm of W + scale * B A per row: DoRA's initial magnitude (PEFT's DoraLinearLayer.update_layer),
+// computed where W lives (a model placed on a GPU before its adapters are made) and returned in host memory.
 Tensor initial_magnitude(const Tensor& w, const LoraLinear& l, float scale) {
-  Tensor m = Tensor::empty({w.size(0)}, DType::F32, Device::cpu(), MemoryCategory::Weights);
-  ops::dora_weight_norm(w, l.a, l.b, scale, m);
-  return m;
+  const Device d = w.device();
+  Tensor m = Tensor::empty({w.size(0)}, DType::F32, d, MemoryCategory::Weights);
+  if (d.is_cpu()) {
+    ops::dora_weight_norm(w, l.a, l.b, scale, m);
+    return m;
+  }
+  ops::dora_weight_norm(w, l.a.to(d, MemoryCategory::Workspace), l.b.to(d, MemoryCategory::Workspace), scale, m);
+  return m.to(Device::cpu(), MemoryCategory::Weights);
 }
 
 const Tensor& base_linear_weight(const LayerWeights& w, LinearKind kind) {

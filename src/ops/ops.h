@@ -299,8 +299,10 @@ struct LoraSharedBackward {
   Dropout dropout;
   Tensor da, db;           // += as lora_linear_backward's, or undefined
 };
-// lora_linear_backward for each job in order (at least one), their input gradients summed into dx (defined): the
-// first job writes dx (with accumulate_dx: adds onto it), the others add.
+// lora_linear_backward for each job (at least one), their input gradients summed into dx (defined) in this order:
+// the frozen products' in job order (the first job writes dx, with accumulate_dx adds onto it; the others add), then
+// each job's LoRA term in job order, each sum rounded to dx's dtype (so that one pass over dx can add every term).
+// da and db as lora_linear_backward's.
 void lora_linear_backward_shared(const Tensor& x, const std::vector<LoraSharedBackward>& jobs, float scale, Tensor& dx,
                                  bool accumulate_dx = false);
 

@@ -752,11 +752,13 @@ TEST(OpsCudaMatmul, LoraFactorInRegistersIsTheSharedMemoryForm) {
 
 // Worst relative-norm errors seen above (runs after them: tests run in definition order).
 // lora_xa_shared / lora_linear_backward_shared (several LoRA linears over one x: the xa and da passes of 2 or 3 in
-// one launch, lora.cu launch_lora_xa_group / launch_lora_da_group) against the single ops called in order: the same
-// bits for xa, the keep bits, dx (summed over the jobs), da and db; with a dropout (each job its own seed and keep-bits
-// cache, as the training step) and without; BF16 (the tensor-core x passes, grouped) and F32 (the CUDA-core kernels,
-// one launch each); output widths of a layer's q, k, v (one wide, two narrow) and gate, up; odd rows, one and several
-// 256-column tiles.
+// one launch, lora.cu launch_lora_xa_group / launch_lora_da_group; the dx terms in one pass, lora_ring.cu
+// launch_lora_rank_update_group) against the single ops: the same bits for xa, the keep bits, da and db, and for dx
+// (summed over the jobs in ops.h's order: the frozen products first, then the terms; made from the single ops as
+// their calls with a = 0, which add exact zero terms, then with w = 0, which add exact zero products), with the dx
+// terms grouped and one pass per job; with a dropout (each job its own seed and keep-bits cache, as the training step)
+// and without; BF16 (the tensor-core x passes, grouped) and F32 (the CUDA-core kernels, one launch each); output
+// widths of a layer's q, k, v (one wide, two narrow) and gate, up; odd rows, one and several 256-column tiles.
 TEST(OpsCudaMatmul, LoraSharedXPassesAreTheSingleOps) {
   ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
   struct Case { int64_t n, k; std::vector<int64_t> ms; };
@@ -769,13 +771,15 @@ TEST(OpsCudaMatmul, LoraSharedXPassesAreTheSingleOps) {
       for (float p : {0.0f, 0.1f}) {
         SCOPED_TRACE(fmt::format("N={} K={} jobs={} act={} p={}", cs.n, cs.k, cs.ms.size(), name(act), p));
         const Input x = make_input({cs.n, cs.k}, act, ++seed);
-        struct Job { Input w, a, b, dy; Tensor da0, db0; uint64_t seed; };
+        struct Job { Input w, a, b, dy; Tensor da0, db0; uint64_t seed; Tensor w0, a0; };
         std::vector<Job> jobs;
         for (int64_t m : cs.ms) {
           jobs.push_back({make_weight({m, cs.k}, DType::BF16, ++seed), make_weight({8, cs.k}, DType::F32, ++seed, -0.5f, 0.5f),
                           make_weight({m, 8}, DType::F32, ++seed, -0.5f, 0.5f), make_input({cs.n, m}, act, ++seed),
                           random_tensor({8, cs.k}, DType::F32, ++seed), random_tensor({m, 8}, DType::F32, ++seed),
                           0xC0DEull + seed});
+          jobs.back().w0 = Tensor::zeros({m, cs.k}, DType::BF16).to(Device::cuda());
+          jobs.back().a0 = Tensor::zeros({8, cs.k}, DType::F32).to(Device::cuda());
         }
         auto dropout_of = [&](const Job& j) {
           ops::Dropout d{p, j.seed};
@@ -783,7 +787,8 @@ TEST(OpsCudaMatmul, LoraSharedXPassesAreTheSingleOps) {
           return d;
         };
         struct Run { std::vector<Tensor> xa, bits, da, db; Tensor dx; };
-        auto run = [&](bool shared) {
+        auto run = [&](bool shared, bool grouped) {
+          ops::cuda::set_lora_group_dx_terms(grouped);
           Run out;
           std::vector<ops::Dropout> drops;
           std::vector<DeviceOut> xas, das, dbs;
@@ -816,9 +821,14 @@ TEST(OpsCudaMatmul, LoraSharedXPassesAreTheSingleOps) {
             }
             ops::lora_linear_backward_shared(x.dev, back, scale, dx.tensor);
           } else {
-            for (size_t j = 0; j < jobs.size(); ++j) {
-              ops::lora_linear_backward(jobs[j].dy.dev, x.dev, jobs[j].w.dev, jobs[j].a.dev, jobs[j].b.dev,
+            for (size_t j = 0; j < jobs.size(); ++j) {  // the frozen products (zero terms), da and db
+              ops::lora_linear_backward(jobs[j].dy.dev, x.dev, jobs[j].w.dev, jobs[j].a0, jobs[j].b.dev,
                                         xas[j].tensor, scale, drops[j], dx.tensor, das[j].tensor, dbs[j].tensor, j > 0);
+            }
+            for (size_t j = 0; j < jobs.size(); ++j) {  // the terms (zero products); da and db again, not kept
+              Tensor da_spare = das[j].tensor.clone(), db_spare = dbs[j].tensor.clone();
+              ops::lora_linear_backward(jobs[j].dy.dev, x.dev, jobs[j].w0, jobs[j].a.dev, jobs[j].b.dev, xas[j].tensor,
+                                        scale, drops[j], dx.tensor, da_spare, db_spare, true);
             }
           }
           for (size_t j = 0; j < jobs.size(); ++j) {
@@ -830,15 +840,20 @@ TEST(OpsCudaMatmul, LoraSharedXPassesAreTheSingleOps) {
           out.dx = dx.fetch();
           return out;
         };
-        const Run single = run(false), shared = run(true);
-        for (size_t j = 0; j < jobs.size(); ++j) {
-          SCOPED_TRACE(fmt::format("job {}", j));
-          expect_bit_equal(shared.xa[j], single.xa[j], "xa");
-          if (p > 0.0f) expect_bit_equal(shared.bits[j], single.bits[j], "keep bits");
-          expect_bit_equal(shared.da[j], single.da[j], "da");
-          expect_bit_equal(shared.db[j], single.db[j], "db");
+        const Run single = run(false, true);
+        for (bool grouped : {true, false}) {
+          SCOPED_TRACE(grouped ? "dx terms grouped" : "dx terms one pass each");
+          const Run shared = run(true, grouped);
+          for (size_t j = 0; j < jobs.size(); ++j) {
+            SCOPED_TRACE(fmt::format("job {}", j));
+            expect_bit_equal(shared.xa[j], single.xa[j], "xa");
+            if (p > 0.0f) expect_bit_equal(shared.bits[j], single.bits[j], "keep bits");
+            expect_bit_equal(shared.da[j], single.da[j], "da");
+            expect_bit_equal(shared.db[j], single.db[j], "db");
+          }
+          expect_bit_equal(shared.dx, single.dx, "dx");
         }
-        expect_bit_equal(shared.dx, single.dx, "dx");
+        ops::cuda::set_lora_group_dx_terms(true);
       }
     }
   }

@@ -340,8 +340,10 @@ TEST(OpsLora, BProductAloneIsLoraLinearsY) {
   EXPECT_TRUE(throws_error([&] { ops::lora_b_product(y, bad, 1.0f); }, {"lora_b_product", "(M, r)"}));
 }
 
-// The ops over several linears sharing x (lora_xa_shared, lora_linear_backward_shared) are the single ops in order:
-// the same xa, dx (summed over the jobs, onto dx with accumulate_dx), da and db bits; bad jobs are named.
+// The ops over several linears sharing x (lora_xa_shared, lora_linear_backward_shared) are the single ops: the same
+// xa, da and db bits, and dx's (summed over the jobs onto dx with accumulate_dx, in ops.h's order: the frozen products
+// first, then the terms; made from the single ops as their calls with a = 0, which add exact zero terms, then with
+// w = 0, which add exact zero products); bad jobs are named.
 TEST(OpsLora, SharedXPassesAreTheSingleOps) {
   uint32_t seed = 6900;
   const int64_t n = 33, k = 40;
@@ -373,9 +375,14 @@ TEST(OpsLora, SharedXPassesAreTheSingleOps) {
       db_shared.push_back(db0.clone());
       ops::lora_xa(x, as[j], drops[j], xa_one[j]);
       xa_jobs.push_back({as[j], drops[j], xa_shared[j]});
-      ops::lora_linear_backward(dys[j], x, ws[j], as[j], bs[j], xa_one[j], 0.5f, drops[j], dx_one, da_one[j],
-                                db_one[j], j > 0 || accumulate);
+      ops::lora_linear_backward(dys[j], x, ws[j], Tensor::zeros({3, k}, DType::F32), bs[j], xa_one[j], 0.5f, drops[j],
+                                dx_one, da_one[j], db_one[j], j > 0 || accumulate);
       back_jobs.push_back({dys[j], ws[j], as[j], bs[j], xa_shared[j], drops[j], da_shared[j], db_shared[j]});
+    }
+    for (size_t j = 0; j < widths.size(); ++j) {  // the terms; da and db again, not kept
+      Tensor da_spare = da_one[j].clone(), db_spare = db_one[j].clone();
+      ops::lora_linear_backward(dys[j], x, Tensor::zeros({widths[j], k}, DType::F32), as[j], bs[j], xa_one[j], 0.5f,
+                                drops[j], dx_one, da_spare, db_spare, true);
     }
     ops::lora_xa_shared(x, xa_jobs);
     ops::lora_linear_backward_shared(x, back_jobs, 0.5f, dx_shared, accumulate);

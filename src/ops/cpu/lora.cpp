@@ -249,13 +249,11 @@ void add_lora_residual(Tensor& y, const Tensor& residual, const LoraBProduct& bp
   gemm(false, true, scale, bp.xa, bp.b, 1.0f, y);
 }
 
-void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b,
-                          const Tensor& xa, float scale, const Dropout& dropout, Tensor& dx, Tensor& da, Tensor& db,
-                          bool accumulate_dx) {
-  SWIFT_PROFILE("lora_linear_backward");
+namespace {
+// lora_linear_backward's rank-r part: db, g, then dx's LoRA term (added onto dx) and da.
+void lora_rank_backward(const Tensor& dy, const Tensor& x, const Tensor& a, const Tensor& b, const Tensor& xa,
+                        float scale, const Dropout& dropout, Tensor& dx, Tensor& da, Tensor& db) {
   const int64_t n = x.size(0), k = x.size(1), r = a.size(0);
-  Tensor none;
-  if (dx.defined()) linear_backward(dy, x, w, dx, none, none, accumulate_dx);  // through the frozen weight
   if (n == 0 || r == 0) return;
   if (db.defined()) gemm(true, false, scale, dy, xa, 1.0f, db);  // db += scale dy^T xa
   if (!dx.defined() && !da.defined()) return;
@@ -323,6 +321,17 @@ void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, co
   }
 }
 
+}  // namespace
+
+void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b,
+                          const Tensor& xa, float scale, const Dropout& dropout, Tensor& dx, Tensor& da, Tensor& db,
+                          bool accumulate_dx) {
+  SWIFT_PROFILE("lora_linear_backward");
+  Tensor none;
+  if (dx.defined()) linear_backward(dy, x, w, dx, none, none, accumulate_dx);  // through the frozen weight
+  lora_rank_backward(dy, x, a, b, xa, scale, dropout, dx, da, db);
+}
+
 // The single ops in order (the CPU has no pass over x to share).
 void lora_xa_shared(const Tensor& x, const std::vector<LoraSharedXa>& jobs) {
   for (const LoraSharedXa& job : jobs) {
@@ -331,13 +340,15 @@ void lora_xa_shared(const Tensor& x, const std::vector<LoraSharedXa>& jobs) {
   }
 }
 
+// The frozen products' input gradients in job order, then each job's rank-r part in order (ops.h's order).
 void lora_linear_backward_shared(const Tensor& x, const std::vector<LoraSharedBackward>& jobs, float scale, Tensor& dx,
                                  bool accumulate_dx) {
-  for (size_t j = 0; j < jobs.size(); ++j) {
-    const LoraSharedBackward& job = jobs[j];
+  SWIFT_PROFILE("lora_linear_backward_shared");
+  Tensor none;
+  for (size_t j = 0; j < jobs.size(); ++j) linear_backward(jobs[j].dy, x, jobs[j].w, dx, none, none, j > 0 || accumulate_dx);
+  for (const LoraSharedBackward& job : jobs) {
     Tensor da = job.da, db = job.db;
-    cpu::lora_linear_backward(job.dy, x, job.w, job.a, job.b, job.xa, scale, job.dropout, dx, da, db,
-                              j == 0 ? accumulate_dx : true);
+    lora_rank_backward(job.dy, x, job.a, job.b, job.xa, scale, job.dropout, dx, da, db);
   }
 }
 

@@ -126,6 +126,11 @@ void set_lora_x_mma(bool on);
 // one launch each); set_lora_shared_x_passes overrides it (tests).
 bool lora_shared_x_passes();
 void set_lora_shared_x_passes(bool on);
+// lora_linear_backward_shared adds the dx terms of its 2 or 3 jobs in one pass over dx where they fit (lora_ring.cu
+// launch_lora_rank_update_group: r 8, the keep-bits caches; the same bits as one pass per job). On unless
+// SWIFT_LORA_GROUP_DX=0 (A/B: one pass each); set_lora_group_dx_terms overrides it (tests).
+bool lora_group_dx_terms();
+void set_lora_group_dx_terms(bool on);
 // The r 8 rank updates (dx term, B products, add_lora_residual) and swiglu_lora with each lane's columns of the
 // factor in registers and the rows through a cp.async ring (lora_ring.cu) instead of the factor read from shared
 // memory per element (lora.cu): the same bits. On unless SWIFT_LORA_FACTOR_REGS=0; set_lora_factor_in_registers

@@ -77,6 +77,15 @@ cudaError_t launch_lora_rank_update(void* y, int y_dtype, const float* g, const 
                                     const LoraKernelConfig& config = {}, bool overwrite = false,
                                     const void* residual = nullptr);
 
+// The dx terms of 2 or 3 LoRA linears over one x (r 8) in one read and write of y (n, k): y += scale * mult_j *
+// (g_j f_j) for j in order, g_j (n, 8) and f_j (8, k) F32, each sum rounded as launch_lora_rank_update rounds y (the
+// bits of those launches in order). The multipliers come from each job's keep-bits cache (threshold > 0: all
+// non-null). lora_rank_update_group_fits: whether the launch takes these (else call launch_lora_rank_update per job).
+bool lora_rank_update_group_fits(int64_t k, int count, uint32_t threshold, const uint8_t* const* keep_bits);
+cudaError_t launch_lora_rank_update_group(void* y, int y_dtype, const float* const* g, const float* const* f,
+                                          const uint8_t* const* keep_bits, int count, int64_t n, int64_t k,
+                                          float scale, uint32_t threshold, float keep_scale, cudaStream_t stream);
+
 // Row slices of the da pass (a function of the shape only); `part` needs lora_da_slices(n, k, r) * r * k floats.
 int64_t lora_da_slices(int64_t n, int64_t k, int r);
 // da (r, k) += scale * g^T dropout(x) in one read of x; g: (n, r) F32; the mask from keep_bits when non-null.

@@ -2,6 +2,7 @@
 // and the rows streamed through a per-warp cp.async ring:
 //   y = (y | 0 | y + residual) + scale * mult * (g F)   (the B product, add_lora_residual's form, the dx term)
 //   gate += scale xg bg^T, up += scale xu bu^T, out = swiglu(gate, up)   (the MLP's folded B products)
+//   y += scale * mult_j * (g_j F_j), j = 0 .. J - 1, each rounded   (the dx terms of 2 or 3 linears over one x)
 // lora.cu's shared-memory forms (lora_rank_update_kernel, lora_swiglu_kernel) read each element's 8 factor values
 // from shared memory: L1 ran at 90% while DRAM ran at 43-50% (docs/PERFORMANCE.md run 18, call 12). With the factor
 // in registers but each warp's rows loaded into registers a group at a time, the kernels waited on every group's
@@ -116,14 +117,16 @@ struct RingShape {
 // buffers and 80 registers spill 220 bytes: the 7B step 1.7% slower).
 using RankRing = RingShape<4, 4, 3>;
 using SwigluRing = RingShape<4, 4, 2>;
+// The grouped dx terms (2 or 3 factors' columns in registers: up to 96 floats) at 2 blocks per SM.
+using RankGroupRing = RingShape<4, 4, 2>;
 constexpr int kRingBlockRows = 256;                  // rows per block: 8 items per warp
 
-template <typename T, int kY, int kG, int kRows>
+template <typename T, int kY, int kG, int kRows, int kB = 1>
 struct RingStage {
   static constexpr int kBytes = kRowCols * static_cast<int>(sizeof(T));  // a lane's 4 columns of a row
   uint8_t y[kY][kRows][32][kBytes];  // streamed operand s, row j, lane
-  float g[kG][kRows][8];             // rows of g (of xg, xu)
-  uint8_t bits[kRows][16];           // the rows' keep-bits bytes of the block's 128 columns
+  float g[kG][kRows][8];             // rows of g (of xg, xu; of each grouped job's g)
+  uint8_t bits[kB][kRows][16];       // the rows' keep-bits bytes of the block's 128 columns (per grouped job)
 };
 
 template <int N>
@@ -138,21 +141,22 @@ __device__ __forceinline__ void cp_async_n(uint32_t smem, const void* gmem, bool
 
 // The warp's stream of items in its block (rows_per_block rows from block_row0, columns c0 .. c0 + 127): item i
 // covers rows first_row + i kRingItemRows + j (j < kRingRows). ys[s] == nullptr: operand s is not read (its buffer
-// is left as it is; the caller uses zeros). bits == nullptr: no keep bits.
-template <typename T, int kY, int kG, typename S>
+// is left as it is; the caller uses zeros). bits_src[0] == nullptr: no keep bits; else kB caches, one per g.
+template <typename T, int kY, int kG, typename S, int kB = 1>
 struct RowRing {
   static constexpr int kRingRows = S::kRows, kRingStages = S::kStages, kRingItemRows = S::kItemRows;
-  using Stage = RingStage<T, kY, kG, kRingRows>;
+  static_assert(kG <= 3 && kB <= 3, "at most 3 streamed g operands and keep-bits caches");
+  using Stage = RingStage<T, kY, kG, kRingRows, kB>;
   Stage* stages;
   const T* ys[kY];
   const float* gs[kG];
-  const uint8_t* bits;
+  const uint8_t* bits[kB];
   int64_t n, k, first_row, col;
   int items, lane;
 
   __device__ __forceinline__ RowRing(uint4* smem, const void* const* y_src, const float* const* g_src,
-                                     const uint8_t* bits_, int64_t n_, int64_t k_, int64_t rows_per_block)
-      : bits(bits_), n(n_), k(k_) {
+                                     const uint8_t* const* bits_src, int64_t n_, int64_t k_, int64_t rows_per_block)
+      : n(n_), k(k_) {
     const int warp = threadIdx.x / 32;
     lane = threadIdx.x % 32;
     stages = reinterpret_cast<Stage*>(smem) + warp * kRingStages;
@@ -160,6 +164,8 @@ struct RowRing {
     for (int s = 0; s < kY; ++s) ys[s] = static_cast<const T*>(y_src[s]);
 #pragma unroll
     for (int s = 0; s < kG; ++s) gs[s] = g_src[s];
+#pragma unroll
+    for (int b = 0; b < kB; ++b) bits[b] = bits_src[b];
     col = static_cast<int64_t>(blockIdx.x) * kRowBlockCols + lane * kRowCols;
     const int64_t block_row0 = static_cast<int64_t>(blockIdx.y) * rows_per_block;
     const int64_t block_row1 = block_row0 + rows_per_block < n ? block_row0 + rows_per_block : n;
@@ -188,16 +194,22 @@ struct RowRing {
       for (int p0 = 0; p0 < 2 * kG * kRingRows; p0 += 32) {  // g's rows: piece p = half p % 2 of row (p / 2) % rows
         const int p = p0 + lane, s = p / (2 * kRingRows), j = (p / 2) % kRingRows, half = p % 2;
         if (p >= 2 * kG * kRingRows) break;
-        const float* src = s == 0 ? gs[0] : gs[kG - 1];  // no dynamic index: the ring stays in registers
+        // No dynamic index: the ring stays in registers.
+        const float* src = s == 0 ? gs[0] : (s == 1 ? gs[kG > 1 ? 1 : 0] : gs[kG - 1]);
         const bool inside = r0 + j < n;
         cp_async_n<16>(attn::smem_addr(&st.g[s][j][4 * half]), src + (inside ? (r0 + j) * 8 + 4 * half : 0), inside);
       }
-      if (bits != nullptr && 31 - lane < 4 * kRingRows) {  // 4 bytes (32 columns) of a row's 16, from the last lane
-        const int j = (31 - lane) / 4, piece = (31 - lane) % 4;
+      // 4 bytes (32 columns) of a row's 16 per piece q = 4 (rows b + j) + piece, from the last lane down.
+#pragma unroll
+      for (int q0 = 0; q0 < 4 * kRingRows * kB; q0 += 32) {
+        const int q = q0 + 31 - lane;
+        if (bits[0] == nullptr || q >= 4 * kRingRows * kB) break;
+        const int b = q / (4 * kRingRows), j = (q / 4) % kRingRows, piece = q % 4;
+        const uint8_t* src = b == 0 ? bits[0] : (b == 1 ? bits[kB > 1 ? 1 : 0] : bits[kB - 1]);
         const int64_t c0 = col - lane * kRowCols;
         const bool inside = r0 + j < n && c0 + 32 * piece < k;
-        cp_async_n<4>(attn::smem_addr(&st.bits[j][4 * piece]),
-                      bits + (inside ? (r0 + j) * (k / 8) + c0 / 8 + 4 * piece : 0), inside);
+        cp_async_n<4>(attn::smem_addr(&st.bits[b][j][4 * piece]),
+                      src + (inside ? (r0 + j) * (k / 8) + c0 / 8 + 4 * piece : 0), inside);
       }
     }
     attn::cp_async_commit();
@@ -221,13 +233,13 @@ struct RowRing {
     const float4 hi = *reinterpret_cast<const float4*>(&st.g[s][j][4]);
     gv[0] = lo.x; gv[1] = lo.y; gv[2] = lo.z; gv[3] = lo.w; gv[4] = hi.x; gv[5] = hi.y; gv[6] = hi.z; gv[7] = hi.w;
   }
-  __device__ __forceinline__ uint32_t keep_bits4(const Stage& st, int j) const {
-    return (static_cast<uint32_t>(st.bits[j][lane / 2]) >> (4 * (lane % 2))) & 0xFu;
+  __device__ __forceinline__ uint32_t keep_bits4(const Stage& st, int j, int b = 0) const {
+    return (static_cast<uint32_t>(st.bits[b][j][lane / 2]) >> (4 * (lane % 2))) & 0xFu;
   }
 };
 
-template <typename T, int kY, int kG, typename S>
-constexpr int kRingBytes = kWarps * S::kStages * static_cast<int>(sizeof(RingStage<T, kY, kG, S::kRows>));
+template <typename T, int kY, int kG, typename S, int kB = 1>
+constexpr int kRingBytes = kWarps * S::kStages * static_cast<int>(sizeof(RingStage<T, kY, kG, S::kRows, kB>));
 
 // The multiplier of the rank term: none (no dropout), from the keep-bits cache, or drawn (Philox; mapped blocks too).
 enum RingMask : int { kNoMask = 0, kCachedMask = 1, kDrawnMask = 2 };
@@ -247,8 +259,8 @@ __global__ void __launch_bounds__(kThreads, S::kMinBlocks)
   srcs[0] = overwrite ? nullptr : y;
   if constexpr (kResidual) srcs[1] = residual;
   const float* const g_src[1] = {g};
-  const RowRing<T, kY, 1, S> ring(ring_smem, srcs, g_src, kMask == kCachedMask ? keep_bits : nullptr, n, k,
-                                  rows_per_block);
+  const uint8_t* const bits_src[1] = {kMask == kCachedMask ? keep_bits : nullptr};
+  const RowRing<T, kY, 1, S> ring(ring_smem, srcs, g_src, bits_src, n, k, rows_per_block);
   ring.start();  // in flight while the factor's columns are loaded
   const int64_t col = ring.col;
   const bool col_inside = col < k;
@@ -285,6 +297,64 @@ __global__ void __launch_bounds__(kThreads, S::kMinBlocks)
   }
 }
 
+// The dx terms of J linears over one x in one pass: y += scale * mult_j * (g_j F_j) for j = 0 .. J - 1 in order (F_j
+// = f_j as (8, k)), each sum rounded to T as lora_rank_ring_kernel rounds it: the bits of J of its launches in order.
+// kMask: kNoMask or kCachedMask (a keep-bits cache per job). The J factors' columns in registers (32 J floats).
+template <int J>
+struct RankGroupJobs {
+  const float* g[J];
+  const float* f[J];
+  const uint8_t* bits[J];
+};
+template <typename T, int J, int kMask, typename S>
+__global__ void __launch_bounds__(kThreads, S::kMinBlocks)
+    lora_rank_group_ring_kernel(void* y, RankGroupJobs<J> jobs, int64_t n, int64_t k, int64_t rows_per_block,
+                                float scale, float keep_scale) {
+  extern __shared__ __align__(16) uint4 ring_smem[];
+  const void* const srcs[1] = {y};
+  const uint8_t* bits_src[J];
+#pragma unroll
+  for (int j = 0; j < J; ++j) bits_src[j] = kMask == kCachedMask ? jobs.bits[j] : nullptr;
+  const RowRing<T, 1, J, S, J> ring(ring_smem, srcs, jobs.g, bits_src, n, k, rows_per_block);
+  ring.start();
+  const int64_t col = ring.col;
+  const bool col_inside = col < k;
+  float fv[J][8][kRowCols];
+#pragma unroll
+  for (int j = 0; j < J; ++j) factor_columns<false>(jobs.f[j], k, col, fv[j]);
+  for (int item = 0; item < ring.items; ++item) {
+    const auto& st = ring.next(item);
+    const int64_t r0 = ring.row0(item);
+    if (!col_inside) continue;
+    const int rows = n - r0 < S::kRows ? static_cast<int>(n - r0) : S::kRows;  // >= 1
+    T* out = static_cast<T*>(y) + r0 * k + col;
+#pragma unroll
+    for (int row = 0; row < S::kRows; ++row, out += k) {
+      if (row >= rows) break;
+      float v[kRowCols];
+      raw4_to_float<T>(ring.y_raw(st, 0, row), v);
+#pragma unroll
+      for (int j = 0; j < J; ++j) {
+        float gv[8], t[kRowCols];
+        ring.g_row(st, j, row, gv);
+        rank_terms4(fv[j], gv, t);
+        if constexpr (kMask == kCachedMask) apply_keep_bits<kRowCols>(t, ring.keep_bits4(st, row, j), keep_scale);
+#pragma unroll
+        for (int i = 0; i < kRowCols; ++i) v[i] = v[i] + scale * t[i];
+        if constexpr (kHalfWidth<T>) {
+          if (j + 1 < J) {  // rounded as the single pass stores it, read back as the next one loads it
+            Raw4<T> w;
+            w.x = float2_to_pair<T>(v[0], v[1]);
+            w.y = float2_to_pair<T>(v[2], v[3]);
+            raw4_to_float<T>(w, v);
+          }
+        }
+      }
+      store4<T>(out, 0, v);
+    }
+  }
+}
+
 // lora_swiglu_kernel's pass (the same arguments and bits) with both factors in registers and gate, up, xg, xu
 // through the ring.
 template <typename T, typename S>
@@ -294,7 +364,8 @@ __global__ void __launch_bounds__(kThreads, S::kMinBlocks)
   extern __shared__ __align__(16) uint4 ring_smem[];
   const void* const srcs[2] = {gate, up};
   const float* const g_src[2] = {xg, xu};
-  const RowRing<T, 2, 2, S> ring(ring_smem, srcs, g_src, nullptr, n, k, rows_per_block);
+  const uint8_t* const no_bits[1] = {nullptr};
+  const RowRing<T, 2, 2, S> ring(ring_smem, srcs, g_src, no_bits, n, k, rows_per_block);
   ring.start();
   const int64_t col = ring.col;
   float fg[8][kRowCols], fu[8][kRowCols];
@@ -387,6 +458,46 @@ cudaError_t launch_lora_rank_update_ring(void* y, int y_dtype, const float* g, c
     };
     if (residual != nullptr) return go(std::true_type{}, std::true_type{});
     f_transposed ? go(std::true_type{}, std::false_type{}) : go(std::false_type{}, std::false_type{});
+  });
+  return status;
+}
+
+bool lora_rank_group_fits(int64_t k, int count, uint32_t threshold, const uint8_t* const* keep_bits) {
+  if (count < 2 || count > 3 || !lora_ring_fits(k, 0, nullptr)) return false;
+  if (threshold == 0) return true;
+  for (int j = 0; j < count; ++j) {
+    if (keep_bits[j] == nullptr || !lora_ring_fits(k, threshold, keep_bits[j])) return false;
+  }
+  return true;
+}
+
+cudaError_t launch_lora_rank_update_group(void* y, int y_dtype, const float* const* g, const float* const* f,
+                                          const uint8_t* const* keep_bits, int count, int64_t n, int64_t k,
+                                          float scale, uint32_t threshold, float keep_scale, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  if (!activation_code(y_dtype) || !lora_rank_group_fits(k, count, threshold, keep_bits) || n >= (1LL << 40)) {
+    return cudaErrorInvalidValue;
+  }
+  cudaError_t status = cudaSuccess;
+  with_element_type(y_dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    const auto go = [&](auto jobs_count, auto mask) {
+      constexpr int J = decltype(jobs_count)::value, kMask = decltype(mask)::value;
+      RankGroupJobs<J> jobs{};
+      for (int j = 0; j < J; ++j) {
+        jobs.g[j] = g[j];
+        jobs.f[j] = f[j];
+        jobs.bits[j] = kMask == kCachedMask ? keep_bits[j] : nullptr;
+      }
+      status = launch_ring<lora_rank_group_ring_kernel<T, J, kMask, RankGroupRing>>(
+          ring_grid(n, k), kRingBytes<T, 1, J, RankGroupRing, J>, stream, y, jobs, n, k,
+          static_cast<int64_t>(kRingBlockRows), scale, keep_scale);
+    };
+    const auto with_mask = [&](auto jobs_count) {
+      threshold == 0 ? go(jobs_count, std::integral_constant<int, kNoMask>{})
+                     : go(jobs_count, std::integral_constant<int, kCachedMask>{});
+    };
+    count == 2 ? with_mask(std::integral_constant<int, 2>{}) : with_mask(std::integral_constant<int, 3>{});
   });
   return status;
 }

@@ -316,6 +316,17 @@ void set_lora_shared_x_passes(bool on) { shared_x_switch().set(on); }
 
 void set_lora_x_mma(bool on) { x_mma_switch().set(on); }
 
+namespace {
+EnvSwitch& group_dx_switch() {
+  static EnvSwitch sw("SWIFT_LORA_GROUP_DX", true);
+  return sw;
+}
+}  // namespace
+
+bool lora_group_dx_terms() { return group_dx_switch().on(); }
+
+void set_lora_group_dx_terms(bool on) { group_dx_switch().set(on); }
+
 void set_lora_factor_in_registers(bool on) { factor_regs_switch().set(on); }
 
 namespace {
@@ -460,21 +471,65 @@ void add_lora_residual(Tensor& y, const Tensor& residual, const LoraBProduct& bp
 }
 
 namespace {
-// lora_linear_backward; with deferred_g non-null, where the one-pass da would run it is left to the caller: g (the
-// pass's input) is moved into *deferred_g instead (left undefined otherwise: da done here or not wanted).
+// dx += scale * multiplier * (g a): the LoRA term of lora_linear_backward's input gradient (g (n, r) F32), in one
+// pass over dx where the one-pass kernels take it, else through F32 (rows, k) chunks.
+void add_dx_term(const char* op, const Tensor& x, const Tensor& g, const Tensor& a, float scale, const Dropout& dropout,
+                 Tensor& dx, bool overwrite) {
+  const int device = dev(x);
+  const int64_t n = x.size(0), k = x.size(1), r = a.size(0);
+  const DType act = x.dtype();
+  const DropoutParams d = params_of(dropout);
+  if (one_pass(x, r) && one_pass(dx, r)) {
+    DeviceRegion region("lora_linear_backward.dx_lora", device);
+    check_launch(op, launch_lora_rank_update(dx.raw(), code(act), g.data<float>(), a.data<float>(), false, n, k,
+                                             static_cast<int>(r), scale, d.seed, d.threshold, d.keep_scale, d.map,
+                                             keep_bits_of(dropout), stream(device), rank_config(), overwrite));
+    return;
+  }
+  const int64_t rows = lora_rows(n, k);
+  Tensor buf = workspace(rows * k, DType::F32, device);
+  for (int64_t n0 = 0; n0 < n; n0 += rows) {
+    const int64_t nr = std::min(rows, n - n0);
+    MatmulArgs args;
+    args.n = nr;
+    args.m = k;
+    args.k = r;
+    args.a = offset(g.raw(), n0 * r, DType::F32);
+    args.lda = r;
+    args.b = a.raw();
+    args.ldb = k;
+    args.d = buf.raw();
+    args.ldd = k;
+    matmul(op, device, args);
+    check_launch(op, launch_lora_dx_add(dx.raw(), code(act), buf.data<float>(), n0, nr, k, scale, d.seed,
+                                        d.threshold, d.keep_scale, d.map, stream(device)));
+  }
+}
+
+// Passes of lora_linear_backward left to its caller, and their input g (n, r) F32 (undefined when none was left).
+struct DeferredPasses {
+  Tensor g;
+  bool da = false;    // the one-pass da
+  bool term = false;  // dx's LoRA term (dx got only the frozen product's input gradient)
+};
+
+// lora_linear_backward. With `deferred` non-null the caller takes over passes that need g: the one-pass da where it
+// would run (defer_da), dx's LoRA term (defer_term); *deferred says which were left.
 void linear_backward_lora(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b,
                           const Tensor& xa, float scale, const Dropout& dropout, Tensor& dx, Tensor& da, Tensor& db,
-                          bool accumulate_dx, Tensor* deferred_g) {
+                          bool accumulate_dx, DeferredPasses* deferred = nullptr, bool defer_da = false,
+                          bool defer_term = false) {
   const char* op = "lora_linear_backward";
   const int device = dev(x);
   const int64_t n = x.size(0), k = x.size(1), m = w.size(0), r = a.size(0);
   const DType act = x.dtype();
+  SWIFT_CHECK(deferred != nullptr || (!defer_da && !defer_term), "{}: deferred passes need somewhere to go", op);
   // lora_dx_first(): without accumulate_dx the dx term is written first (dx = scale * mult * (g a), dx not read) and
   // the input gradient through the frozen weight adds onto it in cuBLASLt's epilogue (beta = 1): one write of dx in
   // place of a read and a write after the product. Off by default: in the 7B step the dx terms took 1.7 ms less and
   // the input-gradient products 2.5 ms more (docs/PERFORMANCE.md run 19, calls 8 and 9).
-  const bool dx_first = lora_dx_first() && dx.defined() && !accumulate_dx && n > 0 && r > 0 && k > 0 &&
-                        one_pass(x, r) && one_pass(dx, r);
+  const bool dx_first = lora_dx_first() && !defer_term && dx.defined() && !accumulate_dx && n > 0 && r > 0 &&
+                        k > 0 && one_pass(x, r) && one_pass(dx, r);
   if (dx.defined() && !dx_first) {  // through the frozen weight
     DeviceRegion region("lora_linear_backward.frozen_gemm", device);
     input_grad(op, dy, w, dx, accumulate_dx);
@@ -507,19 +562,19 @@ void linear_backward_lora(const Tensor& dy, const Tensor& x, const Tensor& w, co
   if (!want_g) return;
   if (k == 0) return;
   const DropoutParams d = params_of(dropout);
+  if (dx.defined() && defer_term) {
+    deferred->g = g;
+    deferred->term = true;
+  }
   if (one_pass(x, r) && (!dx.defined() || one_pass(dx, r))) {  // one pass over dx and one over x
-    if (dx.defined()) {
-      DeviceRegion region("lora_linear_backward.dx_lora", device);
-      check_launch(op, launch_lora_rank_update(dx.raw(), code(act), g.data<float>(), a.data<float>(), false, n, k,
-                                               static_cast<int>(r), scale, d.seed, d.threshold, d.keep_scale, d.map,
-                                               keep_bits_of(dropout), stream(device), rank_config(), dx_first));
-    }
+    if (dx.defined() && !defer_term) add_dx_term(op, x, g, a, scale, dropout, dx, dx_first);
     if (dx_first) {
       DeviceRegion region("lora_linear_backward.frozen_gemm", device);
       input_grad(op, dy, w, dx, /*accumulate=*/true);
     }
-    if (da.defined() && deferred_g != nullptr) {
-      *deferred_g = g;
+    if (da.defined() && defer_da) {
+      deferred->g = g;
+      deferred->da = true;
     } else if (da.defined()) {
       DeviceRegion region("lora_linear_backward.da", device);
       Tensor part = workspace(lora_da_slices(n, k, static_cast<int>(r)) * r * k, DType::F32, device);
@@ -529,26 +584,9 @@ void linear_backward_lora(const Tensor& dy, const Tensor& x, const Tensor& w, co
     }
     return;
   }
+  if (dx.defined() && !defer_term) add_dx_term(op, x, g, a, scale, dropout, dx, false);  // F32 (rows, k) chunks
   const int64_t rows = lora_rows(n, k);
   Tensor buf = workspace(rows * k, DType::F32, device);
-  if (dx.defined()) {  // dx += scale * multiplier * (g a), F32 (rows, k) chunks
-    for (int64_t n0 = 0; n0 < n; n0 += rows) {
-      const int64_t nr = std::min(rows, n - n0);
-      MatmulArgs args;
-      args.n = nr;
-      args.m = k;
-      args.k = r;
-      args.a = offset(g.raw(), n0 * r, DType::F32);
-      args.lda = r;
-      args.b = a.raw();
-      args.ldb = k;
-      args.d = buf.raw();
-      args.ldd = k;
-      matmul(op, device, args);
-      check_launch(op, launch_lora_dx_add(dx.raw(), code(act), buf.data<float>(), n0, nr, k, scale, d.seed,
-                                          d.threshold, d.keep_scale, d.map, stream(device)));
-    }
-  }
   if (da.defined()) {  // da (r, k) += scale g^T dropout(x), row chunks in order
     for (int64_t n0 = 0; n0 < n; n0 += rows) {
       const int64_t nr = std::min(rows, n - n0);
@@ -577,7 +615,7 @@ void linear_backward_lora(const Tensor& dy, const Tensor& x, const Tensor& w, co
 void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b,
                           const Tensor& xa, float scale, const Dropout& dropout, Tensor& dx, Tensor& da, Tensor& db,
                           bool accumulate_dx) {
-  linear_backward_lora(dy, x, w, a, b, xa, scale, dropout, dx, da, db, accumulate_dx, nullptr);
+  linear_backward_lora(dy, x, w, a, b, xa, scale, dropout, dx, da, db, accumulate_dx);
 }
 
 namespace {
@@ -641,26 +679,50 @@ void lora_linear_backward_shared(const Tensor& x, const std::vector<LoraSharedBa
                                  bool accumulate_dx) {
   const char* op = "lora_linear_backward_shared";
   const bool shared = x_passes_shared(x, jobs);
-  std::vector<Tensor> gs(jobs.size());
+  const int device = dev(x);
+  const int64_t n = x.size(0), k = x.size(1);
+  // ops.h's order: every frozen product's input gradient, then the LoRA terms in job order (the loop leaves them).
+  std::vector<DeferredPasses> left(jobs.size());
   for (size_t j = 0; j < jobs.size(); ++j) {
     const LoraSharedBackward& job = jobs[j];
     Tensor da = job.da, db = job.db;
     linear_backward_lora(job.dy, x, job.w, job.a, job.b, job.xa, scale, job.dropout, dx, da, db,
-                         j == 0 ? accumulate_dx : true, shared ? &gs[j] : nullptr);
+                         j == 0 ? accumulate_dx : true, &left[j], shared, /*defer_term=*/true);
+  }
+  // The terms: in one pass over dx where every job's g is there and the grouped launch takes them (r 8, one dropout
+  // probability, each job's keep-bits cache), else one pass (or chunks) per job in order; the same bits either way.
+  std::array<const float*, kLoraMaxXJobs> g_ptrs{}, f_ptrs{};
+  std::array<const uint8_t*, kLoraMaxXJobs> bit_ptrs{};
+  bool grouped = lora_group_dx_terms() && shared && one_pass(dx, jobs[0].a.size(0)) && jobs[0].a.size(0) == 8;
+  const DropoutParams d0 = params_of(jobs[0].dropout);
+  for (size_t j = 0; grouped && j < jobs.size(); ++j) {
+    grouped = left[j].term;
+    if (!grouped) break;
+    g_ptrs[j] = left[j].g.data<float>();
+    f_ptrs[j] = jobs[j].a.data<float>();
+    bit_ptrs[j] = keep_bits_of(jobs[j].dropout);
+  }
+  const int count_all = static_cast<int>(jobs.size());
+  if (grouped && lora_rank_update_group_fits(k, count_all, d0.threshold, bit_ptrs.data())) {
+    DeviceRegion region("lora_linear_backward.dx_lora", device);
+    check_launch(op, launch_lora_rank_update_group(dx.raw(), code(x.dtype()), g_ptrs.data(), f_ptrs.data(),
+                                                   bit_ptrs.data(), count_all, n, k, scale, d0.threshold,
+                                                   d0.keep_scale, stream(device)));
+  } else {
+    for (size_t j = 0; j < jobs.size(); ++j) {
+      if (left[j].term) add_dx_term(op, x, left[j].g, jobs[j].a, scale, jobs[j].dropout, dx, false);
+    }
   }
   if (!shared) return;
   // The da passes left by the loop (every job whose da is defined), in one launch over x.
-  const int device = dev(x);
-  const int64_t n = x.size(0), k = x.size(1);
   const int r = static_cast<int>(jobs[0].a.size(0));
-  const DropoutParams d0 = params_of(jobs[0].dropout);
   std::vector<Tensor> parts;
   std::array<LoraXJob, kLoraMaxXJobs> launch{};
   int count = 0;
   for (size_t j = 0; j < jobs.size(); ++j) {
-    if (!gs[j].defined()) continue;
+    if (!left[j].da) continue;
     parts.push_back(workspace(lora_da_slices(n, k, r) * r * k, DType::F32, device));
-    launch[count++] = x_job(gs[j], jobs[j].dropout, parts.back(), jobs[j].da);
+    launch[count++] = x_job(left[j].g, jobs[j].dropout, parts.back(), jobs[j].da);
   }
   if (count == 0) return;
   DeviceRegion region("lora_linear_backward.da", device);
