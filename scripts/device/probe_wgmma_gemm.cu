@@ -98,11 +98,16 @@ static_assert(BN == 256 || BN == 192 || (PINGPONG && (BN == 176 || BN == 128)),
 #endif
 constexpr int kStageA = BM * BK * 2, kStageB = BN * BK * 2, kStage = kStageA + kStageB;  // bytes
 constexpr int kThreads = 128 * (1 + kConsumers);  // warpgroup 0: producer; 1 .. kConsumers: consumers
+#ifndef HOIST
+#define HOIST 0  // 1: a stage's wgmma descriptors come from one made for the shared memory's start, advanced by
+                 // constants (one add each), instead of each made from its address (mask, shift, or: ~60 instructions
+                 // a k-block a warp, which Nsight counted as 50% more than cuBLASLt's kernel issues)
+#endif
 #ifndef EPI_BUFS
 #define EPI_BUFS 2  // EPI 3: staging boxes per warp (1: each store must have read its box before the next is written)
 #endif
 static_assert((BM == 128 && BN == 256) || EPI == 3, "other tiles: EPI 3 only");
-static_assert(CLUSTER == 1 || BN == 256, "clusters: the 128 x 256 tile only");
+static_assert(CLUSTER == 1 || (BN == 256 && !BT), "clusters: the 128 x 256 tile with K-major B only");
 static_assert(WG_ROWS == 64 || (WG_ROWS == 128 && BN == 192 && EPI == 3 && CLUSTER == 1 && !SPLITN),
               "WG_ROWS 128: the 192-column tile with EPI 3, no cluster");
 static_assert(!SPLITN || (BM == 192 && BN == 192 && EPI == 3 && CLUSTER == 1 && !BT),
@@ -123,25 +128,21 @@ static_assert(!PINGPONG || (kSmem <= 227 * 1024 && (2 * ((BN + 63) / 64)) % EPI_
               "PINGPONG: stages + staging within 227 KB (TILE_N 192: 4 stages, or 5 with EPI_BUFS 1), whole rounds of "
               "the staging buffers per tile");
 
-// The same box multicast to the CTAs of `mask` (same shared-memory offsets), completing on each one's `bar`.
-__device__ __forceinline__ void tma_load_2d_multicast(void* dst, const CUtensorMap* map, int c0, int c1, uint64_t* bar,
-                                                      uint16_t mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, "
-      "%3}], [%4], %5;" ::"r"(smem_u32(dst)),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_u32(bar)), "h"(mask)
-      : "memory");
+// The K-major descriptor of p = base + bytes (HOIST: base_desc, base's descriptor, advanced by the 16-byte units; the
+// address field cannot carry: shared memory ends below 256 KB).
+__device__ __forceinline__ uint64_t desc_k_at(uint64_t base_desc, const uint8_t* base, int bytes) {
+  if constexpr (HOIST) {
+    return desc_advance(base_desc, bytes);
+  } else {
+    return desc_k_major(base + bytes);
+  }
 }
-
-// Arrive on the mbarrier at `bar`'s offset in the shared memory of cluster CTA `rank` (the default .release.cta
-// semantics, as for a local arrive: .release.cluster made each arrive wait ~as long as a k-block's products).
-__device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, uint32_t rank) {
-  asm volatile(
-      "{\n.reg .b32 remote;\n"
-      "mapa.shared::cluster.u32 remote, %0, %1;\n"
-      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" ::"r"(smem_u32(bar)),
-      "r"(rank)
-      : "memory");
+__device__ __forceinline__ uint64_t desc_mn_at(uint64_t base_desc, const uint8_t* base, int bytes, uint32_t chunk) {
+  if constexpr (HOIST) {
+    return desc_advance(base_desc, bytes);
+  } else {
+    return desc_mn_major(base + bytes, chunk);
+  }
 }
 
 // A consumer warpgroup's release of a stage: lane r of its first warp arrives on CTA r's barrier (r < CLUSTER).
@@ -151,16 +152,6 @@ __device__ __forceinline__ void release_stage(uint64_t* bar, int tid) {
   } else if (tid < CLUSTER) {
     mbar_arrive_cluster(bar, uint32_t(tid));
   }
-}
-
-__device__ __forceinline__ uint32_t cluster_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return r;
-}
-
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
@@ -201,7 +192,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   uint8_t* epi = smem + size_t(STAGES) * kStage;  // EPI 1: 1,024-aligned (the stages are multiples of 1,024 bytes)
   uint64_t* full = reinterpret_cast<uint64_t*>(epi + kEpiBytes);
   uint64_t* empty = full + STAGES;
-  const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+  // HOIST: the warpgroup index through a shuffle, which the compiler then knows to be the same in the warp (so the
+  // descriptors built from it stay in uniform registers, as CUTLASS's canonical_warp_group_idx does).
+  const int wg = HOIST ? warpgroup_index() : int(threadIdx.x / 128);
+  const int tid = threadIdx.x % 128;
   const uint32_t rank = CLUSTER > 1 ? cluster_rank() : 0;
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
@@ -254,6 +248,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   } else {
     reg_alloc<kConsumers == 2 ? 232 : 152>();
+    // HOIST: the descriptors of the shared memory's start, advanced per stage and per wgmma (unused otherwise).
+    const uint64_t desc_smem = desc_k_major(smem);
+#if BT
+    const uint64_t desc_smem_mn = desc_mn_major(smem, 8192);
+#endif
 #if PINGPONG
     // Consumer warpgroup w takes tiles j = w, w + 2, w + 4 ... of the CTA's sequence (tile first + j step, k-blocks
     // it = j kblocks .. + kblocks - 1 of the producer's order), all 128 rows and BN columns of each. Mainloops run in
@@ -277,15 +276,16 @@ __global__ void __launch_bounds__(kThreads, 1)
         mbar_wait(&full[s], (it / STAGES) & 1);
         const uint8_t* a_tile = smem + size_t(s) * kStage;  // the tile's 128 rows
         const uint8_t* b_tile = a_tile + kStageA;
+        const uint64_t a_desc = desc_smem + uint64_t((s * kStage) >> 4), b_desc = a_desc + uint64_t(kStageA >> 4);
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < BK / 16; ++kk) {
           const int acc = (kb > 0 || kk > 0) ? 1 : 0;
-          const uint64_t db = desc_k_major(b_tile + kk * 32);
+          const uint64_t db = desc_k_at(b_desc, b_tile, kk * 32);
 #pragma unroll
           for (int r = 0; r < 2; ++r) {
             float* dr = d + r * (BN / 2);
-            const uint64_t da = desc_k_major(a_tile + r * 64 * 128 + kk * 32);
+            const uint64_t da = desc_k_at(a_desc, a_tile, r * 64 * 128 + kk * 32);
             if constexpr (BN == 192) {
               wgmma_m64n192k16(dr, da, db, acc);
             } else if constexpr (BN == 176) {
@@ -342,17 +342,24 @@ __global__ void __launch_bounds__(kThreads, 1)
 #if SPLITN
         const uint8_t* a_tile = smem + size_t(s) * kStage;                       // all 192 rows
         const uint8_t* b_tile = smem + size_t(s) * kStage + kStageA + half * 96 * 128;  // this warpgroup's 96 columns
+        const uint64_t a_desc = desc_smem + uint64_t((s * kStage) >> 4),
+                       b_desc = a_desc + uint64_t((kStageA + half * 96 * 128) >> 4);
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < BK / 16; ++kk) {
           const int acc = (kb > 0 || kk > 0) ? 1 : 0;
-          const uint64_t db = desc_k_major(b_tile + kk * 32);
+          const uint64_t db = desc_k_at(b_desc, b_tile, kk * 32);
 #pragma unroll
-          for (int r = 0; r < 3; ++r) wgmma_m64n96k16(d + 48 * r, desc_k_major(a_tile + r * 64 * 128 + kk * 32), db, acc);
+          for (int r = 0; r < 3; ++r) wgmma_m64n96k16(d + 48 * r, desc_k_at(a_desc, a_tile, r * 64 * 128 + kk * 32), db, acc);
         }
 #else
         const uint8_t* a_tile = smem + size_t(s) * kStage + half * WG_ROWS * 128;
         const uint8_t* b_tile = smem + size_t(s) * kStage + kStageA;
+        const uint64_t a_desc = desc_smem + uint64_t((s * kStage + half * WG_ROWS * 128) >> 4),
+                       b_desc = desc_smem + uint64_t((s * kStage + kStageA) >> 4);
+#if BT
+        const uint64_t b_desc_mn = desc_smem_mn + uint64_t((s * kStage + kStageA) >> 4);
+#endif
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < BK / 16; ++kk) {
@@ -362,11 +369,12 @@ __global__ void __launch_bounds__(kThreads, 1)
             float* dr = d + r * (BN / 2);
 #if BT
             // MN-major B: 64-column boxes 8,192 bytes apart (leading offset), 8 k-rows 1,024 bytes apart (stride).
-            const uint64_t da = desc_k_major(a_tile + r * 64 * 128 + kk * 32),
-                           db = desc_mn_major(b_tile + kk * 2048, 8192);
+            const uint64_t da = desc_k_at(a_desc, a_tile, r * 64 * 128 + kk * 32),
+                           db = desc_mn_at(b_desc_mn, b_tile, kk * 2048, 8192);
             if constexpr (BN == 256) wgmma_m64n256k16_tb(dr, da, db, acc); else wgmma_m64n192k16_tb(dr, da, db, acc);
 #else
-            const uint64_t da = desc_k_major(a_tile + r * 64 * 128 + kk * 32), db = desc_k_major(b_tile + kk * 32);
+            const uint64_t da = desc_k_at(a_desc, a_tile, r * 64 * 128 + kk * 32),
+                           db = desc_k_at(b_desc, b_tile, kk * 32);
             if constexpr (BN == 256) wgmma_m64n256k16(dr, da, db, acc); else wgmma_m64n192k16(dr, da, db, acc);
 #endif
           }

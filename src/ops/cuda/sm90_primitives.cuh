@@ -1,6 +1,7 @@
 // ops/cuda/sm90_primitives.cuh — the Hopper (sm_90a) building blocks of our GEMM (gemm_sm90.cu) and of its probe
-// (scripts/device/probe_wgmma_gemm.cu): mbarriers, 2-D TMA loads and stores, wgmma shared-memory descriptors of
-// 128-byte-swizzled tiles, and the stmatrix store of a warp's accumulators into a swizzled staging box.
+// (scripts/device/probe_wgmma_gemm.cu): mbarriers (also a peer CTA's, in a cluster), 2-D TMA loads (also multicast to
+// a cluster) and stores, wgmma shared-memory descriptors of 128-byte-swizzled tiles, and the stmatrix store of a
+// warp's accumulators into a swizzled staging box.
 //
 // Invariants: include only from device code compiled for sm_90a (__CUDA_ARCH_FEAT_SM90_ALL). Tiles are 1,024-byte
 // aligned with 128-byte rows; 16-byte chunk c of row r of a 128-byte-swizzled tile sits at chunk c ^ (r % 8), as TMA
@@ -64,6 +65,48 @@ __device__ __forceinline__ uint64_t desc_k_major(const void* p) {
 __device__ __forceinline__ uint64_t desc_mn_major(const void* p, uint32_t chunk_bytes) {
   return ((uint64_t(smem_u32(p)) & 0x3FFFF) >> 4) | (uint64_t(chunk_bytes >> 4) << 16) |
          (uint64_t(1024 >> 4) << 32) | (uint64_t(1) << 62);
+}
+
+// The descriptor of the address `bytes` past the one `desc` describes: the 16-byte units added to the low word only
+// (the address field cannot carry into the leading offset: shared memory ends below 256 KB). One add where
+// desc_k_major / desc_mn_major take a mask, a shift and an or per wgmma (docs/PERFORMANCE.md run 25).
+__device__ __forceinline__ uint64_t desc_advance(uint64_t desc, uint32_t bytes) {
+  return (desc & 0xFFFFFFFF00000000ull) | uint32_t(uint32_t(desc) + (bytes >> 4));
+}
+
+// The warpgroup index of the calling thread, through a shuffle so that the compiler knows it is the same across the
+// warp (descriptors made from it stay in uniform registers; CUTLASS's canonical_warp_group_idx).
+__device__ __forceinline__ int warpgroup_index() { return __shfl_sync(0xffffffffu, int(threadIdx.x / 128), 0); }
+
+// The same box multicast to the CTAs of `mask` (same shared-memory offsets), completing on each one's `bar`.
+__device__ __forceinline__ void tma_load_2d_multicast(void* dst, const CUtensorMap* map, int c0, int c1, uint64_t* bar,
+                                                      uint16_t mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, "
+      "%3}], [%4], %5;" ::"r"(smem_u32(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_u32(bar)), "h"(mask)
+      : "memory");
+}
+
+// Arrive on the mbarrier at `bar`'s offset in the shared memory of cluster CTA `rank` (the default .release.cta
+// semantics, as for a local arrive: .release.cluster made each arrive wait ~as long as a k-block's products).
+__device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, uint32_t rank) {
+  asm volatile(
+      "{\n.reg .b32 remote;\n"
+      "mapa.shared::cluster.u32 remote, %0, %1;\n"
+      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" ::"r"(smem_u32(bar)),
+      "r"(rank)
+      : "memory");
+}
+
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
 
 // Tile t of an (m_tiles x n_tiles) grid walked in groups of `group` tile rows, down the rows first: the B tiles of a
