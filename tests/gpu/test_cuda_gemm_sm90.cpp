@@ -12,7 +12,10 @@
 #include <gtest/gtest.h>
 
 #ifdef SWIFT_WITH_CUDA
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -22,6 +25,7 @@
 #include "ops/backends.h"
 #include "ops/cuda/blas.h"
 #include "ops/cuda/cuda_backend.h"
+#include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/gemm_sm90.cuh"
 #include "ops/ops.h"
 #include "ops/reference.h"
@@ -206,6 +210,69 @@ TEST(OpsCudaGemmSm90, FitsWhatTmaCanAddress) {
   EXPECT_FALSE(ops::cuda::gemm_sm90_fits(kmajor));
   kmajor.ldb = 16;
   EXPECT_TRUE(ops::cuda::gemm_sm90_fits(kmajor));
+}
+
+// The epilogue's rank-8 term (Sm90Gemm's term_*; SWIFT_LORA_DX_SM90): lora_linear_backward with the input gradient's
+// LoRA term added in our GEMM before rounding, against cuBLASLt's product then the term's pass over dx. The two passes
+// round twice, round(round(P) + T), where the fused form rounds once, round(P + T): they differ by at most half a
+// bf16 step of P and half of each result, so every element within 1.5 steps at the largest of |P|, |u|, |f| (P the
+// product alone, from a call with a = 0; with cancellation the step at |u| alone is too small), and most the same
+// bits. da and db the same bits (they do not depend on the product). Rows across the 128-row tiles (odd n: rows past
+// n read no g), in features of one and several 256-column tiles, no dropout and the forward's keep-bits cache.
+TEST(OpsCudaGemmSm90, LoraDxTermInTheEpilogueIsTheTwoPasses) {
+  ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
+  if (!sm90_here()) GTEST_SKIP() << "not an sm_90a device and build";
+  struct Case { int64_t n, k, m; };  // x (n, k), w (m, k), dy (n, m)
+  const Case cases[] = {{1, 256, 64}, {131, 512, 200}, {300, 768, 1024}, {1031, 3584, 512}};
+  uint32_t seed = 9900;
+  for (const Case& cs : cases) {
+    for (float p : {0.0f, 0.1f}) {
+      SCOPED_TRACE(fmt::format("N={} K={} M={} p={}", cs.n, cs.k, cs.m, p));
+      Input x = make_input({cs.n, cs.k}, DType::BF16, ++seed);
+      Input w = make_weight({cs.m, cs.k}, DType::BF16, ++seed);
+      Input a = make_weight({8, cs.k}, DType::F32, ++seed, -0.5f, 0.5f);
+      Input b = make_weight({cs.m, 8}, DType::F32, ++seed, -0.5f, 0.5f);
+      Input dy = make_input({cs.n, cs.m}, DType::BF16, ++seed);
+      ops::Dropout drop{p, 0xD0ull + seed};
+      if (p > 0.0f) drop.keep_bits = Tensor::zeros({cs.n, cs.k / 8}, DType::U8).to(Device::cuda());
+      Tensor none;
+      DeviceOut y({cs.n, cs.m}, DType::BF16), xa({cs.n, 8}, DType::F32);
+      ops::lora_linear(x.dev, w.dev, none, a.dev, b.dev, 4.0f, drop, y.tensor, xa.tensor);  // xa and the keep bits
+      const Tensor xa_dev = xa.fetch().to(Device::cuda());
+      const Tensor da0 = random_tensor({8, cs.k}, DType::F32, ++seed), db0 = random_tensor({cs.m, 8}, DType::F32, ++seed);
+      struct Out { Tensor dx, da, db; int64_t launches; };
+      const Tensor a_zero = Tensor::zeros({8, cs.k}, DType::F32).to(Device::cuda());
+      auto run = [&](bool fused, const Tensor& a_used) {
+        ops::cuda::set_lora_dx_sm90(fused);
+        DeviceOut dx({cs.n, cs.k}, DType::BF16), da({8, cs.k}, DType::F32), db({cs.m, 8}, DType::F32);
+        da.set(da0);
+        db.set(db0);
+        const int64_t before = ops::cuda::gemm_sm90_launches();
+        ops::lora_linear_backward(dy.dev, x.dev, w.dev, a_used, b.dev, xa_dev, 4.0f, drop, dx.tensor, da.tensor,
+                                  db.tensor);
+        Out o{dx.fetch(), da.fetch(), db.fetch(), ops::cuda::gemm_sm90_launches() - before};
+        ops::cuda::set_lora_dx_sm90(false);
+        return o;
+      };
+      const Out two = run(false, a.dev), one = run(true, a.dev), product = run(false, a_zero);
+      EXPECT_EQ(two.launches, 0);
+      EXPECT_EQ(one.launches, 1) << "the fused product did not run";
+      EXPECT_EQ(std::memcmp(one.da.raw(), two.da.raw(), two.da.nbytes()), 0) << "da";
+      EXPECT_EQ(std::memcmp(one.db.raw(), two.db.raw(), two.db.nbytes()), 0) << "db";
+      int64_t far = 0, same = 0;
+      for (int64_t i = 0; i < two.dx.numel(); ++i) {
+        const float u = two.dx.data<float>()[i], f = one.dx.data<float>()[i], pv = product.dx.data<float>()[i];
+        const float mag = std::max({std::fabs(u), std::fabs(f), std::fabs(pv)});
+        const float step = mag > 0.0f ? std::ldexp(1.0f, std::ilogb(mag) - 7) : 0.0f;  // one bf16 step at mag
+        far += std::fabs(u - f) > 1.5f * step;
+        same += u == f;
+      }
+      EXPECT_EQ(far, 0) << "dx elements more than one bf16 step from the two-pass value";
+      std::printf("[ gemm_sm90 ] LoRA dx term N=%lld K=%lld M=%lld p=%.1f: %lld of %lld the two passes' bits\n",
+                  static_cast<long long>(cs.n), static_cast<long long>(cs.k), static_cast<long long>(cs.m), p,
+                  static_cast<long long>(same), static_cast<long long>(two.dx.numel()));
+    }
+  }
 }
 
 }  // namespace

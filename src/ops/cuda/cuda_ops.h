@@ -131,6 +131,12 @@ void set_lora_shared_x_passes(bool on);
 // SWIFT_LORA_GROUP_DX=0 (A/B: one pass each); set_lora_group_dx_terms overrides it (tests).
 bool lora_group_dx_terms();
 void set_lora_group_dx_terms(bool on);
+// SWIFT_LORA_DX_SM90=1 (off by default): lora_linear_backward (one linear, dx written, r 8, BF16, in features a
+// multiple of 256, the mask absent or cached) runs its input gradient on our Hopper GEMM with the LoRA dx term added
+// in the epilogue before rounding (gemm_sm90.cuh's term), in place of cuBLASLt's product and the term's pass over dx:
+// one rounding instead of two. set_lora_dx_sm90 overrides it for the process (tests).
+bool lora_dx_sm90();
+void set_lora_dx_sm90(bool on);
 // The r 8 rank updates (dx term, B products, add_lora_residual) and swiglu_lora with each lane's columns of the
 // factor in registers and the rows through a cp.async ring (lora_ring.cu) instead of the factor read from shared
 // memory per element (lora.cu): the same bits. On unless SWIFT_LORA_FACTOR_REGS=0; set_lora_factor_in_registers

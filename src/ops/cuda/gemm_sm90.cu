@@ -58,11 +58,69 @@ constexpr int kGroupM = 8;   // cluster rows (2 tile rows each) per group of the
 using namespace sm90;
 #endif  // SWIFT_SM90A_DEVICE
 
-// kBT: B stored (k, m) (MN-major operand, wgmma's transposed B). n, m, k: D (n, m), A (n, k).
-template <bool kBT>
+// The rank-8 term of the epilogue (Sm90Gemm's term_*); kTerm: 0 none, 1 without a mask, 2 with keep bits.
+struct EpilogueTerm {
+  const float* g;
+  const float* f;
+  const uint8_t* bits;
+  float scale, keep_scale;
+};
+
+#ifdef SWIFT_SM90A_DEVICE
+// Adds the term to a consumer warp's 128 accumulators of tile (tm, tn) (its rows row0 and row0 + 8, columns
+// tn * 256 + 8 j + 2 (lane % 4) + {0, 1}): t = sum over rr in order of g[row][rr] f[rr][col], d += scale * (t * mult).
+// Rows past n take g = 0 (their stores are clipped).
+template <int kTerm>
+__device__ __forceinline__ void add_epilogue_term(float (&d)[128], const EpilogueTerm& term, int n, int m, int row0,
+                                                  int col0) {
+  float g[2][8];
+  const uint8_t* bits[2];  // the rows' keep-bits bytes of the tile's columns
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = row0 + 8 * h;
+    const bool inside = row < n;
+    const float4 lo = inside ? *reinterpret_cast<const float4*>(term.g + int64_t(row) * 8) : make_float4(0, 0, 0, 0);
+    const float4 hi = inside ? *reinterpret_cast<const float4*>(term.g + int64_t(row) * 8 + 4) : make_float4(0, 0, 0, 0);
+    g[h][0] = lo.x; g[h][1] = lo.y; g[h][2] = lo.z; g[h][3] = lo.w;
+    g[h][4] = hi.x; g[h][5] = hi.y; g[h][6] = hi.z; g[h][7] = hi.w;
+    bits[h] = kTerm == 2 ? term.bits + int64_t(inside ? row : 0) * (m / 8) + col0 / 8 : nullptr;
+  }
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int j = 0; j < 32; ++j) {
+    const int col = col0 + 8 * j + 2 * (lane % 4);
+    float t[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
+#pragma unroll
+    for (int rr = 0; rr < 8; ++rr) {
+      const float2 f = *reinterpret_cast<const float2*>(term.f + int64_t(rr) * m + col);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        t[h][0] += g[h][rr] * f.x;
+        t[h][1] += g[h][rr] * f.y;
+      }
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        float v = t[h][c];
+        if constexpr (kTerm == 2) {
+          const uint32_t byte = bits[h][j];
+          v = v * (((byte >> (2 * (lane % 4) + c)) & 1u) != 0 ? term.keep_scale : 0.0f);
+        }
+        d[4 * j + 2 * h + c] = d[4 * j + 2 * h + c] + term.scale * v;
+      }
+    }
+  }
+}
+#endif  // SWIFT_SM90A_DEVICE
+
+// kBT: B stored (k, m) (MN-major operand, wgmma's transposed B). n, m, k: D (n, m), A (n, k). kTerm: the epilogue's
+// rank-8 term (EpilogueTerm).
+template <bool kBT, int kTerm = 0>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
-                     const __grid_constant__ CUtensorMap map_d, int n, int m, int k) {
+                     const __grid_constant__ CUtensorMap map_d, int n, int m, int k, EpilogueTerm term) {
 #ifdef SWIFT_SM90A_DEVICE
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
@@ -145,6 +203,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
       if (prev >= 0 && tid < kCluster) mbar_arrive_cluster(&empty[prev], uint32_t(tid));
+      if constexpr (kTerm != 0) {
+        add_epilogue_term<kTerm>(d, term, n, m, tm * kTileM + half * 64 + warp * 16 + lane / 4, tn * kTileN);
+      }
 #pragma unroll
       for (int box = 0; box < kTileN / 64; ++box) {
         uint8_t* buf = boxes + (box % 2) * kBoxBytes;
@@ -236,11 +297,12 @@ DeviceFacts facts(int device, bool may_probe = true) {
       cudaFree(flag);
     }
     cudaGetLastError();
-    f.available = host == 1 &&
-                  cudaFuncSetAttribute(gemm_sm90_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(kSmemBytes)) == cudaSuccess &&
-                  cudaFuncSetAttribute(gemm_sm90_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(kSmemBytes)) == cudaSuccess;
+    const auto smem = [](auto kernel) {
+      return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmemBytes)) ==
+             cudaSuccess;
+    };
+    f.available = host == 1 && smem(gemm_sm90_kernel<false, 0>) && smem(gemm_sm90_kernel<true, 0>) &&
+                  smem(gemm_sm90_kernel<true, 1>) && smem(gemm_sm90_kernel<true, 2>);
     cudaGetLastError();
   }
   cudaSetDevice(current);
@@ -262,7 +324,10 @@ bool gemm_sm90_fits(const Sm90Gemm& g) {
   if (g.lda % 8 != 0 || g.ldb % 8 != 0 || g.ldd % 8 != 0) return false;  // 16-byte row strides
   if (g.lda < g.k || g.ldd < g.m || g.ldb < (g.b_transposed ? g.k : g.m)) return false;
   constexpr int64_t kMaxStride = int64_t(1) << 39;  // TMA: strides below 2^40 bytes
-  return g.lda < kMaxStride && g.ldb < kMaxStride && g.ldd < kMaxStride;
+  if (g.lda >= kMaxStride || g.ldb >= kMaxStride || g.ldd >= kMaxStride) return false;
+  if (g.term_g == nullptr) return true;
+  const auto aligned = [](const void* p, uintptr_t to) { return reinterpret_cast<uintptr_t>(p) % to == 0; };
+  return !g.b_transposed && g.m % kTileN == 0 && g.term_f != nullptr && aligned(g.term_g, 16) && aligned(g.term_f, 8);
 }
 
 cudaError_t launch_gemm_sm90(const Sm90Gemm& g, int device, cudaStream_t stream) {
@@ -289,9 +354,17 @@ cudaError_t launch_gemm_sm90(const Sm90Gemm& g, int device, cudaStream_t stream)
   attr[0].val.clusterDim.z = 1;
   config.attrs = attr;
   config.numAttrs = 1;
-  cudaError_t status = g.b_transposed
-                           ? cudaLaunchKernelEx(&config, gemm_sm90_kernel<false>, map_a, map_b, map_d, n, m, k)
-                           : cudaLaunchKernelEx(&config, gemm_sm90_kernel<true>, map_a, map_b, map_d, n, m, k);
+  const EpilogueTerm term{g.term_g, g.term_f, g.term_bits, g.term_scale, g.term_keep_scale};
+  cudaError_t status;
+  if (g.b_transposed) {
+    status = cudaLaunchKernelEx(&config, gemm_sm90_kernel<false, 0>, map_a, map_b, map_d, n, m, k, term);
+  } else if (g.term_g == nullptr) {
+    status = cudaLaunchKernelEx(&config, gemm_sm90_kernel<true, 0>, map_a, map_b, map_d, n, m, k, term);
+  } else if (g.term_bits == nullptr) {
+    status = cudaLaunchKernelEx(&config, gemm_sm90_kernel<true, 1>, map_a, map_b, map_d, n, m, k, term);
+  } else {
+    status = cudaLaunchKernelEx(&config, gemm_sm90_kernel<true, 2>, map_a, map_b, map_d, n, m, k, term);
+  }
   if (status == cudaSuccess) status = cudaGetLastError();
   if (status == cudaSuccess) g_launches.fetch_add(1);
   return status;

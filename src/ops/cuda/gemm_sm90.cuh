@@ -31,6 +31,15 @@ struct Sm90Gemm {
   bool b_transposed = true;  // B stored (m, k); false: (k, m)
   void* d = nullptr;
   int64_t ldd = 0;
+  // Optional: a rank-8 term added to each fp32 sum before it is rounded (LoRA's dx term, lora_linear_backward):
+  // D = A op(B) + term_scale * mult * (term_g term_f), term_g (n, 8) F32 rows, term_f (8, m) F32 (LoRA's a), mult per
+  // element term_keep_scale or 0 by bit (col % 8) of byte col / 8 of row `row` of term_bits ((n, m / 8) bytes: the
+  // forward's keep-bits cache), or 1 without them. With a term: B stored (k, m) only, m % 256 == 0 (whole column
+  // tiles), term_g 16-byte aligned, term_f 8-byte aligned.
+  const float* term_g = nullptr;
+  const float* term_f = nullptr;
+  const uint8_t* term_bits = nullptr;
+  float term_scale = 0.0f, term_keep_scale = 1.0f;
 };
 
 // Whether `device` is an sm_90 GPU and this build carries the kernel's sm_90a code. The first question per device

@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "ops/cuda/blas.h"
+#include "ops/cuda/gemm_sm90.cuh"
 #include "ops/env_switch.h"
 #include "ops/cuda/kernels.cuh"
 #include "ops/cuda/kernels_lora.cuh"
@@ -325,6 +326,53 @@ EnvSwitch& group_dx_switch() {
 
 bool lora_group_dx_terms() { return group_dx_switch().on(); }
 
+namespace {
+EnvSwitch& dx_sm90_switch() {
+  static EnvSwitch sw("SWIFT_LORA_DX_SM90", false);
+  return sw;
+}
+
+// lora_linear_backward's input gradient with its LoRA term in one product: our Hopper GEMM (gemm_sm90.cuh) adds the
+// term to each fp32 sum before rounding (one rounding where the two passes round twice). True when it ran: the
+// switch on, r 8, BF16 dy / x / w / dx, k % 256 == 0, dx written (not accumulated), the mask absent or cached, an
+// sm_90a device.
+bool fused_dx_sm90(const Tensor& dy, const Tensor& w, const Tensor& g, const Tensor& a, float scale,
+                   const Dropout& dropout, Tensor& dx) {
+  const int device = dev(dy);
+  const int64_t n = dy.size(0), m = dy.size(1), k = w.size(1);
+  const DropoutParams d = params_of(dropout);
+  const uint8_t* bits = keep_bits_of(dropout);
+  if (!dx_sm90_switch().on() || a.size(0) != 8 || dy.dtype() != DType::BF16 || w.dtype() != DType::BF16 ||
+      dx.dtype() != DType::BF16 || n <= 0 || m <= 0 || k % 256 != 0 || (d.threshold != 0 && bits == nullptr)) {
+    return false;
+  }
+  Sm90Gemm gemm;
+  gemm.n = n;
+  gemm.m = k;
+  gemm.k = m;
+  gemm.a = dy.raw();
+  gemm.lda = m;
+  gemm.b = w.raw();
+  gemm.ldb = k;
+  gemm.b_transposed = false;
+  gemm.d = dx.raw();
+  gemm.ldd = k;
+  gemm.term_g = g.data<float>();
+  gemm.term_f = a.data<float>();
+  gemm.term_bits = d.threshold != 0 ? bits : nullptr;
+  gemm.term_scale = scale;
+  gemm.term_keep_scale = d.keep_scale;
+  if (!gemm_sm90_fits(gemm) || !gemm_sm90_available(device)) return false;
+  DeviceRegion region("lora_linear_backward.frozen_gemm", device);
+  check_launch("lora_linear_backward", launch_gemm_sm90(gemm, device, stream(device)));
+  return true;
+}
+}  // namespace
+
+bool lora_dx_sm90() { return dx_sm90_switch().on(); }
+
+void set_lora_dx_sm90(bool on) { dx_sm90_switch().set(on); }
+
 void set_lora_group_dx_terms(bool on) { group_dx_switch().set(on); }
 
 void set_lora_factor_in_registers(bool on) { factor_regs_switch().set(on); }
@@ -530,7 +578,11 @@ void linear_backward_lora(const Tensor& dy, const Tensor& x, const Tensor& w, co
   // the input-gradient products 2.5 ms more (docs/PERFORMANCE.md run 19, calls 8 and 9).
   const bool dx_first = lora_dx_first() && !defer_term && dx.defined() && !accumulate_dx && n > 0 && r > 0 &&
                         k > 0 && one_pass(x, r) && one_pass(dx, r);
-  if (dx.defined() && !dx_first) {  // through the frozen weight
+  // lora_dx_sm90: the product waits for g and takes the term in its epilogue (fused_dx_sm90 decides below; where it
+  // declines, the product runs after g as before).
+  const bool try_fused = lora_dx_sm90() && !dx_first && !defer_term && dx.defined() && !accumulate_dx && n > 0 &&
+                         r == 8 && k > 0;
+  if (dx.defined() && !dx_first && !try_fused) {  // through the frozen weight
     DeviceRegion region("lora_linear_backward.frozen_gemm", device);
     input_grad(op, dy, w, dx, accumulate_dx);
   }
@@ -562,12 +614,20 @@ void linear_backward_lora(const Tensor& dy, const Tensor& x, const Tensor& w, co
   if (!want_g) return;
   if (k == 0) return;
   const DropoutParams d = params_of(dropout);
+  bool term_done = false;  // dx's LoRA term already in dx (the fused product)
+  if (try_fused) {
+    term_done = fused_dx_sm90(dy, w, g, a, scale, dropout, dx);
+    if (!term_done) {
+      DeviceRegion region("lora_linear_backward.frozen_gemm", device);
+      input_grad(op, dy, w, dx, false);
+    }
+  }
   if (dx.defined() && defer_term) {
     deferred->g = g;
     deferred->term = true;
   }
   if (one_pass(x, r) && (!dx.defined() || one_pass(dx, r))) {  // one pass over dx and one over x
-    if (dx.defined() && !defer_term) add_dx_term(op, x, g, a, scale, dropout, dx, dx_first);
+    if (dx.defined() && !defer_term && !term_done) add_dx_term(op, x, g, a, scale, dropout, dx, dx_first);
     if (dx_first) {
       DeviceRegion region("lora_linear_backward.frozen_gemm", device);
       input_grad(op, dy, w, dx, /*accumulate=*/true);
@@ -584,7 +644,7 @@ void linear_backward_lora(const Tensor& dy, const Tensor& x, const Tensor& w, co
     }
     return;
   }
-  if (dx.defined() && !defer_term) add_dx_term(op, x, g, a, scale, dropout, dx, false);  // F32 (rows, k) chunks
+  if (dx.defined() && !defer_term && !term_done) add_dx_term(op, x, g, a, scale, dropout, dx, false);  // F32 chunks
   const int64_t rows = lora_rows(n, k);
   Tensor buf = workspace(rows * k, DType::F32, device);
   if (da.defined()) {  // da (r, k) += scale g^T dropout(x), row chunks in order
