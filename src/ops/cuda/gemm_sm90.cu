@@ -18,6 +18,10 @@
 //  - Descriptors: each made once from the shared memory's start and advanced by constants (desc_advance), from a
 //    warp-uniform warpgroup index: ~13 instructions per k-block's 4 wgmma instead of ~35 (run 25).
 //  - No CTA exits before its peer is done with its barriers and shared memory (a cluster barrier at the end).
+//  - With a term (Sm90Gemm's term_*, B stored (k, m), m a multiple of 256) each fp32 sum first gets scale * mult *
+//    (g f) added, t summed over the rank in order from 0 as the rank-update passes sum it (lora_ring.cu); rows past n
+//    read no g. Its loads go to global memory per column group (~30 us a tile on the H200, run 25 call 8: slower than
+//    the separate pass; SWIFT_LORA_DX_SM90 stays off).
 //  - Epilogue: each consumer warp rounds its 16 rows to BF16 (round to nearest even) into its own two 16 x 64 staging
 //    boxes (stmatrix, 128-byte swizzle) and its lane 0 stores them with TMA; a box is rewritten only after the store
 //    that read it (bulk async-group wait), and no CTA exits with a store in flight.
