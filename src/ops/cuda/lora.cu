@@ -1278,17 +1278,6 @@ cudaError_t launch_lora_rank_update(void* y, int y_dtype, const float* g, const 
   return cudaGetLastError();
 }
 
-bool lora_rank_update_group_fits(int64_t k, int count, uint32_t threshold, const uint8_t* const* keep_bits) {
-  return lora_detail::lora_rank_group_fits(k, count, threshold, keep_bits);
-}
-
-cudaError_t launch_lora_rank_update_group(void* y, int y_dtype, const float* const* g, const float* const* f,
-                                          const uint8_t* const* keep_bits, int count, int64_t n, int64_t k,
-                                          float scale, uint32_t threshold, float keep_scale, cudaStream_t stream) {
-  return lora_detail::launch_lora_rank_update_group(y, y_dtype, g, f, keep_bits, count, n, k, scale, threshold,
-                                                    keep_scale, stream);
-}
-
 namespace {
 int64_t da_cuda_core_slices(int64_t n, int64_t k, int r) {
   const int64_t col_blocks = (k + da_tile_cols(r) - 1) / da_tile_cols(r);

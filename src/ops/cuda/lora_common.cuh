@@ -98,14 +98,6 @@ void with_element_type(int dtype, Launch&& launch) {
 // The r 8 rank update on the ring (lora_ring.cu): launch_lora_rank_update's arguments, with its conditions checked
 // (r 8, default config) and, with cached keep bits, k % 32 == 0 (lora_ring_fits).
 bool lora_ring_fits(int64_t k, uint32_t threshold, const uint8_t* keep_bits);
-// The grouped dx terms (lora_ring.cu): 2 or 3 jobs over one y (n, k), r 8, each job's g (n, 8) F32, factor f (8, k)
-// F32 and, with a dropout (threshold > 0), its keep-bits cache (every job's non-null: no drawn form); y += scale *
-// mult_j * (g_j f_j) for j in order, each rounded as launch_lora_rank_update_ring rounds y: the bits of those launches
-// in order, with one read and one write of y.
-bool lora_rank_group_fits(int64_t k, int count, uint32_t threshold, const uint8_t* const* keep_bits);
-cudaError_t launch_lora_rank_update_group(void* y, int y_dtype, const float* const* g, const float* const* f,
-                                          const uint8_t* const* keep_bits, int count, int64_t n, int64_t k,
-                                          float scale, uint32_t threshold, float keep_scale, cudaStream_t stream);
 cudaError_t launch_lora_rank_update_ring(void* y, int y_dtype, const float* g, const float* f, bool f_transposed,
                                          int64_t n, int64_t k, float scale, uint64_t seed, uint32_t threshold,
                                          float keep_scale, const DropoutMap& map, const uint8_t* keep_bits,

@@ -25,6 +25,7 @@
 
 #include "ops/cuda/attention_common.cuh"
 #include "ops/cuda/func_attribute.cuh"
+#include "ops/cuda/kernels_lora.cuh"
 #include "ops/cuda/lora_common.cuh"
 #include "ops/cuda/swiglu_math.cuh"
 #include "ops/philox.h"
@@ -462,7 +463,29 @@ cudaError_t launch_lora_rank_update_ring(void* y, int y_dtype, const float* g, c
   return status;
 }
 
-bool lora_rank_group_fits(int64_t k, int count, uint32_t threshold, const uint8_t* const* keep_bits) {
+cudaError_t launch_lora_swiglu_ring(void* gate, void* up, int dtype, const float* xg, const float* bg, const float* xu,
+                                    const float* bu, int64_t n, int64_t k, float scale, void* out,
+                                    cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  if (!activation_code(dtype) || !lora_ring_fits(k, 0, nullptr) || n >= (1LL << 40)) return cudaErrorInvalidValue;
+  cudaError_t status = cudaSuccess;
+  with_element_type(dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    status = launch_ring<lora_swiglu_ring_kernel<T, SwigluRing>>(ring_grid(n, k), kRingBytes<T, 2, 2, SwigluRing>,
+                                                                 stream, gate, up, xg, bg, xu, bu, n, k,
+                                                                 static_cast<int64_t>(kRingBlockRows), scale, out);
+  });
+  return status;
+}
+
+}  // namespace swift::ops::cuda::lora_detail
+
+// kernels_lora.cuh's grouped dx terms: lora_rank_group_ring_kernel on the ring's launcher.
+namespace swift::ops::cuda {
+
+using namespace lora_detail;
+
+bool lora_rank_update_group_fits(int64_t k, int count, uint32_t threshold, const uint8_t* const* keep_bits) {
   if (count < 2 || count > 3 || !lora_ring_fits(k, 0, nullptr)) return false;
   if (threshold == 0) return true;
   for (int j = 0; j < count; ++j) {
@@ -475,7 +498,7 @@ cudaError_t launch_lora_rank_update_group(void* y, int y_dtype, const float* con
                                           const uint8_t* const* keep_bits, int count, int64_t n, int64_t k,
                                           float scale, uint32_t threshold, float keep_scale, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
-  if (!activation_code(y_dtype) || !lora_rank_group_fits(k, count, threshold, keep_bits) || n >= (1LL << 40)) {
+  if (!activation_code(y_dtype) || !lora_rank_update_group_fits(k, count, threshold, keep_bits) || n >= (1LL << 40)) {
     return cudaErrorInvalidValue;
   }
   cudaError_t status = cudaSuccess;
@@ -502,19 +525,4 @@ cudaError_t launch_lora_rank_update_group(void* y, int y_dtype, const float* con
   return status;
 }
 
-cudaError_t launch_lora_swiglu_ring(void* gate, void* up, int dtype, const float* xg, const float* bg, const float* xu,
-                                    const float* bu, int64_t n, int64_t k, float scale, void* out,
-                                    cudaStream_t stream) {
-  if (n <= 0) return cudaSuccess;
-  if (!activation_code(dtype) || !lora_ring_fits(k, 0, nullptr) || n >= (1LL << 40)) return cudaErrorInvalidValue;
-  cudaError_t status = cudaSuccess;
-  with_element_type(dtype, [&](auto* tag) {
-    using T = std::remove_pointer_t<decltype(tag)>;
-    status = launch_ring<lora_swiglu_ring_kernel<T, SwigluRing>>(ring_grid(n, k), kRingBytes<T, 2, 2, SwigluRing>,
-                                                                 stream, gate, up, xg, bg, xu, bu, n, k,
-                                                                 static_cast<int64_t>(kRingBlockRows), scale, out);
-  });
-  return status;
-}
-
-}  // namespace swift::ops::cuda::lora_detail
+}  // namespace swift::ops::cuda

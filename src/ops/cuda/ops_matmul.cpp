@@ -333,17 +333,17 @@ EnvSwitch& dx_sm90_switch() {
 }
 
 // lora_linear_backward's input gradient with its LoRA term in one product: our Hopper GEMM (gemm_sm90.cuh) adds the
-// term to each fp32 sum before rounding (one rounding where the two passes round twice). True when it ran: the
-// switch on, r 8, BF16 dy / x / w / dx, k % 256 == 0, dx written (not accumulated), the mask absent or cached, an
-// sm_90a device.
+// term to each fp32 sum before rounding (one rounding where the two passes round twice). The caller checked the
+// switch, r 8 and that dx is written, not accumulated. True when it ran: BF16 dy / w / dx, the mask absent or cached,
+// a shape the kernel's term takes (gemm_sm90_fits: k % 256 == 0), an sm_90a device.
 bool fused_dx_sm90(const Tensor& dy, const Tensor& w, const Tensor& g, const Tensor& a, float scale,
                    const Dropout& dropout, Tensor& dx) {
   const int device = dev(dy);
   const int64_t n = dy.size(0), m = dy.size(1), k = w.size(1);
   const DropoutParams d = params_of(dropout);
   const uint8_t* bits = keep_bits_of(dropout);
-  if (!dx_sm90_switch().on() || a.size(0) != 8 || dy.dtype() != DType::BF16 || w.dtype() != DType::BF16 ||
-      dx.dtype() != DType::BF16 || n <= 0 || m <= 0 || k % 256 != 0 || (d.threshold != 0 && bits == nullptr)) {
+  if (dy.dtype() != DType::BF16 || w.dtype() != DType::BF16 || dx.dtype() != DType::BF16 || m <= 0 ||
+      (d.threshold != 0 && bits == nullptr)) {
     return false;
   }
   Sm90Gemm gemm;
