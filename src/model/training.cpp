@@ -711,10 +711,19 @@ void TrainableModel::layer_backward(int64_t i, const MicroBatch& b, Activations&
   Tensor d_h;
   {
     Tensor d_act = act({T, F_r});
-    lin_back(LinearKind::Down, d, a.act, d_act, false);
-    a.act = Tensor();
     Tensor d_up = a.up;  // in place: up is read for the last time by the swiglu's backward
-    ops::swiglu_backward(d_act, a.gate, a.up, d_act, d_up);  // d_act now holds d_gate
+    Linear& down = l.linears[static_cast<size_t>(LinearKind::Down)];
+    if (down.lora != nullptr && !down.lora->dora()) {  // down's input-gradient term added in the swiglu's pass
+      ops::lora_linear_swiglu_backward(d, a.act, down.w, down.lora->a, down.lora->b,
+                                       a.xa[static_cast<size_t>(LinearKind::Down)], lora_.scale,
+                                       backward_dropout(LinearKind::Down), a.gate, a.up, d_act, d_up, down.grad_a,
+                                       down.grad_b);
+      a.act = Tensor();
+    } else {
+      lin_back(LinearKind::Down, d, a.act, d_act, false);
+      a.act = Tensor();
+      ops::swiglu_backward(d_act, a.gate, a.up, d_act, d_up);
+    }  // d_act now holds d_gate
     a.gate = a.up = Tensor();
     norm_again(a.x_mid, l.post_norm, a.h2);
     d_h = act({T, C});

@@ -311,6 +311,18 @@ void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, co
            [&] { cuda::lora_linear_backward(dy, x, w, a, b, xa, scale, dropout, dx, da, db, accumulate_dx); });
 }
 
+void lora_linear_swiglu_backward(const Tensor& dy, const Tensor& act, const Tensor& w, const Tensor& a,
+                                 const Tensor& b, const Tensor& xa, float scale, const Dropout& dropout,
+                                 const Tensor& gate, const Tensor& up, Tensor& dgate, Tensor& dup, Tensor& da,
+                                 Tensor& db) {
+  require_writable("lora_linear_swiglu_backward", {&dgate, &dup, &da, &db});
+  dispatch("lora_linear_swiglu_backward",
+           detail::check_lora_linear_swiglu_backward(dy, act, w, a, b, xa, scale, dropout, gate, up, dgate, dup, da,
+                                                     db),
+           [&] { cpu::lora_linear_swiglu_backward(dy, act, w, a, b, xa, scale, dropout, gate, up, dgate, dup, da, db); },
+           [&] { cuda::lora_linear_swiglu_backward(dy, act, w, a, b, xa, scale, dropout, gate, up, dgate, dup, da, db); });
+}
+
 void lora_xa_shared(const Tensor& x, const std::vector<LoraSharedXa>& jobs) {
   if (jobs.empty()) return;
   std::vector<const Tensor*> outs;

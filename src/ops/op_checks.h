@@ -94,6 +94,12 @@ Device check_lora_linear_backward_shared(const Tensor& x, const std::vector<Lora
 Device check_lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& a,
                                   const Tensor& b, const Tensor& xa, float scale, const Dropout& dropout,
                                   const Tensor& dx, const Tensor& da, const Tensor& db, bool accumulate_dx);
+// check_lora_linear_backward (x = act, dx = dgate) and check_swiglu_backward (dout = dgate), dgate apart from gate,
+// up and dup, dup apart from act.
+Device check_lora_linear_swiglu_backward(const Tensor& dy, const Tensor& act, const Tensor& w, const Tensor& a,
+                                         const Tensor& b, const Tensor& xa, float scale, const Dropout& dropout,
+                                         const Tensor& gate, const Tensor& up, const Tensor& dgate, const Tensor& dup,
+                                         const Tensor& da, const Tensor& db);
 // Shared by cross_entropy and token_logprobs(_backward); dlogp / logp may be undefined where not used.
 Device check_lm_head_loss(const char* op, const Tensor& hidden, const Tensor& head, const Tensor& labels,
                           const CrossEntropyOptions& options, const Tensor& per_token, const Tensor& dhidden,

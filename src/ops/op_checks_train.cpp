@@ -303,6 +303,24 @@ Device check_lora_linear_backward_shared(const Tensor& x, const std::vector<Lora
   return device;
 }
 
+Device check_lora_linear_swiglu_backward(const Tensor& dy, const Tensor& act, const Tensor& w, const Tensor& a,
+                                         const Tensor& b, const Tensor& xa, float scale, const Dropout& dropout,
+                                         const Tensor& gate, const Tensor& up, const Tensor& dgate, const Tensor& dup,
+                                         const Tensor& da, const Tensor& db) {
+  const char* op = "lora_linear_swiglu_backward";
+  require_defined(op, "dgate", dgate);
+  const Device device = checked_as(op, [&] {
+    return check_lora_linear_backward(dy, act, w, a, b, xa, scale, dropout, dgate, da, db, false);
+  });
+  if (const Device d = checked_as(op, [&] { return check_swiglu_backward(dgate, gate, up, dgate, dup); });
+      d != device) {
+    fail("{}: gate and up on {}, act on {}", op, d.str(), device.str());
+  }
+  require_disjoint(op, "dgate", dgate, {{"gate", &gate}, {"up", &up}});
+  require_disjoint(op, "dup", dup, {{"act", &act}, {"dy", &dy}, {"gate", &gate}, {"da", &da}, {"db", &db}});
+  return device;
+}
+
 Device check_lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& a,
                                   const Tensor& b, const Tensor& xa, float scale, const Dropout& dropout,
                                   const Tensor& dx, const Tensor& da, const Tensor& db, bool accumulate_dx) {

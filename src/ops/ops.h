@@ -284,6 +284,17 @@ void lora_b_product(Tensor& y, const LoraBProduct& bp, float scale);
 void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b,
                           const Tensor& xa, float scale, const Dropout& dropout, Tensor& dx, Tensor& da, Tensor& db,
                           bool accumulate_dx = false);
+// Backward of a LoRA linear over act = swiglu(gate, up) (the MLP's down, no bias) through the swiglu: the gradient of
+// act as lora_linear_backward(dy, act, ..., dx = dgate, da, db) writes it, then swiglu_backward(dgate, gate, up, dgate,
+// dup): the same bits. On CUDA with SWIFT_LORA_SWIGLU_BWD=1 act's LoRA term is added in the swiglu backward's pass (one
+// pass over (N, F) fewer; off by default, measured slower: cuda_ops.h).
+//   dy: (N, M); act, gate, up: (N, F), one activation dtype; w, a, b, xa, scale, dropout as lora_linear_backward's
+//   (x = act). dgate, dup: (N, F) written, apart from act and from each other; dgate holds act's gradient while the op
+//   runs, so it must not be gate or up; dup may be up (in place). da, db: += as lora_linear_backward's, or undefined.
+void lora_linear_swiglu_backward(const Tensor& dy, const Tensor& act, const Tensor& w, const Tensor& a,
+                                 const Tensor& b, const Tensor& xa, float scale, const Dropout& dropout,
+                                 const Tensor& gate, const Tensor& up, Tensor& dgate, Tensor& dup, Tensor& da,
+                                 Tensor& db);
 // Several LoRA linears that read the same input x (a layer's q, k and v, or its gate and up), with the passes over x
 // shared where the backend can: on CUDA the xa passes, and the backward's da passes, of up to 3 linears run as one
 // launch whose blocks read x together. The same bits as the single ops called in order.

@@ -544,6 +544,65 @@ TEST(OpsCudaMatmul, SwigluLoraEqualsBProductThenSwiglu) {
   }
 }
 
+// The MLP's down backward through the swiglu (lora_linear_swiglu_backward; lora_ring.cu's fused pass where r 8 and the
+// ring take the width) is lora_linear_backward into act's gradient then swiglu_backward: the same bits of dgate, dup
+// (written over up), da and db, with the mask drawn, read from the forward's keep-bits cache, or absent, over widths the
+// fused pass takes (several 128-column blocks, 256-row blocks, a last partial one) and widths left to the two ops (r
+// 16; F % 8 != 0; cached bits with F % 32 != 0), in F32, BF16 and F16; and the same with the fused pass switched off.
+TEST(OpsCudaMatmul, LoraSwigluBackwardIsTheTwoOps) {
+  ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
+  struct Case { int64_t n, f, m, r; };
+  const Case cases[] = {{70, 1056, 96, 8}, {600, 256, 72, 8}, {33, 200, 40, 8}, {1, 128, 8, 8}, {19, 64, 24, 16},
+                        {37, 60, 48, 8}, {300, 520, 64, 8}};
+  uint32_t seed = 9800;
+  auto dev = [](const Shape& shape, DType dtype) { return Tensor::empty(shape, dtype, Device::cuda()); };
+  enum class Mask { kNone, kDrawn, kCached };
+  for (const Case& cs : cases) {
+    for (DType act : {DType::F32, DType::BF16, DType::F16}) {
+      for (Mask mask : {Mask::kNone, Mask::kDrawn, Mask::kCached}) {
+        for (bool fused : {true, false}) {
+          SCOPED_TRACE(fmt::format("N={} F={} M={} r={} act={} mask={} fused={}", cs.n, cs.f, cs.m, cs.r, name(act),
+                                   static_cast<int>(mask), fused));
+          ops::cuda::set_lora_swiglu_backward_fused(fused);
+          ops::Dropout drop{mask == Mask::kNone ? 0.0f : 0.1f, 0x5EEDull + seed};
+          if (mask == Mask::kCached) {
+            drop.keep_bits = Tensor::zeros({cs.n, (cs.f + 7) / 8}, DType::U8).to(Device::cuda());
+          }
+          const float scale = 4.0f / static_cast<float>(cs.r);
+          auto [x_unused, w, a, b] = lora_operands(cs.n, cs.f, cs.m, cs.r, act, seed);
+          const Input gate = make_input({cs.n, cs.f}, act, ++seed, -4.0f, 4.0f);
+          const Input up = make_input({cs.n, cs.f}, act, ++seed);
+          const Input dy = make_input({cs.n, cs.m}, act, ++seed);
+          Tensor act_t = dev({cs.n, cs.f}, act), xa = dev({cs.n, cs.r}, DType::F32);
+          ops::swiglu(gate.dev, up.dev, act_t);
+          ops::lora_xa(act_t, a.dev, drop, xa);  // writes the keep bits of a cached mask
+          const Tensor da0 = random_tensor({cs.r, cs.f}, DType::F32, ++seed);
+          const Tensor db0 = random_tensor({cs.m, cs.r}, DType::F32, ++seed);
+          DeviceOut dgate_want({cs.n, cs.f}, act), dup_want({cs.n, cs.f}, act), da_want({cs.r, cs.f}, DType::F32),
+              db_want({cs.m, cs.r}, DType::F32);
+          da_want.set(da0);
+          db_want.set(db0);
+          ops::lora_linear_backward(dy.dev, act_t, w.dev, a.dev, b.dev, xa, scale, drop, dgate_want.tensor,
+                                    da_want.tensor, db_want.tensor);
+          ops::swiglu_backward(dgate_want.tensor, gate.dev, up.dev, dgate_want.tensor, dup_want.tensor);
+          DeviceOut dgate({cs.n, cs.f}, act), up_in_place({cs.n, cs.f}, act), da({cs.r, cs.f}, DType::F32),
+              db({cs.m, cs.r}, DType::F32);
+          up_in_place.set(up.ref);
+          da.set(da0);
+          db.set(db0);
+          ops::lora_linear_swiglu_backward(dy.dev, act_t, w.dev, a.dev, b.dev, xa, scale, drop, gate.dev,
+                                           up_in_place.tensor, dgate.tensor, up_in_place.tensor, da.tensor, db.tensor);
+          expect_bit_equal(dgate.fetch(), dgate_want.fetch(), "dgate");
+          expect_bit_equal(up_in_place.fetch(), dup_want.fetch(), "dup");
+          expect_bit_equal(da.fetch(), da_want.fetch(), "da");
+          expect_bit_equal(db.fetch(), db_want.fetch(), "db");
+        }
+      }
+    }
+  }
+  ops::cuda::set_lora_swiglu_backward_fused(false);
+}
+
 TEST(OpsCudaMatmul, LoraKeepBitsCacheIsTheMask) {
   ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
   struct Case { int64_t n, k, m, r; ops::DropoutMap map; };

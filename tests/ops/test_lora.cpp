@@ -413,6 +413,49 @@ TEST(OpsLora, SharedXPassesAreTheSingleOps) {
                            {"lora_linear_backward_shared", "no jobs"}));
 }
 
+// The MLP's down backward through the swiglu (lora_linear_swiglu_backward) is lora_linear_backward into act's gradient
+// then swiglu_backward: the same bits, with up overwritten by dup in place; outputs that would clobber an input it
+// still reads are named.
+TEST(OpsLora, SwigluBackwardThroughTheDownIsTheTwoOps) {
+  uint32_t seed = 7100;
+  const int64_t n = 19, f = 24, m = 11, r = 3;
+  const Tensor gate = random_tensor({n, f}, DType::F32, ++seed), up = random_tensor({n, f}, DType::F32, ++seed);
+  Tensor act = Tensor::zeros({n, f}, DType::F32);
+  ops::swiglu(gate, up, act);
+  const Tensor w = random_tensor({m, f}, DType::F32, ++seed), a = random_tensor({r, f}, DType::F32, ++seed);
+  const Tensor b = random_tensor({m, r}, DType::F32, ++seed), dy = random_tensor({n, m}, DType::F32, ++seed);
+  for (float p : {0.0f, 0.25f}) {
+    SCOPED_TRACE(::testing::Message() << "p=" << p);
+    const ops::Dropout drop{p, 90 + seed};
+    Tensor xa = Tensor::zeros({n, r}, DType::F32);
+    ops::lora_xa(act, a, drop, xa);
+    const Tensor da0 = random_tensor({r, f}, DType::F32, ++seed), db0 = random_tensor({m, r}, DType::F32, ++seed);
+    Tensor da_want = da0.clone(), db_want = db0.clone(), dgate_want = Tensor::zeros({n, f}, DType::F32);
+    Tensor dup_want = Tensor::zeros({n, f}, DType::F32);
+    ops::lora_linear_backward(dy, act, w, a, b, xa, 0.5f, drop, dgate_want, da_want, db_want);
+    ops::swiglu_backward(dgate_want, gate, up, dgate_want, dup_want);
+    Tensor da = da0.clone(), db = db0.clone(), dgate = Tensor::zeros({n, f}, DType::F32), up_in_place = up.clone();
+    ops::lora_linear_swiglu_backward(dy, act, w, a, b, xa, 0.5f, drop, gate, up_in_place, dgate, up_in_place, da, db);
+    EXPECT_TRUE(bit_equal(dgate, dgate_want));
+    EXPECT_TRUE(bit_equal(up_in_place, dup_want));
+    EXPECT_TRUE(bit_equal(da, da_want));
+    EXPECT_TRUE(bit_equal(db, db_want));
+  }
+  Tensor xa = Tensor::zeros({n, r}, DType::F32), none;
+  Tensor gate_copy = gate.clone(), dup = Tensor::zeros({n, f}, DType::F32), dgate = Tensor::zeros({n, f}, DType::F32);
+  EXPECT_TRUE(throws_error(
+      [&] { ops::lora_linear_swiglu_backward(dy, act, w, a, b, xa, 1.0f, {}, gate_copy, up, gate_copy, dup, none, none); },
+      {"lora_linear_swiglu_backward", "dgate", "overlaps gate"}));
+  Tensor act_copy = act.clone();
+  EXPECT_TRUE(throws_error(
+      [&] { ops::lora_linear_swiglu_backward(dy, act_copy, w, a, b, xa, 1.0f, {}, gate, up, dgate, act_copy, none, none); },
+      {"lora_linear_swiglu_backward", "dup", "overlaps act"}));
+  Tensor dgate_narrow = Tensor::zeros({n, f - 8}, DType::F32);
+  EXPECT_TRUE(throws_error(
+      [&] { ops::lora_linear_swiglu_backward(dy, act, w, a, b, xa, 1.0f, {}, gate, up, dgate_narrow, dup, none, none); },
+      {"lora_linear_swiglu_backward", "dx"}));
+}
+
 TEST(OpsLoraFd, ZeroBGivesTheBaseLinearAndRecomputeGivesTheSameMask) {
   Margin margin;
   const int64_t n = 37, k = 45, m = 29, r = 4;

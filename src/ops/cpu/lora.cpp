@@ -332,6 +332,15 @@ void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, co
   lora_rank_backward(dy, x, a, b, xa, scale, dropout, dx, da, db);
 }
 
+// The two ops in order (the CPU has no pass to save).
+void lora_linear_swiglu_backward(const Tensor& dy, const Tensor& act, const Tensor& w, const Tensor& a,
+                                 const Tensor& b, const Tensor& xa, float scale, const Dropout& dropout,
+                                 const Tensor& gate, const Tensor& up, Tensor& dgate, Tensor& dup, Tensor& da,
+                                 Tensor& db) {
+  cpu::lora_linear_backward(dy, act, w, a, b, xa, scale, dropout, dgate, da, db, false);
+  cpu::swiglu_backward(dgate, gate, up, dgate, dup);
+}
+
 // The single ops in order (the CPU has no pass over x to share).
 void lora_xa_shared(const Tensor& x, const std::vector<LoraSharedXa>& jobs) {
   for (const LoraSharedXa& job : jobs) {

@@ -85,6 +85,10 @@ void lora_b_product(Tensor& y, const LoraBProduct& bp, float scale);
 void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b,
                           const Tensor& xa, float scale, const Dropout& dropout, Tensor& dx, Tensor& da, Tensor& db,
                           bool accumulate_dx);
+void lora_linear_swiglu_backward(const Tensor& dy, const Tensor& act, const Tensor& w, const Tensor& a,
+                                 const Tensor& b, const Tensor& xa, float scale, const Dropout& dropout,
+                                 const Tensor& gate, const Tensor& up, Tensor& dgate, Tensor& dup, Tensor& da,
+                                 Tensor& db);
 void lora_xa_shared(const Tensor& x, const std::vector<LoraSharedXa>& jobs);
 void lora_linear_backward_shared(const Tensor& x, const std::vector<LoraSharedBackward>& jobs, float scale, Tensor& dx,
                                  bool accumulate_dx);
@@ -131,6 +135,13 @@ void set_lora_shared_x_passes(bool on);
 // SWIFT_LORA_GROUP_DX=0 (A/B: one pass each); set_lora_group_dx_terms overrides it (tests).
 bool lora_group_dx_terms();
 void set_lora_group_dx_terms(bool on);
+// lora_linear_swiglu_backward adds act's LoRA term in the swiglu backward's pass (lora_ring.cu
+// launch_lora_swiglu_backward: r 8, one-pass shapes; the same bits as the term's pass then swiglu_backward) with
+// SWIFT_LORA_SWIGLU_BWD=1. Off by default: the fused pass is bound by its instruction issue (the swiglu backward's exp
+// and two divisions on top of the rank term, at the ring's occupancy) and made the 7B step ~1% slower
+// (docs/PERFORMANCE.md run 26); set_lora_swiglu_backward_fused overrides it (tests).
+bool lora_swiglu_backward_fused();
+void set_lora_swiglu_backward_fused(bool on);
 // SWIFT_LORA_DX_SM90=1 (off by default): lora_linear_backward (one linear, dx written, r 8, BF16, in features a
 // multiple of 256, the mask absent or cached) runs its input gradient on our Hopper GEMM with the LoRA dx term added
 // in the epilogue before rounding (gemm_sm90.cuh's term), in place of cuBLASLt's product and the term's pass over dx:

@@ -86,6 +86,17 @@ cudaError_t launch_lora_rank_update_group(void* y, int y_dtype, const float* con
                                           const uint8_t* const* keep_bits, int count, int64_t n, int64_t k,
                                           float scale, uint32_t threshold, float keep_scale, cudaStream_t stream);
 
+// The MLP's down (a LoRA linear over act = swiglu(gate, up), r 8) into the swiglu's backward, in one pass: d = dact +
+// scale * mult * (g a) rounded as launch_lora_rank_update rounds dx, then dgate, dup as launch_swiglu_backward computes
+// them from that d (the bits of those two launches; act's gradient is not stored). dact, gate, up, dgate, dup: (n, k)
+// of dtype code 0 / 1 / 2, dgate may be dact and dup may be up; g (n, 8), a (8, k) F32; the multipliers from keep_bits
+// when non-null, else drawn. lora_swiglu_backward_fits: whether the launch takes k (else the two launches).
+bool lora_swiglu_backward_fits(int64_t k, uint32_t threshold, const uint8_t* keep_bits);
+cudaError_t launch_lora_swiglu_backward(const void* dact, const void* gate, const void* up, int dtype, const float* g,
+                                        const float* a, int64_t n, int64_t k, float scale, uint64_t seed,
+                                        uint32_t threshold, float keep_scale, const DropoutMap& map,
+                                        const uint8_t* keep_bits, void* dgate, void* dup, cudaStream_t stream);
+
 // Row slices of the da pass (a function of the shape only); `part` needs lora_da_slices(n, k, r) * r * k floats.
 int64_t lora_da_slices(int64_t n, int64_t k, int r);
 // da (r, k) += scale * g^T dropout(x) in one read of x; g: (n, r) F32; the mask from keep_bits when non-null.

@@ -3,6 +3,7 @@
 //   y = (y | 0 | y + residual) + scale * mult * (g F)   (the B product, add_lora_residual's form, the dx term)
 //   gate += scale xg bg^T, up += scale xu bu^T, out = swiglu(gate, up)   (the MLP's folded B products)
 //   y += scale * mult_j * (g_j F_j), j = 0 .. J - 1, each rounded   (the dx terms of 2 or 3 linears over one x)
+//   d = dact + scale * mult * (g a), rounded; dgate, dup = swiglu backward at d   (the MLP's down, into the swiglu's)
 // lora.cu's shared-memory forms (lora_rank_update_kernel, lora_swiglu_kernel) read each element's 8 factor values
 // from shared memory: L1 ran at 90% while DRAM ran at 43-50% (docs/PERFORMANCE.md run 18, call 12). With the factor
 // in registers but each warp's rows loaded into registers a group at a time, the kernels waited on every group's
@@ -16,11 +17,16 @@
 //    bits k % 32 == 0 (a row's 16 cache bytes of a block copy as 4-byte pieces). The launchers in lora.cu check.
 //  - Each lane reads back only what it copied, except g's rows and the keep bits, which a __syncwarp after the wait
 //    publishes; a buffer is refilled only after every lane passed the next item's __syncwarp.
+//  - Blocks of 128 columns x 128-256 rows, the rows chosen per launch to fill the last wave (ring_plan): no result
+//    depends on them.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
+#include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <type_traits>
 
 #include "ops/cuda/attention_common.cuh"
@@ -120,7 +126,9 @@ using RankRing = RingShape<4, 4, 3>;
 using SwigluRing = RingShape<4, 4, 2>;
 // The grouped dx terms (2 or 3 factors' columns in registers: up to 96 floats) at 2 blocks per SM.
 using RankGroupRing = RingShape<4, 4, 2>;
-constexpr int kRingBlockRows = 256;                  // rows per block: 8 items per warp
+// The dx term taken into the swiglu's backward (three streamed operands: 102 KB of ring per 16-bit block) at 2.
+using SwigluBackwardRing = RingShape<4, 4, 2>;
+constexpr int kRingBlockRows = 256;                  // rows per block at most (ring_plan): 8 items per warp
 
 template <typename T, int kY, int kG, int kRows, int kB = 1>
 struct RingStage {
@@ -251,7 +259,7 @@ enum RingMask : int { kNoMask = 0, kCachedMask = 1, kDrawnMask = 2 };
 // of the other two (registers, and 80 of them at 3 blocks per SM).
 template <typename T, bool kTransposed, bool kResidual, int kMask, typename S>
 __global__ void __launch_bounds__(kThreads, S::kMinBlocks)
-    lora_rank_ring_kernel(void* y, const float* g, const float* f, int64_t n, int64_t k, int64_t rows_per_block,
+    lora_rank_ring_kernel(int64_t rows_per_block, void* y, const float* g, const float* f, int64_t n, int64_t k,
                           float scale, uint64_t seed, uint32_t threshold, float keep_scale, DropoutMap map,
                           const uint8_t* keep_bits, bool overwrite, const void* residual) {
   extern __shared__ __align__(16) uint4 ring_smem[];
@@ -309,7 +317,7 @@ struct RankGroupJobs {
 };
 template <typename T, int J, int kMask, typename S>
 __global__ void __launch_bounds__(kThreads, S::kMinBlocks)
-    lora_rank_group_ring_kernel(void* y, RankGroupJobs<J> jobs, int64_t n, int64_t k, int64_t rows_per_block,
+    lora_rank_group_ring_kernel(int64_t rows_per_block, void* y, RankGroupJobs<J> jobs, int64_t n, int64_t k,
                                 float scale, float keep_scale) {
   extern __shared__ __align__(16) uint4 ring_smem[];
   const void* const srcs[1] = {y};
@@ -360,8 +368,8 @@ __global__ void __launch_bounds__(kThreads, S::kMinBlocks)
 // through the ring.
 template <typename T, typename S>
 __global__ void __launch_bounds__(kThreads, S::kMinBlocks)
-    lora_swiglu_ring_kernel(void* gate, void* up, const float* xg, const float* bg, const float* xu, const float* bu,
-                            int64_t n, int64_t k, int64_t rows_per_block, float scale, void* out) {
+    lora_swiglu_ring_kernel(int64_t rows_per_block, void* gate, void* up, const float* xg, const float* bg,
+                            const float* xu, const float* bu, int64_t n, int64_t k, float scale, void* out) {
   extern __shared__ __align__(16) uint4 ring_smem[];
   const void* const srcs[2] = {gate, up};
   const float* const g_src[2] = {xg, xu};
@@ -412,20 +420,127 @@ __global__ void __launch_bounds__(kThreads, S::kMinBlocks)
   }
 }
 
-// Launches a rank-term pass with its ring (bytes of dynamic shared memory).
-template <auto Kernel, typename... Args>
-cudaError_t launch_ring(dim3 grid, int bytes, cudaStream_t stream, Args... args) {
-  const cudaError_t status = set_func_attribute_once<Kernel>(cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-  if (status != cudaSuccess) return status;
-  Kernel<<<grid, kThreads, bytes, stream>>>(args...);
-  return cudaGetLastError();
+// The MLP's down (a LoRA linear over act = swiglu(gate, up)) taken into the swiglu's backward: d = dact + scale * mult
+// * (g F) with F = a (8, k), the sum rounded to T as lora_rank_ring_kernel stores dx, then dgate, dup =
+// swiglu_grads(d, gate, up) as the swiglu backward's map kernel computes them from that stored d (elementwise.cu): the
+// bits of the dx term's pass and then swiglu_backward, with act's gradient never stored in between. dgate may be dact
+// and dup may be up (each element read through the ring before its lane writes it).
+template <typename T, int kMask, typename S>
+__global__ void __launch_bounds__(kThreads, S::kMinBlocks)
+    lora_swiglu_backward_ring_kernel(int64_t rows_per_block, const void* dact, const void* gate, const void* up,
+                                     const float* g, const float* f, int64_t n, int64_t k, float scale,
+                                     uint64_t seed, uint32_t threshold, float keep_scale, DropoutMap map,
+                                     const uint8_t* keep_bits, void* dgate, void* dup) {
+  extern __shared__ __align__(16) uint4 ring_smem[];
+  const void* const srcs[3] = {dact, gate, up};
+  const float* const g_src[1] = {g};
+  const uint8_t* const bits_src[1] = {kMask == kCachedMask ? keep_bits : nullptr};
+  const RowRing<T, 3, 1, S> ring(ring_smem, srcs, g_src, bits_src, n, k, rows_per_block);
+  ring.start();
+  const int64_t col = ring.col;
+  const bool col_inside = col < k;
+  float fv[8][kRowCols];
+  factor_columns<false>(f, k, col, fv);
+  for (int item = 0; item < ring.items; ++item) {
+    const auto& st = ring.next(item);
+    const int64_t r0 = ring.row0(item);
+    if (!col_inside) continue;
+    const int rows = n - r0 < S::kRows ? static_cast<int>(n - r0) : S::kRows;  // >= 1
+    int64_t e = r0 * k + col;
+#pragma unroll
+    for (int j = 0; j < S::kRows; ++j, e += k) {
+      if (j >= rows) break;
+      float gv[8], t[kRowCols], d[kRowCols], gt[kRowCols], ut[kRowCols], dg[kRowCols], du[kRowCols];
+      ring.g_row(st, 0, j, gv);
+      rank_terms4(fv, gv, t);
+      if constexpr (kMask == kCachedMask) apply_keep_bits<kRowCols>(t, ring.keep_bits4(st, j), keep_scale);
+      if constexpr (kMask == kDrawnMask) {
+        apply_keep_bits<kRowCols>(t, dropout_keep_bits<kRowCols>(seed, map, r0 + j, col, k, threshold), keep_scale);
+      }
+      raw4_to_float<T>(ring.y_raw(st, 0, j), d);
+#pragma unroll
+      for (int i = 0; i < kRowCols; ++i) d[i] = d[i] + scale * t[i];
+      if constexpr (kHalfWidth<T>) {  // act's gradient as the dx term's pass stores it and the swiglu backward loads it
+        Raw4<T> w;
+        w.x = float2_to_pair<T>(d[0], d[1]);
+        w.y = float2_to_pair<T>(d[2], d[3]);
+        raw4_to_float<T>(w, d);
+      }
+      raw4_to_float<T>(ring.y_raw(st, 1, j), gt);
+      raw4_to_float<T>(ring.y_raw(st, 2, j), ut);
+#pragma unroll
+      for (int i = 0; i < kRowCols; ++i) swiglu_grads(d[i], gt[i], ut[i], dg[i], du[i]);
+      store4<T>(dgate, e, dg);
+      store4<T>(dup, e, du);
+    }
+  }
 }
 
+// Rows per block and grid of a ring pass over (n, k). A block is 128 columns x `rows` rows (a multiple of the ring's
+// item rows, 256 at most): each element's arithmetic is the same whatever the rows, so the choice changes no bits and
+// may depend on the device. It is the one whose blocks fill the last wave of resident blocks best (the kernel's
+// occupancy at its shared memory, times the SMs), the larger on a tie: over the 7B's hidden states (k 3,584, n
+// 8,192) 256-row blocks make 896 blocks, 2.26 waves of the rank update's 396 resident blocks and 3.39 of the
+// grouped dx terms' 264 (docs/PERFORMANCE.md run 26). SWIFT_LORA_RING_ROWS=R (a multiple of 32) fixes R (A/B).
+struct RingPlan {
+  dim3 grid;
+  int64_t rows = 0;
+};
+int64_t forced_ring_rows() {
+  static const int64_t forced = [] {
+    const char* v = std::getenv("SWIFT_LORA_RING_ROWS");
+    const int64_t r = v != nullptr ? std::atoll(v) : 0;
+    return r >= 32 && r <= 4096 && r % 32 == 0 ? r : int64_t{0};
+  }();
+  return forced;
+}
+template <auto Kernel>
+cudaError_t ring_plan(int64_t n, int64_t k, int bytes, int item_rows, RingPlan& plan) {
+  cudaError_t status = set_func_attribute_once<Kernel>(cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (status != cudaSuccess) return status;
+  static std::atomic<int> resident_per_sm{0};  // the kernel's occupancy at `bytes` (fixed per instantiation)
+  int per_sm = resident_per_sm.load(std::memory_order_relaxed);
+  if (per_sm == 0) {
+    status = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, Kernel, kThreads, bytes);
+    if (status != cudaSuccess) return status;
+    per_sm = per_sm > 0 ? per_sm : 1;
+    resident_per_sm.store(per_sm, std::memory_order_relaxed);
+  }
+  int device = 0, sms = 0;
+  if ((status = cudaGetDevice(&device)) != cudaSuccess) return status;
+  if ((status = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return status;
+  const int64_t col_blocks = (k + kRowBlockCols - 1) / kRowBlockCols;
+  const double slots = static_cast<double>(per_sm) * (sms > 0 ? sms : 1);
+  int64_t best = 0;
+  if (forced_ring_rows() > 0) {
+    best = (forced_ring_rows() + item_rows - 1) / item_rows * item_rows;
+  } else {
+    double best_fill = -1.0;
+    for (int64_t rows = kRingBlockRows / item_rows * item_rows; rows >= kRingBlockRows / 2 && rows >= item_rows;
+         rows -= item_rows) {
+      const double waves = static_cast<double>(col_blocks * ((n + rows - 1) / rows)) / slots;
+      const double fill = waves / std::ceil(waves);  // the share of the launched waves' slots that have work
+      if (fill > best_fill + 1e-9) {
+        best_fill = fill;
+        best = rows;
+      }
+    }
+  }
+  if ((n + best - 1) / best > 65535) return cudaErrorInvalidValue;  // grid.y
+  plan.rows = best;
+  plan.grid = dim3(static_cast<unsigned>(col_blocks), static_cast<unsigned>((n + best - 1) / best));
+  return cudaSuccess;
+}
 
-// Rows per block and grid of the ring passes.
-dim3 ring_grid(int64_t n, int64_t k) {
-  return dim3(static_cast<unsigned>((k + kRowBlockCols - 1) / kRowBlockCols),
-              static_cast<unsigned>((n + kRingBlockRows - 1) / kRingBlockRows));
+// Launches a ring pass over (n, k) (bytes of dynamic shared memory; the kernel's first argument is its rows per
+// block, from ring_plan).
+template <auto Kernel, typename S, typename... Args>
+cudaError_t launch_ring(int64_t n, int64_t k, int bytes, cudaStream_t stream, Args... args) {
+  RingPlan plan;
+  const cudaError_t status = ring_plan<Kernel>(n, k, bytes, S::kItemRows, plan);
+  if (status != cudaSuccess) return status;
+  Kernel<<<plan.grid, kThreads, bytes, stream>>>(plan.rows, args...);
+  return cudaGetLastError();
 }
 
 }  // namespace
@@ -448,9 +563,9 @@ cudaError_t launch_lora_rank_update_ring(void* y, int y_dtype, const float* g, c
     const auto go = [&](auto transposed, auto with_residual) {
       constexpr bool kT = decltype(transposed)::value, kR = decltype(with_residual)::value;
       const auto launch = [&](auto mask) {
-        status = launch_ring<lora_rank_ring_kernel<T, kT, kR, decltype(mask)::value, RankRing>>(
-            ring_grid(n, k), kRingBytes<T, kR ? 2 : 1, 1, RankRing>, stream, y, g, f, n, k,
-            static_cast<int64_t>(kRingBlockRows), scale, seed, threshold, keep_scale, map, keep_bits, overwrite,
+        status = launch_ring<lora_rank_ring_kernel<T, kT, kR, decltype(mask)::value, RankRing>, RankRing>(
+            n, k, kRingBytes<T, kR ? 2 : 1, 1, RankRing>, stream, y, g, f, n, k, scale, seed, threshold, keep_scale,
+            map, keep_bits, overwrite,
             residual);
       };
       if (threshold == 0) return launch(std::integral_constant<int, kNoMask>{});
@@ -471,16 +586,15 @@ cudaError_t launch_lora_swiglu_ring(void* gate, void* up, int dtype, const float
   cudaError_t status = cudaSuccess;
   with_element_type(dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    status = launch_ring<lora_swiglu_ring_kernel<T, SwigluRing>>(ring_grid(n, k), kRingBytes<T, 2, 2, SwigluRing>,
-                                                                 stream, gate, up, xg, bg, xu, bu, n, k,
-                                                                 static_cast<int64_t>(kRingBlockRows), scale, out);
+    status = launch_ring<lora_swiglu_ring_kernel<T, SwigluRing>, SwigluRing>(
+        n, k, kRingBytes<T, 2, 2, SwigluRing>, stream, gate, up, xg, bg, xu, bu, n, k, scale, out);
   });
   return status;
 }
 
 }  // namespace swift::ops::cuda::lora_detail
 
-// kernels_lora.cuh's grouped dx terms: lora_rank_group_ring_kernel on the ring's launcher.
+// kernels_lora.cuh's grouped dx terms and the down's term in the swiglu backward, on the ring's launcher.
 namespace swift::ops::cuda {
 
 using namespace lora_detail;
@@ -512,15 +626,42 @@ cudaError_t launch_lora_rank_update_group(void* y, int y_dtype, const float* con
         jobs.f[j] = f[j];
         jobs.bits[j] = kMask == kCachedMask ? keep_bits[j] : nullptr;
       }
-      status = launch_ring<lora_rank_group_ring_kernel<T, J, kMask, RankGroupRing>>(
-          ring_grid(n, k), kRingBytes<T, 1, J, RankGroupRing, J>, stream, y, jobs, n, k,
-          static_cast<int64_t>(kRingBlockRows), scale, keep_scale);
+      status = launch_ring<lora_rank_group_ring_kernel<T, J, kMask, RankGroupRing>, RankGroupRing>(
+          n, k, kRingBytes<T, 1, J, RankGroupRing, J>, stream, y, jobs, n, k, scale, keep_scale);
     };
     const auto with_mask = [&](auto jobs_count) {
       threshold == 0 ? go(jobs_count, std::integral_constant<int, kNoMask>{})
                      : go(jobs_count, std::integral_constant<int, kCachedMask>{});
     };
     count == 2 ? with_mask(std::integral_constant<int, 2>{}) : with_mask(std::integral_constant<int, 3>{});
+  });
+  return status;
+}
+
+bool lora_swiglu_backward_fits(int64_t k, uint32_t threshold, const uint8_t* keep_bits) {
+  return lora_ring_fits(k, threshold, keep_bits);
+}
+
+cudaError_t launch_lora_swiglu_backward(const void* dact, const void* gate, const void* up, int dtype, const float* g,
+                                        const float* a, int64_t n, int64_t k, float scale, uint64_t seed,
+                                        uint32_t threshold, float keep_scale, const DropoutMap& map,
+                                        const uint8_t* keep_bits, void* dgate, void* dup, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  if (!activation_code(dtype) || !lora_swiglu_backward_fits(k, threshold, keep_bits) || n >= (1LL << 40)) {
+    return cudaErrorInvalidValue;
+  }
+  cudaError_t status = cudaSuccess;
+  with_element_type(dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    const auto launch = [&](auto mask) {
+      status = launch_ring<lora_swiglu_backward_ring_kernel<T, decltype(mask)::value, SwigluBackwardRing>,
+                           SwigluBackwardRing>(n, k, kRingBytes<T, 3, 1, SwigluBackwardRing>, stream, dact, gate, up,
+                                               g, a, n, k, scale, seed, threshold, keep_scale, map, keep_bits, dgate,
+                                               dup);
+    };
+    if (threshold == 0) return launch(std::integral_constant<int, kNoMask>{});
+    keep_bits != nullptr ? launch(std::integral_constant<int, kCachedMask>{})
+                         : launch(std::integral_constant<int, kDrawnMask>{});
   });
   return status;
 }

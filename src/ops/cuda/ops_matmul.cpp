@@ -26,6 +26,9 @@
 //    shapes; SWIFT_LORA_SHARED_X=0 off): the xa passes, and the backward's da passes after every job's dy pass,
 //    frozen product and dx term, run as one launch each (lora.cu launch_lora_xa_group / launch_lora_da_group); each
 //    job's kernel work and summation order are the single launch's, so the bits are the single ops'.
+//  - lora_linear_swiglu_backward (the MLP's down through the swiglu): lora_linear_backward into dgate, then
+//    swiglu_backward; with SWIFT_LORA_SWIGLU_BWD=1 (off: measured slower) the dx term is left by the backward and
+//    added in the swiglu backward's pass (lora_ring.cu), the same bits.
 //  - SWIFT_PROFILE also times the parts of a LoRA linear (frozen GEMM, xa, B product, db, g, dx term, da) as nested
 //    DeviceRegions (profile_events.h) named "lora_linear.<part>" / "lora_linear_backward.<part>".
 //  - Outputs of 16-bit dtype are rounded once per product (accumulate: the old value is read in fp32, added, the
@@ -788,6 +791,45 @@ void lora_linear_backward_shared(const Tensor& x, const std::vector<LoraSharedBa
   DeviceRegion region("lora_linear_backward.da", device);
   check_launch(op, launch_lora_da_group(x.raw(), code(x.dtype()), n, k, r, scale, d0.threshold, d0.keep_scale, d0.map,
                                         launch.data(), count, stream(device), x_pass_config()));
+}
+
+namespace {
+EnvSwitch& swiglu_backward_switch() {
+  static EnvSwitch sw("SWIFT_LORA_SWIGLU_BWD", false);
+  return sw;
+}
+}  // namespace
+
+bool lora_swiglu_backward_fused() { return swiglu_backward_switch().on(); }
+
+void set_lora_swiglu_backward_fused(bool on) { swiglu_backward_switch().set(on); }
+
+void lora_linear_swiglu_backward(const Tensor& dy, const Tensor& act, const Tensor& w, const Tensor& a,
+                                 const Tensor& b, const Tensor& xa, float scale, const Dropout& dropout,
+                                 const Tensor& gate, const Tensor& up, Tensor& dgate, Tensor& dup, Tensor& da,
+                                 Tensor& db) {
+  const char* op = "lora_linear_swiglu_backward";
+  const int device = dev(act);
+  const int64_t n = act.size(0), k = act.size(1), r = a.size(0);
+  const DropoutParams d = params_of(dropout);
+  const uint8_t* bits = keep_bits_of(dropout);
+  // The fused pass where act's term would run as one ring pass (r 8, one-pass shapes) on 16-byte aligned operands;
+  // else the two ops as they are.
+  const bool fused = lora_swiglu_backward_fused() && r == 8 && factor_in_registers() && one_pass(act, r) &&
+                     one_pass(dgate, r) && one_pass(gate, r) && one_pass(up, r) && one_pass(dup, r) &&
+                     lora_swiglu_backward_fits(k, d.threshold, bits);
+  DeferredPasses left;
+  linear_backward_lora(dy, act, w, a, b, xa, scale, dropout, dgate, da, db, false, &left, false,
+                       /*defer_term=*/fused);
+  if (left.term) {
+    DeviceRegion region("lora_linear_backward.dx_lora", device);
+    check_launch(op, launch_lora_swiglu_backward(dgate.raw(), gate.raw(), up.raw(), code(act.dtype()),
+                                                 left.g.data<float>(), a.data<float>(), n, k, scale, d.seed,
+                                                 d.threshold, d.keep_scale, d.map, bits, dgate.raw(), dup.raw(),
+                                                 stream(device)));
+    return;
+  }
+  swiglu_backward(dgate, gate, up, dgate, dup);
 }
 
 }  // namespace swift::ops::cuda
