@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# On the GPU machine: rows per block of the ring passes (lora_ring.cu ring_plan: the rows that fill the last wave of
+# On the GPU machine (session 23, the tree of 6112564; ring_plan was removed after it measured neutral: PERFORMANCE
+# run 26 call 4): rows per block of the ring passes (lora_ring.cu ring_plan: the rows that fill the last wave of
 # resident blocks best) against fixed rows (SWIFT_LORA_RING_ROWS=256, the former fixed size; 224): the gpu tests of
 # the LoRA ops, training, goldens, offload and F16 (and the LoRA ops again with 256 fixed: the same bits by
 # construction), then the 7B LoRA step interleaved. Carry .device-deps and .device-prebuilt (prebuild.sh test_gpu

@@ -17,16 +17,11 @@
 //    bits k % 32 == 0 (a row's 16 cache bytes of a block copy as 4-byte pieces). The launchers in lora.cu check.
 //  - Each lane reads back only what it copied, except g's rows and the keep bits, which a __syncwarp after the wait
 //    publishes; a buffer is refilled only after every lane passed the next item's __syncwarp.
-//  - Blocks of 128 columns x 128-256 rows, the rows chosen per launch to fill the last wave (ring_plan): no result
-//    depends on them.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include <atomic>
-#include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <type_traits>
 
 #include "ops/cuda/attention_common.cuh"
@@ -128,7 +123,7 @@ using SwigluRing = RingShape<4, 4, 2>;
 using RankGroupRing = RingShape<4, 4, 2>;
 // The dx term taken into the swiglu's backward (three streamed operands: 102 KB of ring per 16-bit block) at 2.
 using SwigluBackwardRing = RingShape<4, 4, 2>;
-constexpr int kRingBlockRows = 256;                  // rows per block at most (ring_plan): 8 items per warp
+constexpr int kRingBlockRows = 256;                  // rows per block: 8 items per warp
 
 template <typename T, int kY, int kG, int kRows, int kB = 1>
 struct RingStage {
@@ -259,7 +254,7 @@ enum RingMask : int { kNoMask = 0, kCachedMask = 1, kDrawnMask = 2 };
 // of the other two (registers, and 80 of them at 3 blocks per SM).
 template <typename T, bool kTransposed, bool kResidual, int kMask, typename S>
 __global__ void __launch_bounds__(kThreads, S::kMinBlocks)
-    lora_rank_ring_kernel(int64_t rows_per_block, void* y, const float* g, const float* f, int64_t n, int64_t k,
+    lora_rank_ring_kernel(void* y, const float* g, const float* f, int64_t n, int64_t k, int64_t rows_per_block,
                           float scale, uint64_t seed, uint32_t threshold, float keep_scale, DropoutMap map,
                           const uint8_t* keep_bits, bool overwrite, const void* residual) {
   extern __shared__ __align__(16) uint4 ring_smem[];
@@ -317,7 +312,7 @@ struct RankGroupJobs {
 };
 template <typename T, int J, int kMask, typename S>
 __global__ void __launch_bounds__(kThreads, S::kMinBlocks)
-    lora_rank_group_ring_kernel(int64_t rows_per_block, void* y, RankGroupJobs<J> jobs, int64_t n, int64_t k,
+    lora_rank_group_ring_kernel(void* y, RankGroupJobs<J> jobs, int64_t n, int64_t k, int64_t rows_per_block,
                                 float scale, float keep_scale) {
   extern __shared__ __align__(16) uint4 ring_smem[];
   const void* const srcs[1] = {y};
@@ -368,8 +363,8 @@ __global__ void __launch_bounds__(kThreads, S::kMinBlocks)
 // through the ring.
 template <typename T, typename S>
 __global__ void __launch_bounds__(kThreads, S::kMinBlocks)
-    lora_swiglu_ring_kernel(int64_t rows_per_block, void* gate, void* up, const float* xg, const float* bg,
-                            const float* xu, const float* bu, int64_t n, int64_t k, float scale, void* out) {
+    lora_swiglu_ring_kernel(void* gate, void* up, const float* xg, const float* bg, const float* xu, const float* bu,
+                            int64_t n, int64_t k, int64_t rows_per_block, float scale, void* out) {
   extern __shared__ __align__(16) uint4 ring_smem[];
   const void* const srcs[2] = {gate, up};
   const float* const g_src[2] = {xg, xu};
@@ -427,8 +422,8 @@ __global__ void __launch_bounds__(kThreads, S::kMinBlocks)
 // and dup may be up (each element read through the ring before its lane writes it).
 template <typename T, int kMask, typename S>
 __global__ void __launch_bounds__(kThreads, S::kMinBlocks)
-    lora_swiglu_backward_ring_kernel(int64_t rows_per_block, const void* dact, const void* gate, const void* up,
-                                     const float* g, const float* f, int64_t n, int64_t k, float scale,
+    lora_swiglu_backward_ring_kernel(const void* dact, const void* gate, const void* up, const float* g,
+                                     const float* f, int64_t n, int64_t k, int64_t rows_per_block, float scale,
                                      uint64_t seed, uint32_t threshold, float keep_scale, DropoutMap map,
                                      const uint8_t* keep_bits, void* dgate, void* dup) {
   extern __shared__ __align__(16) uint4 ring_smem[];
@@ -476,71 +471,20 @@ __global__ void __launch_bounds__(kThreads, S::kMinBlocks)
   }
 }
 
-// Rows per block and grid of a ring pass over (n, k). A block is 128 columns x `rows` rows (a multiple of the ring's
-// item rows, 256 at most): each element's arithmetic is the same whatever the rows, so the choice changes no bits and
-// may depend on the device. It is the one whose blocks fill the last wave of resident blocks best (the kernel's
-// occupancy at its shared memory, times the SMs), the larger on a tie: over the 7B's hidden states (k 3,584, n
-// 8,192) 256-row blocks make 896 blocks, 2.26 waves of the rank update's 396 resident blocks and 3.39 of the
-// grouped dx terms' 264 (docs/PERFORMANCE.md run 26). SWIFT_LORA_RING_ROWS=R (a multiple of 32) fixes R (A/B).
-struct RingPlan {
-  dim3 grid;
-  int64_t rows = 0;
-};
-int64_t forced_ring_rows() {
-  static const int64_t forced = [] {
-    const char* v = std::getenv("SWIFT_LORA_RING_ROWS");
-    const int64_t r = v != nullptr ? std::atoll(v) : 0;
-    return r >= 32 && r <= 4096 && r % 32 == 0 ? r : int64_t{0};
-  }();
-  return forced;
-}
-template <auto Kernel>
-cudaError_t ring_plan(int64_t n, int64_t k, int bytes, int item_rows, RingPlan& plan) {
-  cudaError_t status = set_func_attribute_once<Kernel>(cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+// Launches a rank-term pass with its ring (bytes of dynamic shared memory).
+template <auto Kernel, typename... Args>
+cudaError_t launch_ring(dim3 grid, int bytes, cudaStream_t stream, Args... args) {
+  const cudaError_t status = set_func_attribute_once<Kernel>(cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   if (status != cudaSuccess) return status;
-  static std::atomic<int> resident_per_sm{0};  // the kernel's occupancy at `bytes` (fixed per instantiation)
-  int per_sm = resident_per_sm.load(std::memory_order_relaxed);
-  if (per_sm == 0) {
-    status = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, Kernel, kThreads, bytes);
-    if (status != cudaSuccess) return status;
-    per_sm = per_sm > 0 ? per_sm : 1;
-    resident_per_sm.store(per_sm, std::memory_order_relaxed);
-  }
-  int device = 0, sms = 0;
-  if ((status = cudaGetDevice(&device)) != cudaSuccess) return status;
-  if ((status = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return status;
-  const int64_t col_blocks = (k + kRowBlockCols - 1) / kRowBlockCols;
-  const double slots = static_cast<double>(per_sm) * (sms > 0 ? sms : 1);
-  int64_t best = 0;
-  if (forced_ring_rows() > 0) {
-    best = (forced_ring_rows() + item_rows - 1) / item_rows * item_rows;
-  } else {
-    double best_fill = -1.0;
-    for (int64_t rows = kRingBlockRows / item_rows * item_rows; rows >= kRingBlockRows / 2 && rows >= item_rows;
-         rows -= item_rows) {
-      const double waves = static_cast<double>(col_blocks * ((n + rows - 1) / rows)) / slots;
-      const double fill = waves / std::ceil(waves);  // the share of the launched waves' slots that have work
-      if (fill > best_fill + 1e-9) {
-        best_fill = fill;
-        best = rows;
-      }
-    }
-  }
-  if ((n + best - 1) / best > 65535) return cudaErrorInvalidValue;  // grid.y
-  plan.rows = best;
-  plan.grid = dim3(static_cast<unsigned>(col_blocks), static_cast<unsigned>((n + best - 1) / best));
-  return cudaSuccess;
+  Kernel<<<grid, kThreads, bytes, stream>>>(args...);
+  return cudaGetLastError();
 }
 
-// Launches a ring pass over (n, k) (bytes of dynamic shared memory; the kernel's first argument is its rows per
-// block, from ring_plan).
-template <auto Kernel, typename S, typename... Args>
-cudaError_t launch_ring(int64_t n, int64_t k, int bytes, cudaStream_t stream, Args... args) {
-  RingPlan plan;
-  const cudaError_t status = ring_plan<Kernel>(n, k, bytes, S::kItemRows, plan);
-  if (status != cudaSuccess) return status;
-  Kernel<<<plan.grid, kThreads, bytes, stream>>>(plan.rows, args...);
-  return cudaGetLastError();
+
+// Rows per block and grid of the ring passes.
+dim3 ring_grid(int64_t n, int64_t k) {
+  return dim3(static_cast<unsigned>((k + kRowBlockCols - 1) / kRowBlockCols),
+              static_cast<unsigned>((n + kRingBlockRows - 1) / kRingBlockRows));
 }
 
 }  // namespace
@@ -563,9 +507,9 @@ cudaError_t launch_lora_rank_update_ring(void* y, int y_dtype, const float* g, c
     const auto go = [&](auto transposed, auto with_residual) {
       constexpr bool kT = decltype(transposed)::value, kR = decltype(with_residual)::value;
       const auto launch = [&](auto mask) {
-        status = launch_ring<lora_rank_ring_kernel<T, kT, kR, decltype(mask)::value, RankRing>, RankRing>(
-            n, k, kRingBytes<T, kR ? 2 : 1, 1, RankRing>, stream, y, g, f, n, k, scale, seed, threshold, keep_scale,
-            map, keep_bits, overwrite,
+        status = launch_ring<lora_rank_ring_kernel<T, kT, kR, decltype(mask)::value, RankRing>>(
+            ring_grid(n, k), kRingBytes<T, kR ? 2 : 1, 1, RankRing>, stream, y, g, f, n, k,
+            static_cast<int64_t>(kRingBlockRows), scale, seed, threshold, keep_scale, map, keep_bits, overwrite,
             residual);
       };
       if (threshold == 0) return launch(std::integral_constant<int, kNoMask>{});
@@ -586,8 +530,9 @@ cudaError_t launch_lora_swiglu_ring(void* gate, void* up, int dtype, const float
   cudaError_t status = cudaSuccess;
   with_element_type(dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    status = launch_ring<lora_swiglu_ring_kernel<T, SwigluRing>, SwigluRing>(
-        n, k, kRingBytes<T, 2, 2, SwigluRing>, stream, gate, up, xg, bg, xu, bu, n, k, scale, out);
+    status = launch_ring<lora_swiglu_ring_kernel<T, SwigluRing>>(ring_grid(n, k), kRingBytes<T, 2, 2, SwigluRing>,
+                                                                 stream, gate, up, xg, bg, xu, bu, n, k,
+                                                                 static_cast<int64_t>(kRingBlockRows), scale, out);
   });
   return status;
 }
@@ -626,8 +571,9 @@ cudaError_t launch_lora_rank_update_group(void* y, int y_dtype, const float* con
         jobs.f[j] = f[j];
         jobs.bits[j] = kMask == kCachedMask ? keep_bits[j] : nullptr;
       }
-      status = launch_ring<lora_rank_group_ring_kernel<T, J, kMask, RankGroupRing>, RankGroupRing>(
-          n, k, kRingBytes<T, 1, J, RankGroupRing, J>, stream, y, jobs, n, k, scale, keep_scale);
+      status = launch_ring<lora_rank_group_ring_kernel<T, J, kMask, RankGroupRing>>(
+          ring_grid(n, k), kRingBytes<T, 1, J, RankGroupRing, J>, stream, y, jobs, n, k,
+          static_cast<int64_t>(kRingBlockRows), scale, keep_scale);
     };
     const auto with_mask = [&](auto jobs_count) {
       threshold == 0 ? go(jobs_count, std::integral_constant<int, kNoMask>{})
@@ -654,10 +600,9 @@ cudaError_t launch_lora_swiglu_backward(const void* dact, const void* gate, cons
   with_element_type(dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     const auto launch = [&](auto mask) {
-      status = launch_ring<lora_swiglu_backward_ring_kernel<T, decltype(mask)::value, SwigluBackwardRing>,
-                           SwigluBackwardRing>(n, k, kRingBytes<T, 3, 1, SwigluBackwardRing>, stream, dact, gate, up,
-                                               g, a, n, k, scale, seed, threshold, keep_scale, map, keep_bits, dgate,
-                                               dup);
+      status = launch_ring<lora_swiglu_backward_ring_kernel<T, decltype(mask)::value, SwigluBackwardRing>>(
+          ring_grid(n, k), kRingBytes<T, 3, 1, SwigluBackwardRing>, stream, dact, gate, up, g, a, n, k,
+          static_cast<int64_t>(kRingBlockRows), scale, seed, threshold, keep_scale, map, keep_bits, dgate, dup);
     };
     if (threshold == 0) return launch(std::integral_constant<int, kNoMask>{});
     keep_bits != nullptr ? launch(std::integral_constant<int, kCachedMask>{})
