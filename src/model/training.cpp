@@ -5,7 +5,9 @@
 //   q3, k3 = rope(qk_norm(q), qk_norm(k))    attn = attention(q3, k3, v)
 //   x_mid = x_in + o_proj(attn)              h2 = rmsnorm(x_mid)
 //   gate, up = linear(h2)                    act = silu(gate) * up        x_out = x_mid + down_proj(act)
-// When gate and up are both plain LoRA linears their B products are added in the swiglu's pass (ops::swiglu_lora, the
+// Where ops::lora_b_product_in_gemm (BF16 on an H100 / H200) a plain LoRA linear's B product is inside its frozen
+// product: gate and up then feed ops::swiglu and o / down an ops::add of the residual. Elsewhere:
+// when gate and up are both plain LoRA linears their B products are added in the swiglu's pass (ops::swiglu_lora, the
 // same bits as lora_linear's; SWIFT_LORA_FOLD_SWIGLU=0 leaves them in lora_linear, for A/B measurements). A plain
 // LoRA o / down writes its frozen product, and its B product comes with the residual add (ops::add_lora_residual:
 // one pass instead of a copy of the residual, the product's read-modify-write and the B product's;
@@ -369,9 +371,8 @@ void TrainableModel::linear_forward(int64_t i, LinearKind kind, const Tensor& x,
   if (L.lora == nullptr) return ops::linear(x, product_weight(L), L.bias, y, accumulate);
   Tensor& xa = a.xa[static_cast<size_t>(kind)];
   if (a.rank_kept && rank_reusable(i, kind, a, T, training)) {  // lora_linear's frozen and B products, kept xa
-    ops::linear(x, L.w, L.bias, y, accumulate);
-    if (b_product) ops::lora_b_product(y, ops::LoraBProduct{xa, L.lora->b}, lora_.scale);
-    return;
+    if (!b_product) return ops::linear(x, L.w, L.bias, y, accumulate);
+    return ops::lora_linear_from_xa(x, L.w, L.bias, L.lora->b, xa, lora_.scale, y, accumulate);
   }
   if (!xa.defined()) xa = stat({T, L.lora->a.size(0)});
   if (L.lora->dora()) {
@@ -459,7 +460,13 @@ bool TrainableModel::residual_b_folded(int64_t i, LinearKind kind) const {
   // (for A/B measurements; the sums are rounded in another order).
   static const bool kFold = env_int("SWIFT_LORA_FOLD_RESIDUAL", 1) != 0;
   const LoraLinear* lora = layers_[static_cast<size_t>(i)].linears[static_cast<size_t>(kind)].lora;
-  return kFold && lora != nullptr && !lora->dora();
+  return kFold && lora != nullptr && !lora->dora() && !b_in_gemm(i, kind);
+}
+
+bool TrainableModel::b_in_gemm(int64_t i, LinearKind kind) const {
+  const Linear& L = layers_[static_cast<size_t>(i)].linears[static_cast<size_t>(kind)];
+  return L.lora != nullptr && !L.lora->dora() && act_dtype_ == DType::BF16 && L.w.dtype() == DType::BF16 &&
+         ops::lora_b_product_in_gemm(device_);
 }
 
 ops::LoraBProduct TrainableModel::b_product_of(int64_t i, LinearKind kind, const Activations& a) const {
@@ -470,7 +477,7 @@ ops::LoraBProduct TrainableModel::b_product_of(int64_t i, LinearKind kind, const
 bool TrainableModel::mlp_b_folded(int64_t i) const {
   // SWIFT_LORA_FOLD_SWIGLU=0 keeps the B products in lora_linear (the same bits; for A/B measurements).
   static const bool kFold = env_int("SWIFT_LORA_FOLD_SWIGLU", 1) != 0;
-  if (!kFold) return false;
+  if (!kFold || b_in_gemm(i, LinearKind::Gate) || b_in_gemm(i, LinearKind::Up)) return false;
   const Layer& l = layers_[static_cast<size_t>(i)];
   for (LinearKind kind : {LinearKind::Gate, LinearKind::Up}) {
     const LoraLinear* lora = l.linears[static_cast<size_t>(kind)].lora;
@@ -598,6 +605,10 @@ void TrainableModel::layer_forward(int64_t i, const MicroBatch& b, const Tensor&
     tp->all_reduce(o);
     a.x_mid = act({T, C});
     ops::add(x_in, o, a.x_mid);
+  } else if (b_in_gemm(i, LinearKind::O)) {  // x_mid = o's whole output, then + x_in
+    a.x_mid = act({T, C});
+    linear_forward(i, LinearKind::O, a.attn.view({T, Hq * D}), a.x_mid, false, a, seed, training);
+    ops::add(x_in, a.x_mid, a.x_mid);
   } else if (residual_b_folded(i, LinearKind::O)) {  // x_mid = o's frozen product, then + x_in + its B product
     a.x_mid = act({T, C});
     linear_forward(i, LinearKind::O, a.attn.view({T, Hq * D}), a.x_mid, false, a, seed, training, false);
@@ -621,6 +632,9 @@ void TrainableModel::layer_forward(int64_t i, const MicroBatch& b, const Tensor&
     lin(LinearKind::Down, a.act, m, false);
     tp->all_reduce(m);
     ops::add(a.x_mid, m, x_out);
+  } else if (b_in_gemm(i, LinearKind::Down)) {
+    linear_forward(i, LinearKind::Down, a.act, x_out, false, a, seed, training);
+    ops::add(a.x_mid, x_out, x_out);
   } else if (residual_b_folded(i, LinearKind::Down)) {
     linear_forward(i, LinearKind::Down, a.act, x_out, false, a, seed, training, false);
     ops::add_lora_residual(x_out, a.x_mid, b_product_of(i, LinearKind::Down, a), lora_.scale);

@@ -290,6 +290,9 @@ class TrainableModel {
   // o's / down's B product added with the residual in one pass (ops::add_lora_residual) when that linear is plain
   // LoRA (not DoRA), unless SWIFT_LORA_FOLD_RESIDUAL=0; its factors from the forward's xa.
   bool residual_b_folded(int64_t layer, LinearKind kind) const;
+  // ops::lora_b_product_in_gemm on the model's device, for a plain LoRA linear: its B product goes inside its frozen
+  // product, so gate and up feed a plain swiglu and o / down a plain residual add instead of the folded passes above.
+  bool b_in_gemm(int64_t layer, LinearKind kind) const;
   ops::LoraBProduct b_product_of(int64_t layer, LinearKind kind, const Activations& a) const;
   void apply_rope(Tensor& x, const MicroBatch& b, bool backward) const;
   // The batch's rope segments: fn(rows [t0, t1), their positions, frequencies), once for the whole batch, or once per

@@ -311,6 +311,22 @@ void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, co
            [&] { cuda::lora_linear_backward(dy, x, w, a, b, xa, scale, dropout, dx, da, db, accumulate_dx); });
 }
 
+bool lora_b_product_in_gemm(Device device) {
+#ifdef SWIFT_WITH_CUDA
+  return device.type == DeviceType::CUDA && cuda::lora_b_product_in_gemm(device.index);
+#else
+  return false;
+#endif
+}
+
+void lora_linear_from_xa(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& b, const Tensor& xa,
+                         float scale, Tensor& y, bool accumulate) {
+  require_writable("lora_linear_from_xa", {&y});
+  dispatch("lora_linear_from_xa", detail::check_lora_linear_from_xa(x, w, bias, b, xa, y),
+           [&] { cpu::lora_linear_from_xa(x, w, bias, b, xa, scale, y, accumulate); },
+           [&] { cuda::lora_linear_from_xa(x, w, bias, b, xa, scale, y, accumulate); });
+}
+
 void lora_linear_swiglu_backward(const Tensor& dy, const Tensor& act, const Tensor& w, const Tensor& a,
                                  const Tensor& b, const Tensor& xa, float scale, const Dropout& dropout,
                                  const Tensor& gate, const Tensor& up, Tensor& dgate, Tensor& dup, Tensor& da,

@@ -303,6 +303,18 @@ Device check_lora_linear_backward_shared(const Tensor& x, const std::vector<Lora
   return device;
 }
 
+Device check_lora_linear_from_xa(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& b,
+                                 const Tensor& xa, const Tensor& y) {
+  const char* op = "lora_linear_from_xa";
+  const Device device = checked_as(op, [&] { return check_linear(x, w, bias, y); });
+  if (const Device d = check_add_lora_residual(op, y, y, xa, b); d != device) {
+    fail("{}: xa and b on {}, x on {}", op, d.str(), device.str());
+  }
+  require_disjoint(op, "y", y, {{"x", &x}, {"w", &w}, {"bias", &bias}});
+  if (xa.size(0) != x.size(0)) fail("{}: xa {} must have N = {} rows (x's)", op, desc(xa), x.size(0));
+  return device;
+}
+
 Device check_lora_linear_swiglu_backward(const Tensor& dy, const Tensor& act, const Tensor& w, const Tensor& a,
                                          const Tensor& b, const Tensor& xa, float scale, const Dropout& dropout,
                                          const Tensor& gate, const Tensor& up, const Tensor& dgate, const Tensor& dup,

@@ -277,6 +277,16 @@ void add_lora_residual(Tensor& y, const Tensor& residual, const LoraBProduct& bp
 // and rounding (the same bits as lora_linear with that xa): for a recompute whose xa was kept from the forward.
 //   y (in / out): (N, M); xa: (N, r) F32; b: (M, r) F32.
 void lora_b_product(Tensor& y, const LoraBProduct& bp, float scale);
+// Whether lora_linear and lora_linear_from_xa on `device` add the B product inside the frozen product (CUDA: on an
+// sm_90a device, BF16, unless SWIFT_LORA_B_IN_GEMM=0): a model then runs gate and up with their B products and a plain
+// swiglu, o and down with theirs and a plain residual add, instead of swiglu_lora / add_lora_residual.
+bool lora_b_product_in_gemm(Device device);
+// lora_linear's output with its xa given (the forward's, or lora_xa_shared's): y = x w^T (+ bias) + scale * xa b^T,
+// the bits of linear then lora_b_product (where lora_b_product_in_gemm says so, one product rounded once, as
+// lora_linear's there).
+//   x: (N, K); w: (M, K); bias: (M) or undefined; b: (M, r) F32; xa: (N, r) F32; y: (N, M) = (+= with accumulate).
+void lora_linear_from_xa(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& b, const Tensor& xa,
+                         float scale, Tensor& y, bool accumulate = false);
 // Backward of lora_linear (same x, w, a, b, scale and dropout; xa from the forward).
 //   dy: (N, M) F32.
 //   dx: (N, K) F32 = dy w + scale * keep(dy b a) / (1 - p) (+= with accumulate_dx), or undefined.

@@ -275,6 +275,74 @@ TEST(OpsCudaGemmSm90, LoraDxTermInTheEpilogueIsTheTwoPasses) {
   }
 }
 
+// LoRA's B product inside the frozen product (SWIFT_LORA_B_IN_GEMM: our GEMM with the tail k-block of bf16 pieces,
+// lora_tail.cu): lora_linear's y is x w^T + scale xa b^T rounded once. Against the sum in double from the same xa,
+// every element within half a bf16 step at its magnitude plus fp32 summation's bound over the k + 48 products
+// (2^-24 (k + 48) sum |terms|); lora_linear_from_xa with that xa gives the same bits; over tile edges in n and m,
+// k not a multiple of 64, with and without a dropout (its keep bits), with a BF16 or F32 bias (in the tail too).
+TEST(OpsCudaGemmSm90, LoraBProductInTheProductIsRoundedOnce) {
+  ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
+  if (!sm90_here()) GTEST_SKIP() << "not an sm_90a device and build";
+  struct Case { int64_t n, k, m; };  // x (n, k), w (m, k)
+  const Case cases[] = {{1, 64, 8}, {131, 520, 200}, {257, 72, 264}, {300, 3584, 1024}};
+  uint32_t seed = 9950;
+  const bool was_on = ops::cuda::lora_b_in_gemm();
+  for (const Case& cs : cases) {
+    for (int variant = 0; variant < 4; ++variant) {  // p 0 / 0.1, then a BF16 and an F32 bias (p 0.1)
+      const float p = variant == 0 ? 0.0f : 0.1f;
+      const DType bias_dtype = variant == 3 ? DType::F32 : DType::BF16;
+      SCOPED_TRACE(fmt::format("N={} K={} M={} p={} bias={}", cs.n, cs.k, cs.m, p,
+                               variant >= 2 ? dtype_name(bias_dtype) : "none"));
+      Input x = make_input({cs.n, cs.k}, DType::BF16, ++seed);
+      Input w = make_weight({cs.m, cs.k}, DType::BF16, ++seed);
+      Input a = make_weight({8, cs.k}, DType::F32, ++seed, -0.5f, 0.5f);
+      Input b = make_weight({cs.m, 8}, DType::F32, ++seed, -0.5f, 0.5f);
+      Input bias_in = make_weight({cs.m}, bias_dtype, ++seed);
+      const Tensor bias = variant >= 2 ? bias_in.dev : Tensor();
+      const Tensor bias_f = bias_in.ref.to_dtype(DType::F32);
+      ops::Dropout drop{p, 0xB1ull + seed};
+      if (p > 0.0f) drop.keep_bits = Tensor::zeros({cs.n, cs.k / 8}, DType::U8).to(Device::cuda());
+      const float scale = 4.0f;
+      ops::cuda::set_lora_b_in_gemm(true);
+      DeviceOut y({cs.n, cs.m}, DType::BF16), xa({cs.n, 8}, DType::F32), y2({cs.n, cs.m}, DType::BF16);
+      const int64_t before = ops::cuda::gemm_sm90_launches();
+      ops::lora_linear(x.dev, w.dev, bias, a.dev, b.dev, scale, drop, y.tensor, xa.tensor);
+      const int64_t launches = ops::cuda::gemm_sm90_launches() - before;
+      const Tensor xa_host = xa.fetch(), xa_dev = xa_host.to(Device::cuda());
+      ops::lora_linear_from_xa(x.dev, w.dev, bias, b.dev, xa_dev, scale, y2.tensor);
+      ops::cuda::set_lora_b_in_gemm(was_on);
+      EXPECT_EQ(launches, 1) << "the product with the tail did not run";
+      const Tensor got = y.fetch(), got2 = y2.fetch(), wf = w.ref.to_dtype(DType::F32);
+      EXPECT_EQ(std::memcmp(got.raw(), got2.raw(), got.nbytes()), 0) << "lora_linear_from_xa";
+      int64_t far = 0;
+      double worst = 0.0;
+      for (int64_t i = 0; i < cs.n; ++i) {
+        for (int64_t j = 0; j < cs.m; ++j) {
+          double sum = bias.defined() ? bias_f.data<float>()[j] : 0.0, abs_sum = std::fabs(sum);
+          for (int64_t t = 0; t < cs.k; ++t) {
+            const double v = double(x.ref.data<float>()[i * cs.k + t]) * wf.data<float>()[j * cs.k + t];
+            sum += v;
+            abs_sum += std::fabs(v);
+          }
+          for (int64_t rr = 0; rr < 8; ++rr) {
+            const double v = double(scale) * xa_host.data<float>()[i * 8 + rr] * b.ref.data<float>()[j * 8 + rr];
+            sum += v;
+            abs_sum += std::fabs(v);
+          }
+          const double g = got.data<float>()[i * cs.m + j];
+          const double mag = std::max(std::fabs(g), std::fabs(sum));
+          const double step = mag > 0.0 ? std::ldexp(1.0, std::ilogb(mag) - 7) : 0.0;
+          const double bound = 0.5 * step + std::ldexp(double(cs.k + 48), -24) * abs_sum;
+          far += std::fabs(g - sum) > bound;
+          worst = std::max(worst, bound > 0.0 ? std::fabs(g - sum) / bound : 0.0);
+        }
+      }
+      EXPECT_EQ(far, 0) << "elements past half a bf16 step (+ fp32 summation's bound) from the exact sum; worst "
+                        << worst << " of the bound";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace swift::test
 

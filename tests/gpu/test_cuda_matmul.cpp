@@ -41,6 +41,14 @@
 namespace swift::test {
 namespace {
 
+// The LoRA tests below check lora_linear's two-step forms (cuBLASLt's product, then the rank passes): the B product
+// inside our Hopper GEMM (SWIFT_LORA_B_IN_GEMM, on by default) is test_cuda_gemm_sm90.cpp's; off for one test here.
+struct BInGemmOff {
+  BInGemmOff() : was(ops::cuda::lora_b_in_gemm()) { ops::cuda::set_lora_b_in_gemm(false); }
+  ~BInGemmOff() { ops::cuda::set_lora_b_in_gemm(was); }
+  bool was;
+};
+
 // F16 (10 mantissa bits) rounds 8x finer than BF16 (7): BF16's bound / 8, rounded up.
 double tol_for(DType act) { return act == DType::F32 ? 1e-5 : (act == DType::F16 ? 2e-3 : 1e-2); }
 const char* name(DType d) { return dtype_name(d); }
@@ -277,6 +285,7 @@ TEST(OpsCudaMatmul, LinearBackwardMatchesReference) {
 
 // ---- LoRA ---------------------------------------------------------------------------------------------------------
 TEST(OpsCudaMatmul, LoraLinearForwardAndBackward) {
+  const BInGemmOff b_in_gemm_off;
   ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
   struct Case { int64_t n, k, m, r; };
   // r 8 / 16 with K % 8 == 0 take the one-pass kernels of lora.cu (xa forward, dx and da backward; the B product
@@ -408,6 +417,7 @@ LoraOperands lora_operands(int64_t n, int64_t k, int64_t m, int64_t r, DType act
 // row_offset * K, a multiple of 4 or not) and column blocks (tensor parallel's row-parallel inputs, offsets not a
 // multiple of 4: the kernels' word-by-word branch); also ops::dropout with a map.
 TEST(OpsCudaMatmul, LoraLinearWithDropoutMapMatchesReference) {
+  const BInGemmOff b_in_gemm_off;
   ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
   struct Case { int64_t n, k, m, r; ops::DropoutMap map; };
   const Case cases[] = {{131, 264, 72, 8, {37, 0, 0}},       {70, 520, 24, 16, {3, 1040, 520}},
@@ -462,6 +472,7 @@ TEST(OpsCudaMatmul, LoraLinearWithDropoutMapMatchesReference) {
 // double-precision sum of the same rounded inputs, on the one-pass kernel (r 8, M % 8 == 0: odd rows, several column
 // tiles) and on the fallback (r 4, an odd M); the residual is read only; F32 / BF16 / F16.
 TEST(OpsCudaMatmul, AddLoraResidualMatchesTheSum) {
+  const BInGemmOff b_in_gemm_off;
   ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
   struct Case { int64_t n, m, r; };
   const Case cases[] = {{70, 1032, 8}, {33, 40, 8}, {300, 520, 8}, {19, 50, 4}, {1, 8, 8}};
@@ -508,6 +519,7 @@ void expect_bit_equal(const Tensor& got, const Tensor& want, const char* what) {
 // with its B product then swiglu, on the fused kernel (r 8, widths % 8 == 0, odd rows, partial column tiles, several
 // row blocks) and on the fallback (r 4 and 16, a width % 8 != 0); F32 / BF16 / F16.
 TEST(OpsCudaMatmul, SwigluLoraEqualsBProductThenSwiglu) {
+  const BInGemmOff b_in_gemm_off;
   ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
   struct Case { int64_t n, k, f, r; };
   const Case cases[] = {{70, 96, 1032, 8}, {33, 40, 200, 8}, {300, 64, 520, 8}, {19, 24, 50, 4}, {21, 32, 72, 16},
@@ -550,6 +562,7 @@ TEST(OpsCudaMatmul, SwigluLoraEqualsBProductThenSwiglu) {
 // fused pass takes (several 128-column blocks, 256-row blocks, a last partial one) and widths left to the two ops (r
 // 16; F % 8 != 0; cached bits with F % 32 != 0), in F32, BF16 and F16; and the same with the fused pass switched off.
 TEST(OpsCudaMatmul, LoraSwigluBackwardIsTheTwoOps) {
+  const BInGemmOff b_in_gemm_off;
   ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
   struct Case { int64_t n, f, m, r; };
   const Case cases[] = {{70, 1056, 96, 8}, {600, 256, 72, 8}, {33, 200, 40, 8}, {1, 128, 8, 8}, {19, 64, 24, 16},
@@ -604,6 +617,7 @@ TEST(OpsCudaMatmul, LoraSwigluBackwardIsTheTwoOps) {
 }
 
 TEST(OpsCudaMatmul, LoraKeepBitsCacheIsTheMask) {
+  const BInGemmOff b_in_gemm_off;
   ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
   struct Case { int64_t n, k, m, r; ops::DropoutMap map; };
   const Case cases[] = {{131, 264, 72, 8, {}},          {70, 520, 24, 16, {3, 1040, 520}},
@@ -664,6 +678,7 @@ TEST(OpsCudaMatmul, LoraKeepBitsCacheIsTheMask) {
 // 256-column tiles (a last one of 8 columns), odd row counts and several row blocks. F32 / F16 take the two products
 // both ways.
 TEST(OpsCudaMatmul, LoraDyPassMatchesTheTwoProducts) {
+  const BInGemmOff b_in_gemm_off;
   ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
   struct Case { int64_t n, k, m; };
   const Case cases[] = {{4100, 264, 1032}, {333, 40, 8}, {77, 520, 264}, {1, 16, 2056}, {9000, 24, 520}};
@@ -710,6 +725,7 @@ TEST(OpsCudaMatmul, LoraDyPassMatchesTheTwoProducts) {
 // call; with and without a dropout (drawn in the forward, the keep-bits cache read in the backward); one and several
 // 256-column tiles (a last one of 8 columns), odd row counts, several row blocks.
 TEST(OpsCudaMatmul, LoraXPassOnTensorCoresMatchesTheCudaCoreKernels) {
+  const BInGemmOff b_in_gemm_off;
   ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
   struct Case { int64_t n, k, m; };
   const Case cases[] = {{4100, 264, 40}, {333, 40, 8}, {77, 520, 24}, {1, 16, 16}, {9000, 24, 8}, {2050, 3592, 16}};
@@ -753,6 +769,7 @@ TEST(OpsCudaMatmul, LoraXPassOnTensorCoresMatchesTheCudaCoreKernels) {
 // cache: the ring reads it where k % 32 == 0, here K = 96 and 352), add_lora_residual and swiglu_lora; odd rows
 // (several 256-row blocks, items of 4 rows cut by n), widths not a multiple of 128; F32 / BF16 / F16.
 TEST(OpsCudaMatmul, LoraFactorInRegistersIsTheSharedMemoryForm) {
+  const BInGemmOff b_in_gemm_off;
   ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
   struct Case { int64_t n, k, m; };
   const Case cases[] = {{70, 96, 1032}, {333, 40, 200}, {600, 264, 520}, {1, 16, 8}, {257, 136, 72}, {301, 352, 136}};
@@ -819,6 +836,7 @@ TEST(OpsCudaMatmul, LoraFactorInRegistersIsTheSharedMemoryForm) {
 // and without; BF16 (the tensor-core x passes, grouped) and F32 (the CUDA-core kernels, one launch each); output
 // widths of a layer's q, k, v (one wide, two narrow) and gate, up; odd rows, one and several 256-column tiles.
 TEST(OpsCudaMatmul, LoraSharedXPassesAreTheSingleOps) {
+  const BInGemmOff b_in_gemm_off;
   ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
   struct Case { int64_t n, k; std::vector<int64_t> ms; };
   const Case cases[] = {{4100, 264, {40, 8, 8}}, {333, 3592, {24, 16}}, {77, 520, {264, 24, 8}}, {1, 16, {16, 8}},
@@ -925,6 +943,7 @@ TEST(OpsCudaMatmul, Summary) {
 
 // Timings of model-sized calls (Qwen2.5-7B shapes, 8192 tokens, BF16); runs only with SWIFT_GPU_BENCH=1.
 TEST(OpsCudaMatmul, BenchModelShapes) {
+  const BInGemmOff b_in_gemm_off;
   if (std::getenv("SWIFT_GPU_BENCH") == nullptr) GTEST_SKIP() << "set SWIFT_GPU_BENCH=1 to time model-sized calls";
   ASSERT_TRUE(have_device());
   const Device d = Device::cuda();

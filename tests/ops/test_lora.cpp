@@ -456,6 +456,24 @@ TEST(OpsLora, SwigluBackwardThroughTheDownIsTheTwoOps) {
       {"lora_linear_swiglu_backward", "dx"}));
 }
 
+// lora_linear_from_xa with lora_linear's own xa gives lora_linear's y (with and without accumulate, with a bias).
+TEST(OpsLora, LinearFromXaIsLoraLinear) {
+  uint32_t seed = 7300;
+  const int64_t n = 13, k = 20, m = 9, r = 4;
+  const Tensor x = random_tensor({n, k}, DType::F32, ++seed), w = random_tensor({m, k}, DType::F32, ++seed);
+  const Tensor bias = random_tensor({m}, DType::F32, ++seed), a = random_tensor({r, k}, DType::F32, ++seed);
+  const Tensor b = random_tensor({m, r}, DType::F32, ++seed), y0 = random_tensor({n, m}, DType::F32, ++seed);
+  for (bool accumulate : {false, true}) {
+    Tensor want = y0.clone(), xa = Tensor::zeros({n, r}, DType::F32), got = y0.clone();
+    ops::lora_linear(x, w, bias, a, b, 0.5f, {0.3f, 5}, want, xa, accumulate);
+    ops::lora_linear_from_xa(x, w, bias, b, xa, 0.5f, got, accumulate);
+    EXPECT_TRUE(bit_equal(got, want)) << "accumulate=" << accumulate;
+  }
+  Tensor y = Tensor::zeros({n, m}, DType::F32), xa_short = Tensor::zeros({n - 1, r}, DType::F32);
+  EXPECT_TRUE(throws_error([&] { ops::lora_linear_from_xa(x, w, bias, b, xa_short, 1.0f, y); },
+                           {"lora_linear_from_xa"}));
+}
+
 TEST(OpsLoraFd, ZeroBGivesTheBaseLinearAndRecomputeGivesTheSameMask) {
   Margin margin;
   const int64_t n = 37, k = 45, m = 29, r = 4;

@@ -332,6 +332,13 @@ void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, co
   lora_rank_backward(dy, x, a, b, xa, scale, dropout, dx, da, db);
 }
 
+// linear, then the B product.
+void lora_linear_from_xa(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& b, const Tensor& xa,
+                         float scale, Tensor& y, bool accumulate) {
+  cpu::linear(x, w, bias, y, accumulate);
+  cpu::lora_b_product(y, LoraBProduct{xa, b}, scale);
+}
+
 // The two ops in order (the CPU has no pass to save).
 void lora_linear_swiglu_backward(const Tensor& dy, const Tensor& act, const Tensor& w, const Tensor& a,
                                  const Tensor& b, const Tensor& xa, float scale, const Dropout& dropout,

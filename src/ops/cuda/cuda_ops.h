@@ -85,6 +85,8 @@ void lora_b_product(Tensor& y, const LoraBProduct& bp, float scale);
 void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b,
                           const Tensor& xa, float scale, const Dropout& dropout, Tensor& dx, Tensor& da, Tensor& db,
                           bool accumulate_dx);
+void lora_linear_from_xa(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& b, const Tensor& xa,
+                         float scale, Tensor& y, bool accumulate);
 void lora_linear_swiglu_backward(const Tensor& dy, const Tensor& act, const Tensor& w, const Tensor& a,
                                  const Tensor& b, const Tensor& xa, float scale, const Dropout& dropout,
                                  const Tensor& gate, const Tensor& up, Tensor& dgate, Tensor& dup, Tensor& da,
@@ -135,6 +137,13 @@ void set_lora_shared_x_passes(bool on);
 // SWIFT_LORA_GROUP_DX=0 (A/B: one pass each); set_lora_group_dx_terms overrides it (tests).
 bool lora_group_dx_terms();
 void set_lora_group_dx_terms(bool on);
+// lora_linear's B product (and lora_linear_from_xa's) inside the frozen product, our Hopper GEMM with a tail k-block
+// (ops_matmul.cpp; one rounding of y instead of two; docs/PERFORMANCE.md run 26). On unless SWIFT_LORA_B_IN_GEMM=0
+// (A/B: cuBLASLt's product and the rank passes); set_lora_b_in_gemm overrides it for the process (tests).
+bool lora_b_in_gemm();
+void set_lora_b_in_gemm(bool on);
+// lora_b_in_gemm() and our Hopper GEMM runs on `device` (ops::lora_b_product_in_gemm).
+bool lora_b_product_in_gemm(int device);
 // lora_linear_swiglu_backward adds act's LoRA term in the swiglu backward's pass (lora_ring.cu
 // launch_lora_swiglu_backward: r 8, one-pass shapes; the same bits as the term's pass then swiglu_backward) with
 // SWIFT_LORA_SWIGLU_BWD=1. Off by default: the fused pass is bound by its instruction issue (the swiglu backward's exp

@@ -22,6 +22,8 @@
 //    (g f) added, t summed over the rank in order from 0 as the rank-update passes sum it (lora_ring.cu); rows past n
 //    read no g. Its loads go to global memory per column group (~30 us a tile on the H200, run 25 call 8: slower than
 //    the separate pass; SWIFT_LORA_DX_SM90 stays off).
+//  - With a tail (Sm90Gemm's tail_*, B stored (m, k)) one more k-block after A's: the tail matrices' 64 columns,
+//    loaded and multicast as A's and B's blocks are; its products add in the same fp32 sums before the one rounding.
 //  - Epilogue: each consumer warp rounds its 16 rows to BF16 (round to nearest even) into its own two 16 x 64 staging
 //    boxes (stmatrix, 128-byte swizzle) and its lane 0 stores them with TMA; a box is rewritten only after the store
 //    that read it (bulk async-group wait), and no CTA exits with a store in flight.
@@ -120,11 +122,13 @@ __device__ __forceinline__ void add_epilogue_term(float (&d)[128], const Epilogu
 #endif  // SWIFT_SM90A_DEVICE
 
 // kBT: B stored (k, m) (MN-major operand, wgmma's transposed B). n, m, k: D (n, m), A (n, k). kTerm: the epilogue's
-// rank-8 term (EpilogueTerm).
-template <bool kBT, int kTerm = 0>
+// rank-8 term (EpilogueTerm). kTail (B stored (m, k)): a last k-block from map_ta / map_tb (Sm90Gemm's tail_*).
+template <bool kBT, int kTerm = 0, bool kTail = false>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
-                     const __grid_constant__ CUtensorMap map_d, int n, int m, int k, EpilogueTerm term) {
+                     const __grid_constant__ CUtensorMap map_d, const __grid_constant__ CUtensorMap map_ta,
+                     const __grid_constant__ CUtensorMap map_tb, int n, int m, int k, EpilogueTerm term) {
+  static_assert(!kTail || (!kBT && kTerm == 0), "the tail takes B stored (m, k), without a term");
 #ifdef SWIFT_SM90A_DEVICE
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
@@ -143,7 +147,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   cluster_sync();  // the peer's barriers are initialised before anything arrives on them or fills its stages
   const int m_tiles = (n + kTileM - 1) / kTileM, n_tiles = (m + kTileN - 1) / kTileN;
   const int cm_tiles = (m_tiles + kCluster - 1) / kCluster, cluster_tiles = cm_tiles * n_tiles;
-  const int kblocks = (k + kTileK - 1) / kTileK;
+  const int kblocks_a = (k + kTileK - 1) / kTileK, kblocks = kblocks_a + (kTail ? 1 : 0);
   const int first = static_cast<int>(blockIdx.x) / kCluster, step = static_cast<int>(gridDim.x) / kCluster;
   if (wg == 0) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
@@ -158,8 +162,14 @@ __global__ void __launch_bounds__(kThreads, 1)
           mbar_wait(&empty[s], ((it / kStages) & 1) ^ 1);
           uint8_t* stage = smem + size_t(s) * kStage;
           mbar_expect_tx(&full[s], kStage);  // boxes past the edges still count whole (zero-filled)
-          tma_load_2d(stage, &map_a, kb * kTileK, tm * kTileM, &full[s]);
           constexpr uint16_t kBoth = (1u << kCluster) - 1;
+          if (kTail && kb == kblocks_a) {  // the tail's k-block: A's and B's 64 columns of the tail matrices
+            tma_load_2d(stage, &map_ta, 0, tm * kTileM, &full[s]);
+            tma_load_2d_multicast(stage + kStageA + rank * (kTileN / kCluster) * 128, &map_tb, 0,
+                                  tn * kTileN + int(rank) * (kTileN / kCluster), &full[s], kBoth);
+            continue;
+          }
+          tma_load_2d(stage, &map_a, kb * kTileK, tm * kTileM, &full[s]);
           if constexpr (kBT) {  // this CTA's two of the four 64-column boxes
             for (int nb = int(rank) * 2; nb < int(rank) * 2 + 2; ++nb) {
               tma_load_2d_multicast(stage + kStageA + nb * 8192, &map_b, tn * kTileN + nb * 64, kb * kTileK, &full[s],
@@ -306,7 +316,8 @@ DeviceFacts facts(int device, bool may_probe = true) {
              cudaSuccess;
     };
     f.available = host == 1 && smem(gemm_sm90_kernel<false, 0>) && smem(gemm_sm90_kernel<true, 0>) &&
-                  smem(gemm_sm90_kernel<true, 1>) && smem(gemm_sm90_kernel<true, 2>);
+                  smem(gemm_sm90_kernel<true, 1>) && smem(gemm_sm90_kernel<true, 2>) &&
+                  smem(gemm_sm90_kernel<false, 0, true>);
     cudaGetLastError();
   }
   cudaSetDevice(current);
@@ -329,6 +340,10 @@ bool gemm_sm90_fits(const Sm90Gemm& g) {
   if (g.lda < g.k || g.ldd < g.m || g.ldb < (g.b_transposed ? g.k : g.m)) return false;
   constexpr int64_t kMaxStride = int64_t(1) << 39;  // TMA: strides below 2^40 bytes
   if (g.lda >= kMaxStride || g.ldb >= kMaxStride || g.ldd >= kMaxStride) return false;
+  if (g.tail_a != nullptr || g.tail_b != nullptr) {
+    return g.tail_a != nullptr && g.tail_b != nullptr && g.b_transposed && g.term_g == nullptr &&
+           aligned16(g.tail_a) && aligned16(g.tail_b);
+  }
   if (g.term_g == nullptr) return true;
   const auto aligned = [](const void* p, uintptr_t to) { return reinterpret_cast<uintptr_t>(p) % to == 0; };
   return !g.b_transposed && g.m % kTileN == 0 && g.term_f != nullptr && aligned(g.term_g, 16) && aligned(g.term_f, 8);
@@ -343,6 +358,12 @@ cudaError_t launch_gemm_sm90(const Sm90Gemm& g, int device, cudaStream_t stream)
                                     : make_map(map_b, g.b, g.k, g.m, g.ldb, 64)) &&
                     make_map(map_d, g.d, g.n, g.m, g.ldd, kBoxRows);
   if (!maps) return cudaErrorInvalidValue;
+  CUtensorMap map_ta = map_a, map_tb = map_b;  // unread without a tail
+  const bool tail = g.tail_a != nullptr;
+  if (tail && !(make_map(map_ta, g.tail_a, g.n, 64, 64, kTileM) &&
+                make_map(map_tb, g.tail_b, g.m, 64, 64, kTileN / kCluster))) {
+    return cudaErrorInvalidValue;
+  }
   const int64_t cluster_tiles = ((g.n + kCluster * kTileM - 1) / (kCluster * kTileM)) * ((g.m + kTileN - 1) / kTileN);
   const int64_t clusters = std::min<int64_t>(cluster_tiles, f.sms / kCluster);
   const int n = static_cast<int>(g.n), m = static_cast<int>(g.m), k = static_cast<int>(g.k);
@@ -360,14 +381,17 @@ cudaError_t launch_gemm_sm90(const Sm90Gemm& g, int device, cudaStream_t stream)
   config.numAttrs = 1;
   const EpilogueTerm term{g.term_g, g.term_f, g.term_bits, g.term_scale, g.term_keep_scale};
   cudaError_t status;
+  const auto go = [&](auto kernel) {
+    return cudaLaunchKernelEx(&config, kernel, map_a, map_b, map_d, map_ta, map_tb, n, m, k, term);
+  };
   if (g.b_transposed) {
-    status = cudaLaunchKernelEx(&config, gemm_sm90_kernel<false, 0>, map_a, map_b, map_d, n, m, k, term);
+    status = tail ? go(gemm_sm90_kernel<false, 0, true>) : go(gemm_sm90_kernel<false, 0>);
   } else if (g.term_g == nullptr) {
-    status = cudaLaunchKernelEx(&config, gemm_sm90_kernel<true, 0>, map_a, map_b, map_d, n, m, k, term);
+    status = go(gemm_sm90_kernel<true, 0>);
   } else if (g.term_bits == nullptr) {
-    status = cudaLaunchKernelEx(&config, gemm_sm90_kernel<true, 1>, map_a, map_b, map_d, n, m, k, term);
+    status = go(gemm_sm90_kernel<true, 1>);
   } else {
-    status = cudaLaunchKernelEx(&config, gemm_sm90_kernel<true, 2>, map_a, map_b, map_d, n, m, k, term);
+    status = go(gemm_sm90_kernel<true, 2>);
   }
   if (status == cudaSuccess) status = cudaGetLastError();
   if (status == cudaSuccess) g_launches.fetch_add(1);

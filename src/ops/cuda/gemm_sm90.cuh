@@ -40,6 +40,10 @@ struct Sm90Gemm {
   const float* term_f = nullptr;
   const uint8_t* term_bits = nullptr;
   float term_scale = 0.0f, term_keep_scale = 1.0f;
+  // Optional: one more k-block after A's, D = A op(B) + tail_a tail_b^T, tail_a (n, 64) and tail_b (m, 64) BF16 with
+  // row stride 64 (LoRA's B product as exact bf16 pieces, lora_tail.cu). B stored (m, k) only, no term.
+  const void* tail_a = nullptr;
+  const void* tail_b = nullptr;
 };
 
 // Whether `device` is an sm_90 GPU and this build carries the kernel's sm_90a code. The first question per device

@@ -97,6 +97,13 @@ cudaError_t launch_lora_swiglu_backward(const void* dact, const void* gate, cons
                                         uint32_t threshold, float keep_scale, const DropoutMap& map,
                                         const uint8_t* keep_bits, void* dgate, void* dup, cudaStream_t stream);
 
+// LoRA's B product as our Hopper GEMM's tail (lora_tail.cu, gemm_sm90.cuh tail_*; r 8): xa (n, 8) F32 into its
+// (n, 64) BF16 tail, scale * b (m, 8) F32 and the bias (m) (BF16 or F32 by bias_bf16; null: none) into its (m, 64)
+// BF16 tail; tail_xa tail_b^T = scale * xa b^T (+ bias) to ~2^-24.
+cudaError_t launch_lora_tail_xa(const float* xa, int64_t n, void* tail, cudaStream_t stream);
+cudaError_t launch_lora_tail_b(const float* b, int64_t m, float scale, const void* bias, bool bias_bf16, void* tail,
+                               cudaStream_t stream);
+
 // Row slices of the da pass (a function of the shape only); `part` needs lora_da_slices(n, k, r) * r * k floats.
 int64_t lora_da_slices(int64_t n, int64_t k, int r);
 // da (r, k) += scale * g^T dropout(x) in one read of x; g: (n, r) F32; the mask from keep_bits when non-null.

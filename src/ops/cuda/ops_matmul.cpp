@@ -29,6 +29,10 @@
 //  - lora_linear_swiglu_backward (the MLP's down through the swiglu): lora_linear_backward into dgate, then
 //    swiglu_backward; with SWIFT_LORA_SWIGLU_BWD=1 (off: measured slower) the dx term is left by the backward and
 //    added in the swiglu backward's pass (lora_ring.cu), the same bits.
+//  - Unless SWIFT_LORA_B_IN_GEMM=0: lora_linear with its B product and lora_linear_from_xa run x w^T + scale
+//    xa b^T (+ bias) as one product of our Hopper GEMM (BF16, r 8, sm_90a), the B product and the bias as a last k-block
+//    of exact bf16 pieces (lora_tail.cu): y rounded once where the two-step form rounds the frozen product and then
+//    the sum.
 //  - SWIFT_PROFILE also times the parts of a LoRA linear (frozen GEMM, xa, B product, db, g, dx term, da) as nested
 //    DeviceRegions (profile_events.h) named "lora_linear.<part>" / "lora_linear_backward.<part>".
 //  - Outputs of 16-bit dtype are rounded once per product (accumulate: the old value is read in fp32, added, the
@@ -445,6 +449,67 @@ void xa_pass(const char* op, const Tensor& x, const Tensor& a, const Dropout& dr
 }
 }  // namespace
 
+namespace {
+EnvSwitch& b_in_gemm_switch() {
+  static EnvSwitch sw("SWIFT_LORA_B_IN_GEMM", true);
+  return sw;
+}
+
+// y = x w^T + scale * xa b^T in one product where it can: our Hopper GEMM with the B product as a last k-block of
+// bf16 pieces (lora_tail.cu), one rounding of y. Unless SWIFT_LORA_B_IN_GEMM=0, for BF16 x / w / y written (not
+// accumulated), r 8, a bias (if any) BF16 or F32 (it goes into the tail too), on an sm_90a device; false (nothing
+// done) otherwise.
+bool b_product_in_gemm(const char* op, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& xa,
+                       const Tensor& b, float scale, Tensor& y, bool accumulate) {
+  if (!b_in_gemm_switch().on() || accumulate || x.dtype() != DType::BF16 ||
+      (bias.defined() && bias.dtype() != DType::BF16 && bias.dtype() != DType::F32) ||
+      w.dtype() != DType::BF16 || y.dtype() != DType::BF16 || xa.size(1) != 8 || xa.dtype() != DType::F32 ||
+      b.dtype() != DType::F32) {
+    return false;
+  }
+  const int device = dev(x);
+  const int64_t n = x.size(0), k = x.size(1), m = w.size(0);
+  Tensor tail_a = workspace(n * 64, DType::BF16, device), tail_b = workspace(m * 64, DType::BF16, device);
+  Sm90Gemm gemm;
+  gemm.n = n;
+  gemm.m = m;
+  gemm.k = k;
+  gemm.a = x.raw();
+  gemm.lda = k;
+  gemm.b = w.raw();
+  gemm.ldb = k;
+  gemm.b_transposed = true;
+  gemm.d = y.raw();
+  gemm.ldd = m;
+  gemm.tail_a = tail_a.raw();
+  gemm.tail_b = tail_b.raw();
+  if (!gemm_sm90_fits(gemm) || !gemm_sm90_available(device)) return false;
+  check_launch(op, launch_lora_tail_xa(xa.data<float>(), n, tail_a.raw(), stream(device)));
+  check_launch(op, launch_lora_tail_b(b.data<float>(), m, scale, bias.defined() ? bias.raw() : nullptr,
+                                      bias.defined() && bias.dtype() == DType::BF16, tail_b.raw(), stream(device)));
+  check_launch(op, launch_gemm_sm90(gemm, device, stream(device)));
+  return true;
+}
+}  // namespace
+
+bool lora_b_in_gemm() { return b_in_gemm_switch().on(); }
+
+bool lora_b_product_in_gemm(int device) { return lora_b_in_gemm() && gemm_sm90_available(device); }
+
+void set_lora_b_in_gemm(bool on) { b_in_gemm_switch().set(on); }
+
+void lora_linear_from_xa(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& b, const Tensor& xa,
+                         float scale, Tensor& y, bool accumulate) {
+  const char* op = "lora_linear_from_xa";
+  const int device = dev(x);
+  DeviceRegion region("lora_linear.frozen_gemm", device);
+  if (x.size(0) > 0 && xa.size(1) > 0 && b_product_in_gemm(op, x, w, bias, xa, b, scale, y, accumulate)) return;
+  linear_impl(op, x, w, bias, y.raw(), accumulate);
+  if (x.size(0) == 0 || xa.size(1) == 0) return;
+  DeviceRegion b_region("lora_linear.b_product", device);
+  add_b_product(op, xa, b, scale, y, /*overwrite=*/false);
+}
+
 void lora_xa(const Tensor& x, const Tensor& a, const Dropout& dropout, Tensor& xa) {
   if (x.size(0) == 0 || a.size(0) == 0) return;
   DeviceRegion region("lora_xa", dev(x));
@@ -460,6 +525,18 @@ void lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Ten
   // product adds onto it in cuBLASLt's epilogue (beta = 1): one write of y instead of a read-modify-write after the
   // product, one rounding less. Off by default: interleaved A/Bs on one machine could not separate it from the
   // spread (docs/PERFORMANCE.md run 10, call 1).
+  if (b_product && n > 0 && r > 0 && lora_b_in_gemm()) {  // xa first, then one product with the B product in it
+    {
+      DeviceRegion region("lora_linear.xa", device);
+      xa_pass(op, x, a, dropout, xa);
+    }
+    DeviceRegion region("lora_linear.frozen_gemm", device);
+    if (b_product_in_gemm(op, x, w, bias, xa, b, scale, y, accumulate)) return;
+    linear_impl(op, x, w, bias, y.raw(), accumulate);
+    DeviceRegion b_region("lora_linear.b_product", device);
+    add_b_product(op, xa, b, scale, y, /*overwrite=*/false);
+    return;
+  }
   const bool b_first =
       lora_b_first() && b_product && !accumulate && n > 0 && r > 0 && one_pass(y, r) && one_pass(x, r);
   if (!b_first) {
