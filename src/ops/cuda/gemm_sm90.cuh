@@ -1,9 +1,11 @@
 // ops/cuda/gemm_sm90.cuh — our own Hopper GEMM (TMA + wgmma, warp-specialised, persistent; gemm_sm90.cu), callable
-// from C++ (g++) translation units: the base that LoRA's rank-r passes are to be folded into (issue 5), which
-// cuBLASLt's fixed epilogues cannot take. blas.cpp runs it in place of cuBLASLt under SWIFT_GEMM_SM90=1 (off by
-// default) for the products it fits; docs/PERFORMANCE.md runs 23-25 measured its kernel against cuBLASLt
-// (scripts/device/probe_wgmma_gemm.cu: the same bits on the 7B's shapes; at the power cap ~0.99x over the 7B layer's
-// forward products; the 7B step 0.85% slower with it, the input gradients' products 2.3% behind).
+// from C++ (g++) translation units: the base that LoRA's rank-r passes are folded into (issue 5), which cuBLASLt's
+// fixed epilogues cannot take. By default it runs a LoRA linear's forward with its B product as a tail k-block
+// (ops_matmul.cpp b_product_in_gemm; docs/PERFORMANCE.md run 26: the 7B step +2.4%). blas.cpp runs it in place of
+// cuBLASLt for every product it fits under SWIFT_GEMM_SM90=1 (off by default); runs 23-25 measured its kernel
+// against cuBLASLt (scripts/device/probe_wgmma_gemm.cu: the same bits on the 7B's shapes; at the power cap ~0.99x
+// over the 7B layer's forward products; the 7B step 0.85% slower with it, the input gradients' products 2.3%
+// behind).
 //
 // Invariants:
 //  - D (n, m) BF16 = A (n, k) BF16 @ op(B), fp32 accumulation, alpha 1, beta 0, no bias: B stored (m, k)
