@@ -279,12 +279,14 @@ TEST(OpsCudaGemmSm90, LoraDxTermInTheEpilogueIsTheTwoPasses) {
 // lora_tail.cu): lora_linear's y is x w^T + scale xa b^T rounded once. Against the sum in double from the same xa,
 // every element within half a bf16 step at its magnitude plus fp32 summation's bound over the k + 48 products
 // (2^-24 (k + 48) sum |terms|); lora_linear_from_xa with that xa gives the same bits; over tile edges in n and m,
-// k not a multiple of 64, with and without a dropout (its keep bits), with a BF16 or F32 bias (in the tail too).
+// k not a multiple of 64, with and without a dropout (its keep bits), with a BF16 or F32 bias (in the tail too); a
+// decode's few rows keep the two-step form.
 TEST(OpsCudaGemmSm90, LoraBProductInTheProductIsRoundedOnce) {
   ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
   if (!sm90_here()) GTEST_SKIP() << "not an sm_90a device and build";
   struct Case { int64_t n, k, m; };  // x (n, k), w (m, k)
-  const Case cases[] = {{1, 64, 8}, {131, 520, 200}, {257, 72, 264}, {300, 3584, 1024}};
+  // n from ops_matmul.cpp's kMinTailRows (512) up, across tile edges; fewer rows keep the two-step form (below).
+  const Case cases[] = {{512, 64, 8}, {600, 520, 200}, {777, 72, 264}, {520, 3584, 264}};
   uint32_t seed = 9950;
   const bool was_on = ops::cuda::lora_b_in_gemm();
   for (const Case& cs : cases) {
@@ -341,6 +343,20 @@ TEST(OpsCudaGemmSm90, LoraBProductInTheProductIsRoundedOnce) {
                         << worst << " of the bound";
     }
   }
+  // A decode's few rows: cuBLASLt's product and the B product's pass, as with the switch off (the same bits).
+  Input x = make_input({3, 264}, DType::BF16, ++seed), w = make_weight({520, 264}, DType::BF16, ++seed);
+  Input a = make_weight({8, 264}, DType::F32, ++seed), b = make_weight({520, 8}, DType::F32, ++seed);
+  Tensor none;
+  DeviceOut y_on({3, 520}, DType::BF16), y_off({3, 520}, DType::BF16), xa({3, 8}, DType::F32);
+  ops::cuda::set_lora_b_in_gemm(true);
+  const int64_t before = ops::cuda::gemm_sm90_launches();
+  ops::lora_linear(x.dev, w.dev, none, a.dev, b.dev, 2.0f, {}, y_on.tensor, xa.tensor);
+  EXPECT_EQ(ops::cuda::gemm_sm90_launches() - before, 0) << "3 rows took the tail";
+  ops::cuda::set_lora_b_in_gemm(false);
+  ops::lora_linear(x.dev, w.dev, none, a.dev, b.dev, 2.0f, {}, y_off.tensor, xa.tensor);
+  ops::cuda::set_lora_b_in_gemm(was_on);
+  const Tensor on = y_on.fetch(), off = y_off.fetch();
+  EXPECT_EQ(std::memcmp(on.raw(), off.raw(), on.nbytes()), 0) << "3 rows";
 }
 
 }  // namespace

@@ -450,6 +450,10 @@ void xa_pass(const char* op, const Tensor& x, const Tensor& a, const Dropout& dr
 }  // namespace
 
 namespace {
+// The fewest rows (tokens) b_product_in_gemm takes: with fewer (decode, short prompts) our persistent 128 x 256 tiles
+// would cover a few tile rows of the GPU's SMs where cuBLASLt picks a narrow kernel; those keep the two-step form.
+constexpr int64_t kMinTailRows = 512;
+
 EnvSwitch& b_in_gemm_switch() {
   static EnvSwitch sw("SWIFT_LORA_B_IN_GEMM", true);
   return sw;
@@ -457,17 +461,26 @@ EnvSwitch& b_in_gemm_switch() {
 
 // y = x w^T + scale * xa b^T in one product where it can: our Hopper GEMM with the B product as a last k-block of
 // bf16 pieces (lora_tail.cu), one rounding of y. Unless SWIFT_LORA_B_IN_GEMM=0, for BF16 x / w / y written (not
-// accumulated), r 8, a bias (if any) BF16 or F32 (it goes into the tail too), on an sm_90a device; false (nothing
-// done) otherwise.
+// accumulated), at least kMinTailRows rows, r 8, a bias (if any) BF16 or F32 (it goes into the tail too), on an sm_90a
+// device; false (nothing done) otherwise.
 bool b_product_in_gemm(const char* op, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& xa,
                        const Tensor& b, float scale, Tensor& y, bool accumulate) {
-  if (!b_in_gemm_switch().on() || accumulate || x.dtype() != DType::BF16 ||
+  if (!b_in_gemm_switch().on() || accumulate || x.size(0) < kMinTailRows || x.dtype() != DType::BF16 ||
       (bias.defined() && bias.dtype() != DType::BF16 && bias.dtype() != DType::F32) ||
       w.dtype() != DType::BF16 || y.dtype() != DType::BF16 || xa.size(1) != 8 || xa.dtype() != DType::F32 ||
       b.dtype() != DType::F32) {
     return false;
   }
   const int device = dev(x);
+  if (!gemm_sm90_available(device, /*may_probe=*/false)) {
+    // The device's first question runs a probe kernel, which a stream being captured into a CUDA graph cannot take.
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(stream(device), &capturing) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    if (capturing != cudaStreamCaptureStatusNone || !gemm_sm90_available(device)) return false;
+  }
   const int64_t n = x.size(0), k = x.size(1), m = w.size(0);
   Tensor tail_a = workspace(n * 64, DType::BF16, device), tail_b = workspace(m * 64, DType::BF16, device);
   Sm90Gemm gemm;
@@ -483,7 +496,7 @@ bool b_product_in_gemm(const char* op, const Tensor& x, const Tensor& w, const T
   gemm.ldd = m;
   gemm.tail_a = tail_a.raw();
   gemm.tail_b = tail_b.raw();
-  if (!gemm_sm90_fits(gemm) || !gemm_sm90_available(device)) return false;
+  if (!gemm_sm90_fits(gemm)) return false;
   check_launch(op, launch_lora_tail_xa(xa.data<float>(), n, tail_a.raw(), stream(device)));
   check_launch(op, launch_lora_tail_b(b.data<float>(), m, scale, bias.defined() ? bias.raw() : nullptr,
                                       bias.defined() && bias.dtype() == DType::BF16, tail_b.raw(), stream(device)));
