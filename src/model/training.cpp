@@ -460,13 +460,13 @@ bool TrainableModel::residual_b_folded(int64_t i, LinearKind kind) const {
   // (for A/B measurements; the sums are rounded in another order).
   static const bool kFold = env_int("SWIFT_LORA_FOLD_RESIDUAL", 1) != 0;
   const LoraLinear* lora = layers_[static_cast<size_t>(i)].linears[static_cast<size_t>(kind)].lora;
-  return kFold && lora != nullptr && !lora->dora() && !b_in_gemm(i, kind);
+  return kFold && lora != nullptr && !lora->dora();
 }
 
-bool TrainableModel::b_in_gemm(int64_t i, LinearKind kind) const {
+bool TrainableModel::b_in_gemm(int64_t i, LinearKind kind, int64_t tokens) const {
   const Linear& L = layers_[static_cast<size_t>(i)].linears[static_cast<size_t>(kind)];
   return L.lora != nullptr && !L.lora->dora() && act_dtype_ == DType::BF16 && L.w.dtype() == DType::BF16 &&
-         ops::lora_b_product_in_gemm(device_);
+         ops::lora_b_product_in_gemm(device_, tokens);
 }
 
 ops::LoraBProduct TrainableModel::b_product_of(int64_t i, LinearKind kind, const Activations& a) const {
@@ -474,10 +474,10 @@ ops::LoraBProduct TrainableModel::b_product_of(int64_t i, LinearKind kind, const
                            layers_[static_cast<size_t>(i)].linears[static_cast<size_t>(kind)].lora->b};
 }
 
-bool TrainableModel::mlp_b_folded(int64_t i) const {
+bool TrainableModel::mlp_b_folded(int64_t i, int64_t tokens) const {
   // SWIFT_LORA_FOLD_SWIGLU=0 keeps the B products in lora_linear (the same bits; for A/B measurements).
   static const bool kFold = env_int("SWIFT_LORA_FOLD_SWIGLU", 1) != 0;
-  if (!kFold || b_in_gemm(i, LinearKind::Gate) || b_in_gemm(i, LinearKind::Up)) return false;
+  if (!kFold || b_in_gemm(i, LinearKind::Gate, tokens) || b_in_gemm(i, LinearKind::Up, tokens)) return false;
   const Layer& l = layers_[static_cast<size_t>(i)];
   for (LinearKind kind : {LinearKind::Gate, LinearKind::Up}) {
     const LoraLinear* lora = l.linears[static_cast<size_t>(kind)].lora;
@@ -494,7 +494,7 @@ void TrainableModel::mlp_forward(int64_t i, Activations& a, uint64_t seed, bool 
   a.gate = act({T, F_r});
   a.up = act({T, F_r});
   a.act = act({T, F_r});
-  const bool folded = mlp_b_folded(i);  // the B products are added by the swiglu's pass
+  const bool folded = mlp_b_folded(i, T);  // the B products are added by the swiglu's pass
   const Layer& l = layers_[static_cast<size_t>(i)];
   // A recompute (a.rank_kept) redoes the frozen products only: linear_forward uses the kept xa. Otherwise gate's and
   // up's xa come from one pass over h2 (shared_xa), then their frozen products.
@@ -605,7 +605,7 @@ void TrainableModel::layer_forward(int64_t i, const MicroBatch& b, const Tensor&
     tp->all_reduce(o);
     a.x_mid = act({T, C});
     ops::add(x_in, o, a.x_mid);
-  } else if (b_in_gemm(i, LinearKind::O)) {  // x_mid = o's whole output, then + x_in
+  } else if (b_in_gemm(i, LinearKind::O, T)) {  // x_mid = o's whole output, then + x_in
     a.x_mid = act({T, C});
     linear_forward(i, LinearKind::O, a.attn.view({T, Hq * D}), a.x_mid, false, a, seed, training);
     ops::add(x_in, a.x_mid, a.x_mid);
@@ -632,7 +632,7 @@ void TrainableModel::layer_forward(int64_t i, const MicroBatch& b, const Tensor&
     lin(LinearKind::Down, a.act, m, false);
     tp->all_reduce(m);
     ops::add(a.x_mid, m, x_out);
-  } else if (b_in_gemm(i, LinearKind::Down)) {
+  } else if (b_in_gemm(i, LinearKind::Down, T)) {
     linear_forward(i, LinearKind::Down, a.act, x_out, false, a, seed, training);
     ops::add(a.x_mid, x_out, x_out);
   } else if (residual_b_folded(i, LinearKind::Down)) {

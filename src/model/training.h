@@ -284,15 +284,16 @@ class TrainableModel {
   // Whether linear `kind` of `layer` is plain LoRA and `a` holds its xa (and on a GPU with dropout its keep bits) for
   // `tokens` tokens: with Activations::rank_kept (a recompute) its xa pass is then skipped.
   bool rank_reusable(int64_t layer, LinearKind kind, const Activations& a, int64_t tokens, bool training) const;
-  // Whether layer i's gate and up are both plain LoRA linears: their B products are then added in the swiglu's pass
-  // (ops::swiglu_lora) instead of lora_linear's.
-  bool mlp_b_folded(int64_t layer) const;
+  // Whether layer i's gate and up are both plain LoRA linears whose B products do not go inside their products
+  // (b_in_gemm, for `tokens` rows): their B products are then added in the swiglu's pass (ops::swiglu_lora).
+  bool mlp_b_folded(int64_t layer, int64_t tokens) const;
   // o's / down's B product added with the residual in one pass (ops::add_lora_residual) when that linear is plain
   // LoRA (not DoRA), unless SWIFT_LORA_FOLD_RESIDUAL=0; its factors from the forward's xa.
   bool residual_b_folded(int64_t layer, LinearKind kind) const;
-  // ops::lora_b_product_in_gemm on the model's device, for a plain LoRA linear: its B product goes inside its frozen
-  // product, so gate and up feed a plain swiglu and o / down a plain residual add instead of the folded passes above.
-  bool b_in_gemm(int64_t layer, LinearKind kind) const;
+  // ops::lora_b_product_in_gemm on the model's device for `tokens` rows, for a plain LoRA linear: its B product goes
+  // inside its frozen product, so gate and up feed a plain swiglu and o / down a plain residual add instead of the
+  // folded passes above (layer_forward asks this first).
+  bool b_in_gemm(int64_t layer, LinearKind kind, int64_t tokens) const;
   ops::LoraBProduct b_product_of(int64_t layer, LinearKind kind, const Activations& a) const;
   void apply_rope(Tensor& x, const MicroBatch& b, bool backward) const;
   // The batch's rope segments: fn(rows [t0, t1), their positions, frequencies), once for the whole batch, or once per

@@ -311,10 +311,12 @@ void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, co
            [&] { cuda::lora_linear_backward(dy, x, w, a, b, xa, scale, dropout, dx, da, db, accumulate_dx); });
 }
 
-bool lora_b_product_in_gemm(Device device) {
+bool lora_b_product_in_gemm(Device device, int64_t rows) {
 #ifdef SWIFT_WITH_CUDA
-  return device.type == DeviceType::CUDA && cuda::lora_b_product_in_gemm(device.index);
+  return device.type == DeviceType::CUDA && cuda::lora_b_product_in_gemm(device.index, rows);
 #else
+  (void)device;
+  (void)rows;
   return false;
 #endif
 }

@@ -277,10 +277,10 @@ void add_lora_residual(Tensor& y, const Tensor& residual, const LoraBProduct& bp
 // and rounding (the same bits as lora_linear with that xa): for a recompute whose xa was kept from the forward.
 //   y (in / out): (N, M); xa: (N, r) F32; b: (M, r) F32.
 void lora_b_product(Tensor& y, const LoraBProduct& bp, float scale);
-// Whether lora_linear and lora_linear_from_xa on `device` add the B product inside the frozen product (CUDA: on an
-// sm_90a device, BF16, unless SWIFT_LORA_B_IN_GEMM=0): a model then runs gate and up with their B products and a plain
+// Whether lora_linear and lora_linear_from_xa on `device` over `rows` rows add the B product inside the frozen product
+// (CUDA: on an sm_90a device, BF16, from 512 rows up, unless SWIFT_LORA_B_IN_GEMM=0): a model then runs gate and up with their B products and a plain
 // swiglu, o and down with theirs and a plain residual add, instead of swiglu_lora / add_lora_residual.
-bool lora_b_product_in_gemm(Device device);
+bool lora_b_product_in_gemm(Device device, int64_t rows);
 // lora_linear's output with its xa given (the forward's, or lora_xa_shared's): y = x w^T (+ bias) + scale * xa b^T,
 // the bits of linear then lora_b_product (where lora_b_product_in_gemm says so, one product rounded once, as
 // lora_linear's there).

@@ -7,7 +7,9 @@
 //   - in F16 (--torch_dtype float16: F16 matrices and activations, the activations' dtype chosen by default from the
 //     matrices) with loss scaling as the trainer applies it: the loss gradient times a power-of-two scale (2^16,
 //     GradScaler's initial scale, halved while some gradient is not finite, as its backoff would), the gradients
-//     divided by it afterwards (exact).
+//     divided by it afterwards (exact);
+//   - in BF16 again with LoRA's B products inside the frozen products (our Hopper GEMM's tail, ops_matmul.cpp) at
+//     the fixtures' few rows, which by default keep the two-step form (from 512 rows up only), at BF16's bounds.
 // Label gpu; compiled only in CUDA builds.
 //
 // Tolerances: F32 loss rel 1e-5 and gradients max_abs 5e-5 / rel_l2 1e-4 (the CPU passes at 1e-5 / 2e-5;
@@ -40,6 +42,7 @@
 #include "core/memory.h"
 #include "model/training.h"
 #include "ops/backends.h"
+#include "ops/cuda/cuda_ops.h"
 #include "ops/ops.h"
 
 namespace swift {
@@ -63,6 +66,7 @@ struct Precision {
   DType matrices, activations;
   double loss_rel, grad_max_abs, grad_rel_l2;
   float loss_scale = 1.0f;  // F16: the trainer's dynamic loss scale (its initial value)
+  bool b_in_product = false;  // LoRA's B products inside the frozen products (ops_matmul.cpp) at these few rows too
 };
 
 bool all_gradients_finite(const std::vector<model::Parameter>& params) {
@@ -100,8 +104,14 @@ TEST_P(CudaTraining, LossAndEveryGradientMatchTransformers) {
 
   for (const Precision& p : {Precision{"f32", DType::F32, DType::F32, 1e-5, 5e-5, 1e-4},
                              Precision{"bf16", DType::BF16, DType::BF16, 1e-2, 1e9, 1e-1},
-                             Precision{"f16", DType::F16, DType::F16, 2.5e-3, 1e9, 2.5e-2, 65536.0f}}) {
+                             Precision{"f16", DType::F16, DType::F16, 2.5e-3, 1e9, 2.5e-2, 65536.0f},
+                             Precision{"bf16, B in the product", DType::BF16, DType::BF16, 1e-2, 1e9, 1e-1, 1.0f, true}}) {
     SCOPED_TRACE(p.name);
+    struct MinRows {  // the batch's few rows through our GEMM's tail (where an sm_90a device runs it), then back
+      explicit MinRows(bool on) : on(on) { if (on) ops::cuda::set_lora_b_in_gemm_min_rows(1); }
+      ~MinRows() { if (on) ops::cuda::set_lora_b_in_gemm_min_rows(512); }
+      bool on;
+    } min_rows(p.b_in_product);
     // The base model with the case's pad_token_id, as tests/model/test_golden_training.cpp loads it.
     const std::string base_dir =
         std::string(SWIFT_FIXTURES_DIR) + "/golden/" + fs::path(meta.at("base_model")).filename().string();

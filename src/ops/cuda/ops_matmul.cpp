@@ -41,6 +41,7 @@
 #include "ops/cuda/cuda_ops.h"
 
 #include <algorithm>
+#include <atomic>
 #include <array>
 #include <vector>
 
@@ -450,9 +451,10 @@ void xa_pass(const char* op, const Tensor& x, const Tensor& a, const Dropout& dr
 }  // namespace
 
 namespace {
-// The fewest rows (tokens) b_product_in_gemm takes: with fewer (decode, short prompts) our persistent 128 x 256 tiles
-// would cover a few tile rows of the GPU's SMs where cuBLASLt picks a narrow kernel; those keep the two-step form.
-constexpr int64_t kMinTailRows = 512;
+// The fewest rows (tokens) b_product_in_gemm takes, 512 (set_lora_b_in_gemm_min_rows: tests): with fewer (decode, short
+// prompts) our persistent 128 x 256 tiles would cover a few tile rows of the GPU's SMs where cuBLASLt picks a narrow
+// kernel; those keep the two-step form.
+std::atomic<int64_t> g_min_tail_rows{512};
 
 EnvSwitch& b_in_gemm_switch() {
   static EnvSwitch sw("SWIFT_LORA_B_IN_GEMM", true);
@@ -461,11 +463,11 @@ EnvSwitch& b_in_gemm_switch() {
 
 // y = x w^T + scale * xa b^T in one product where it can: our Hopper GEMM with the B product as a last k-block of
 // bf16 pieces (lora_tail.cu), one rounding of y. Unless SWIFT_LORA_B_IN_GEMM=0, for BF16 x / w / y written (not
-// accumulated), at least kMinTailRows rows, r 8, a bias (if any) BF16 or F32 (it goes into the tail too), on an sm_90a
+// accumulated), at least g_min_tail_rows rows, r 8, a bias (if any) BF16 or F32 (it goes into the tail too), on an sm_90a
 // device; false (nothing done) otherwise.
 bool b_product_in_gemm(const char* op, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& xa,
                        const Tensor& b, float scale, Tensor& y, bool accumulate) {
-  if (!b_in_gemm_switch().on() || accumulate || x.size(0) < kMinTailRows || x.dtype() != DType::BF16 ||
+  if (!b_in_gemm_switch().on() || accumulate || x.size(0) < g_min_tail_rows.load(std::memory_order_relaxed) || x.dtype() != DType::BF16 ||
       (bias.defined() && bias.dtype() != DType::BF16 && bias.dtype() != DType::F32) ||
       w.dtype() != DType::BF16 || y.dtype() != DType::BF16 || xa.size(1) != 8 || xa.dtype() != DType::F32 ||
       b.dtype() != DType::F32) {
@@ -507,7 +509,11 @@ bool b_product_in_gemm(const char* op, const Tensor& x, const Tensor& w, const T
 
 bool lora_b_in_gemm() { return b_in_gemm_switch().on(); }
 
-bool lora_b_product_in_gemm(int device) { return lora_b_in_gemm() && gemm_sm90_available(device); }
+bool lora_b_product_in_gemm(int device, int64_t rows) {
+  return lora_b_in_gemm() && rows >= g_min_tail_rows.load(std::memory_order_relaxed) && gemm_sm90_available(device);
+}
+
+void set_lora_b_in_gemm_min_rows(int64_t rows) { g_min_tail_rows.store(rows, std::memory_order_relaxed); }
 
 void set_lora_b_in_gemm(bool on) { b_in_gemm_switch().set(on); }
 
@@ -534,10 +540,6 @@ void lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Ten
   const char* op = "lora_linear";
   const int device = dev(x);
   const int64_t n = x.size(0), r = a.size(0);
-  // lora_b_first(): without accumulate the B product is written first (y = scale xa b^T, y not read) and the frozen
-  // product adds onto it in cuBLASLt's epilogue (beta = 1): one write of y instead of a read-modify-write after the
-  // product, one rounding less. Off by default: interleaved A/Bs on one machine could not separate it from the
-  // spread (docs/PERFORMANCE.md run 10, call 1).
   if (b_product && n > 0 && r > 0 && lora_b_in_gemm()) {  // xa first, then one product with the B product in it
     {
       DeviceRegion region("lora_linear.xa", device);
@@ -550,6 +552,10 @@ void lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Ten
     add_b_product(op, xa, b, scale, y, /*overwrite=*/false);
     return;
   }
+  // lora_b_first(): without accumulate the B product is written first (y = scale xa b^T, y not read) and the frozen
+  // product adds onto it in cuBLASLt's epilogue (beta = 1): one write of y instead of a read-modify-write after the
+  // product, one rounding less. Off by default: interleaved A/Bs on one machine could not separate it from the
+  // spread (docs/PERFORMANCE.md run 10, call 1).
   const bool b_first =
       lora_b_first() && b_product && !accumulate && n > 0 && r > 0 && one_pass(y, r) && one_pass(x, r);
   if (!b_first) {
