@@ -6,7 +6,7 @@
 # Carry .device-deps and .device-prebuilt (prebuild.sh test_gpu bench_train_step). Logs go to $OUT.
 source "$(dirname "$0")/env.sh"
 build_gpu adamw test_gpu bench_train_step
-gpu_tests "${GPU_TESTS:-*AdamW*:*CrossEntropy*:*VocabShard*:CudaTraining*:*Golden*}"
+gpu_tests "${GPU_TESTS:-*AdamW*:*CrossEntropy*:*VocabShard*:*CudaTraining*:*Golden*}"
 q05="--config bench/configs/qwen2.5-0.5b.json --tuner full --seq 2048 --batch 8 --steps 5 --warmup 2"
 SWIFT_PROFILE=events build-gpu/bench/bench_train_step ${q05/--steps 5/--steps 3} > /dev/null 2> "${OUT:-/tmp}/profile.log"
 grep -E "^(breakdown|adamw_step|cross_entropy|grad_norm)" "${OUT:-/tmp}/profile.log" | head -12 || true

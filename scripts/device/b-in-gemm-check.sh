@@ -7,9 +7,9 @@
 # Carry .device-deps and .device-prebuilt (prebuild.sh test_gpu bench_train_step). Logs under $OUT.
 source "$(dirname "$0")/env.sh"
 build_gpu t test_gpu bench_train_step
-gpu_tests "${GPU_TESTS:-OpsCudaGemmSm90.*:OpsCudaMatmul.*:OpsCudaDora.*:CudaTraining*:*Golden*:CudaOffload.*:CudaF16Training.*}"
+gpu_tests "${GPU_TESTS:-OpsCudaGemmSm90.*:OpsCudaMatmul.*:OpsCudaDora.*:*CudaTraining*:*Golden*:CudaOffload.*:CudaF16Training.*}"
 grep -E '^\[  FAILED  \]|Failure|worst' "${OUT:-/tmp}/gpu-suite.log" | head -20 || true
-SWIFT_LORA_B_IN_GEMM=0 build-gpu/tests/test_gpu --gtest_filter='CudaTraining*:*Golden*:CudaOffload.*' 2>&1 \
+SWIFT_LORA_B_IN_GEMM=0 build-gpu/tests/test_gpu --gtest_filter='*CudaTraining*:*Golden*:CudaOffload.*' 2>&1 \
   | grep -E '^\[  (PASSED|FAILED)|Failure' | head -20 | sed 's/^/B in GEMM off: /' || true
 b7="--config bench/configs/qwen2.5-7b.json --tuner lora --seq 2048 --batch 4"
 ab_steps "${REPS_AB:-3}" "$b7" X=1 SWIFT_LORA_B_IN_GEMM=0

@@ -7,7 +7,7 @@
 # in the same call (PEER=0 skips it). Carry .device-deps and .device-prebuilt. Logs go to $OUT.
 source "$(dirname "$0")/env.sh"
 build_gpu frozen test_gpu bench_train_step
-gpu_tests "${GPU_TESTS:-CudaOffload.*:CudaTraining*:*Golden*}"
+gpu_tests "${GPU_TESTS:-CudaOffload.*:*CudaTraining*:*Golden*}"
 q7="--config bench/configs/qwen2.5-7b.json --tuner lora --seq 2048 --batch 4 --steps 5 --warmup 2"
 la="--recompute_modules layernorm act"
 lam="--recompute_modules layernorm act mlp --recompute_num_layers"

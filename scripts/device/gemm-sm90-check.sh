@@ -7,7 +7,7 @@
 # bench_train_step). Logs go to $OUT.
 source "$(dirname "$0")/env.sh"
 build_gpu sm90 test_gpu bench_train_step
-gpu_tests "${GPU_TESTS:-OpsCudaGemmSm90.*:OpsCudaMatmul.*:CudaTraining*:*Golden*}"
+gpu_tests "${GPU_TESTS:-OpsCudaGemmSm90.*:OpsCudaMatmul.*:*CudaTraining*:*Golden*}"
 grep '^\[ gemm_sm90 \]' "${OUT:-/tmp}/gpu-suite.log" || true
 q7="--config bench/configs/qwen2.5-7b.json --tuner lora --seq 2048 --batch 4 --steps 5 --warmup 2"
 ab_steps "${REPS:-2}" "$q7" X=1 SWIFT_GEMM_SM90=1

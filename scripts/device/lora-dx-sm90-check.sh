@@ -5,7 +5,7 @@
 # Carry .device-deps and .device-prebuilt (prebuild.sh test_gpu bench_train_step). Logs under $OUT.
 source "$(dirname "$0")/env.sh"
 build_gpu t test_gpu bench_train_step
-gpu_tests "${GPU_TESTS:-OpsCudaGemmSm90.*:OpsCudaMatmul.Lora*:CudaTraining*}"
+gpu_tests "${GPU_TESTS:-OpsCudaGemmSm90.*:OpsCudaMatmul.Lora*:*CudaTraining*}"
 grep '^\[ gemm_sm90 \] LoRA' "${OUT:-/tmp}/gpu-suite.log" || true
 b7="--config bench/configs/qwen2.5-7b.json --tuner lora --seq 2048 --batch 4"
 ab_steps "${REPS_AB:-2}" "$b7" X=1 SWIFT_LORA_DX_SM90=1

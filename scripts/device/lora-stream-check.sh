@@ -8,7 +8,7 @@
 # Carry .device-deps (and .device-prebuilt: prebuild.sh test_gpu bench_train_step bench_lora). Logs go to $OUT.
 source "$(dirname "$0")/env.sh"
 build_gpu stream test_gpu bench_train_step bench_lora
-gpu_tests "${GPU_TESTS:-OpsCudaMatmul.Lora*:CudaTraining*:*Golden*}"
+gpu_tests "${GPU_TESTS:-OpsCudaMatmul.Lora*:*CudaTraining*:*Golden*}"
 build-gpu/bench/bench_lora --dropout 0.05 > "${OUT:-/tmp}/bench-lora.txt" 2>&1 || true
 grep -E "total|^bit-identical|MISMATCH" "${OUT:-/tmp}/bench-lora.txt" || true
 q7="--config bench/configs/qwen2.5-7b.json --tuner lora --seq 2048 --batch 4 --steps 5 --warmup 2"

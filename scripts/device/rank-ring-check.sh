@@ -7,7 +7,7 @@
 # ($OUT/profile-7b.txt). Carry .device-deps (and .device-prebuilt: prebuild.sh test_gpu bench_train_step bench_lora).
 source "$(dirname "$0")/env.sh"
 build_gpu ring test_gpu bench_train_step bench_lora
-gpu_tests "${GPU_TESTS:-OpsCudaMatmul.*:CudaTraining*:*Golden*:*Dropout*}"
+gpu_tests "${GPU_TESTS:-OpsCudaMatmul.*:*CudaTraining*:*Golden*:*Dropout*}"
 for rows in 256 128 512; do
   SWIFT_LORA_RING_ROWS=$rows build-gpu/bench/bench_lora --dropout 0.05 > "${OUT:-/tmp}/bench-lora-$rows.txt" 2>&1 || true
   echo "== ring rows $rows"

@@ -8,7 +8,7 @@
 # Carry .device-deps (and .device-prebuilt: prebuild.sh test_gpu bench_train_step bench_lora).
 source "$(dirname "$0")/env.sh"
 build_gpu trim test_gpu bench_train_step bench_lora
-gpu_tests "${GPU_TESTS:-OpsCudaMatmul.*:CudaTraining*:*Dropout*}"
+gpu_tests "${GPU_TESTS:-OpsCudaMatmul.*:*CudaTraining*:*Dropout*}"
 build-gpu/bench/bench_lora --dropout 0.05 > "${OUT:-/tmp}/bench-lora.txt" 2>&1 || true
 grep -E "total|^bit-identical|MISMATCH" "${OUT:-/tmp}/bench-lora.txt" | grep -E "default|shared|keep-bits|bit-|MISM" || true
 q7="--config bench/configs/qwen2.5-7b.json --tuner lora --seq 2048 --batch 4 --steps 5 --warmup 2"

@@ -6,7 +6,7 @@
 # Carry .device-deps and .device-prebuilt (prebuild.sh test_gpu bench_train_step). Logs go to $OUT.
 source "$(dirname "$0")/env.sh"
 build_gpu narrow test_gpu bench_train_step
-gpu_tests "${GPU_TESTS:-*Rmsnorm*:CudaTraining*:*Golden*}"
+gpu_tests "${GPU_TESTS:-*Rmsnorm*:*CudaTraining*:*Golden*}"
 SWIFT_GPU_BENCH=1 build-gpu/tests/test_gpu --gtest_filter='*BenchRmsnormBackward*' 2>&1 | grep '^rmsnorm'
 q05="--config bench/configs/qwen2.5-0.5b.json --tuner full --seq 2048 --batch 8 --steps 5 --warmup 2"
 ab_steps 3 "$q05" X=1 SWIFT_RMSNORM_NARROW=0

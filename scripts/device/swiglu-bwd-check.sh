@@ -6,7 +6,7 @@
 # Carry .device-deps and .device-prebuilt (prebuild.sh test_gpu bench_train_step). Logs under $OUT.
 source "$(dirname "$0")/env.sh"
 build_gpu t test_gpu bench_train_step
-gpu_tests "${GPU_TESTS:-OpsCudaMatmul.*:OpsCudaGemmSm90.*:OpsCudaDora.*:CudaTraining*:*Golden*:CudaOffload.*:CudaF16Training.*}"
+gpu_tests "${GPU_TESTS:-OpsCudaMatmul.*:OpsCudaGemmSm90.*:OpsCudaDora.*:*CudaTraining*:*Golden*:CudaOffload.*:CudaF16Training.*}"
 grep -E '^\[  FAILED  \]|Failure|dgate|dup' "${OUT:-/tmp}/gpu-suite.log" | head -20 || true
 b7="--config bench/configs/qwen2.5-7b.json --tuner lora --seq 2048 --batch 4"
 ab_steps "${REPS_AB:-3}" "$b7" SWIFT_LORA_SWIGLU_BWD=1 SWIFT_LORA_SWIGLU_BWD=0

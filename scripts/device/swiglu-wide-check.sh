@@ -7,7 +7,7 @@
 # Carry .device-deps (and .device-prebuilt when prebuilt). Logs go to $OUT.
 source "$(dirname "$0")/env.sh"
 build_gpu swiglu test_gpu bench_train_step
-gpu_tests "${GPU_TESTS:-OpsCudaElementwise.*:OpsCudaF16*:CudaTraining*:*Golden*}"
+gpu_tests "${GPU_TESTS:-OpsCudaElementwise.*:OpsCudaF16*:*CudaTraining*:*Golden*}"
 SWIFT_GPU_BENCH=1 build-gpu/tests/test_gpu --gtest_filter='OpsCudaElementwise.BenchSwiglu' 2>&1 | grep -E "^swiglu" || true
 q05="--config bench/configs/qwen2.5-0.5b.json --tuner full --seq 2048 --batch 8 --steps 5 --warmup 2"
 ab_steps 2 "$q05" X=1
