@@ -333,15 +333,7 @@ bool run_sm90(const char* op, int device, const MatmulArgs& args, cudaStream_t s
   g.d = args.d;
   g.ldd = args.ldd;
   if (!gemm_sm90_fits(g)) return false;
-  if (!gemm_sm90_available(device, /*may_probe=*/false)) {
-    // The device's first question runs a probe kernel, which a stream being captured into a CUDA graph cannot take.
-    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-    if (cudaStreamIsCapturing(s, &capturing) != cudaSuccess) {
-      cudaGetLastError();
-      return false;
-    }
-    if (capturing != cudaStreamCaptureStatusNone || !gemm_sm90_available(device)) return false;
-  }
+  if (!gemm_sm90_ready(device, s)) return false;
   const cudaError_t st = launch_gemm_sm90(g, device, s);
   if (st != cudaSuccess) {
     fail("op {}: SWIFT_GEMM_SM90's kernel failed on D ({}, {}) = A ({}, {}) x B stored {}, row strides lda {}, ldb {}, "

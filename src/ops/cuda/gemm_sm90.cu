@@ -330,6 +330,16 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 
 bool gemm_sm90_available(int device, bool may_probe) { return facts(device, may_probe).available; }
 
+bool gemm_sm90_ready(int device, cudaStream_t stream) {
+  if (gemm_sm90_available(device, /*may_probe=*/false)) return true;
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &capturing) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return capturing == cudaStreamCaptureStatusNone && gemm_sm90_available(device);
+}
+
 bool gemm_sm90_fits(const Sm90Gemm& g) {
   constexpr int64_t kMaxDim = int64_t(1) << 31;  // the kernel's int coordinates; TMA takes up to 2^32
   if (g.n <= 0 || g.m <= 0 || g.k <= 0 || g.n >= kMaxDim || g.m >= kMaxDim || g.k >= kMaxDim) return false;

@@ -52,6 +52,9 @@ struct Sm90Gemm {
 // runs a one-thread kernel (with an allocation and a copy); may_probe false answers false instead of asking, for
 // callers whose stream is being captured into a CUDA graph.
 bool gemm_sm90_available(int device, bool may_probe = true);
+// gemm_sm90_available for a launch on `stream`: a device not yet asked is asked only when the stream is not being
+// captured into a CUDA graph (the probe cannot be captured); until then the answer is no.
+bool gemm_sm90_ready(int device, cudaStream_t stream);
 // Whether TMA can address these operands (see the invariants); shapes only, not the device.
 bool gemm_sm90_fits(const Sm90Gemm& g);
 // D = A op(B) on `stream` (g fits, gemm_sm90_available(device) said yes). Returns the launch status

@@ -370,7 +370,7 @@ bool fused_dx_sm90(const Tensor& dy, const Tensor& w, const Tensor& g, const Ten
   gemm.term_bits = d.threshold != 0 ? bits : nullptr;
   gemm.term_scale = scale;
   gemm.term_keep_scale = d.keep_scale;
-  if (!gemm_sm90_fits(gemm) || !gemm_sm90_available(device)) return false;
+  if (!gemm_sm90_fits(gemm) || !gemm_sm90_ready(device, stream(device))) return false;
   DeviceRegion region("lora_linear_backward.frozen_gemm", device);
   check_launch("lora_linear_backward", launch_gemm_sm90(gemm, device, stream(device)));
   return true;
@@ -451,7 +451,7 @@ void xa_pass(const char* op, const Tensor& x, const Tensor& a, const Dropout& dr
 }  // namespace
 
 namespace {
-// The fewest rows (tokens) b_product_in_gemm takes, 512 (set_lora_b_in_gemm_min_rows: tests): with fewer (decode, short
+// The fewest rows (tokens) b_in_gemm_plan takes, 512 (set_lora_b_in_gemm_min_rows: tests): with fewer (decode, short
 // prompts) our persistent 128 x 256 tiles would cover a few tile rows of the GPU's SMs where cuBLASLt picks a narrow
 // kernel; those keep the two-step form.
 std::atomic<int64_t> g_min_tail_rows{512};
@@ -462,30 +462,18 @@ EnvSwitch& b_in_gemm_switch() {
 }
 
 // y = x w^T + scale * xa b^T in one product where it can: our Hopper GEMM with the B product as a last k-block of
-// bf16 pieces (lora_tail.cu), one rounding of y. Unless SWIFT_LORA_B_IN_GEMM=0, for BF16 x / w / y written (not
-// accumulated), at least g_min_tail_rows rows, r 8, a bias (if any) BF16 or F32 (it goes into the tail too), on an sm_90a
-// device; false (nothing done) otherwise.
-bool b_product_in_gemm(const char* op, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& xa,
-                       const Tensor& b, float scale, Tensor& y, bool accumulate) {
-  if (!b_in_gemm_switch().on() || accumulate || x.size(0) < g_min_tail_rows.load(std::memory_order_relaxed) || x.dtype() != DType::BF16 ||
-      (bias.defined() && bias.dtype() != DType::BF16 && bias.dtype() != DType::F32) ||
-      w.dtype() != DType::BF16 || y.dtype() != DType::BF16 || xa.size(1) != 8 || xa.dtype() != DType::F32 ||
-      b.dtype() != DType::F32) {
+// bf16 pieces (lora_tail.cu), one rounding of y. b_in_gemm_plan says whether it can (before any pass runs), and makes
+// the product without its tails: unless SWIFT_LORA_B_IN_GEMM=0, for BF16 x / w / y written (not accumulated), at least
+// g_min_tail_rows rows, r 8, a bias (if any) BF16 or F32 (it goes into the tail too), on an sm_90a device.
+bool b_in_gemm_plan(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& b, const Tensor& y,
+                    bool accumulate, Sm90Gemm& gemm) {
+  if (!b_in_gemm_switch().on() || accumulate || x.size(0) < g_min_tail_rows.load(std::memory_order_relaxed) ||
+      x.dtype() != DType::BF16 || w.dtype() != DType::BF16 || y.dtype() != DType::BF16 || b.size(1) != 8 ||
+      b.dtype() != DType::F32 || (bias.defined() && bias.dtype() != DType::BF16 && bias.dtype() != DType::F32)) {
     return false;
   }
-  const int device = dev(x);
-  if (!gemm_sm90_available(device, /*may_probe=*/false)) {
-    // The device's first question runs a probe kernel, which a stream being captured into a CUDA graph cannot take.
-    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-    if (cudaStreamIsCapturing(stream(device), &capturing) != cudaSuccess) {
-      cudaGetLastError();
-      return false;
-    }
-    if (capturing != cudaStreamCaptureStatusNone || !gemm_sm90_available(device)) return false;
-  }
   const int64_t n = x.size(0), k = x.size(1), m = w.size(0);
-  Tensor tail_a = workspace(n * 64, DType::BF16, device), tail_b = workspace(m * 64, DType::BF16, device);
-  Sm90Gemm gemm;
+  gemm = Sm90Gemm{};
   gemm.n = n;
   gemm.m = m;
   gemm.k = k;
@@ -496,14 +484,20 @@ bool b_product_in_gemm(const char* op, const Tensor& x, const Tensor& w, const T
   gemm.b_transposed = true;
   gemm.d = y.raw();
   gemm.ldd = m;
+  return gemm_sm90_fits(gemm) && gemm_sm90_ready(dev(x), stream(dev(x)));
+}
+
+// The planned product with its tails (workspace, 16-byte aligned) from xa (n, 8), scale * b and the bias.
+void run_b_in_gemm(const char* op, Sm90Gemm gemm, const Tensor& xa, const Tensor& b, const Tensor& bias,
+                   float scale) {
+  const int device = dev(xa);
+  Tensor tail_a = workspace(gemm.n * 64, DType::BF16, device), tail_b = workspace(gemm.m * 64, DType::BF16, device);
   gemm.tail_a = tail_a.raw();
   gemm.tail_b = tail_b.raw();
-  if (!gemm_sm90_fits(gemm)) return false;
-  check_launch(op, launch_lora_tail_xa(xa.data<float>(), n, tail_a.raw(), stream(device)));
-  check_launch(op, launch_lora_tail_b(b.data<float>(), m, scale, bias.defined() ? bias.raw() : nullptr,
+  check_launch(op, launch_lora_tail_xa(xa.data<float>(), gemm.n, tail_a.raw(), stream(device)));
+  check_launch(op, launch_lora_tail_b(b.data<float>(), gemm.m, scale, bias.defined() ? bias.raw() : nullptr,
                                       bias.defined() && bias.dtype() == DType::BF16, tail_b.raw(), stream(device)));
   check_launch(op, launch_gemm_sm90(gemm, device, stream(device)));
-  return true;
 }
 }  // namespace
 
@@ -522,7 +516,10 @@ void lora_linear_from_xa(const Tensor& x, const Tensor& w, const Tensor& bias, c
   const char* op = "lora_linear_from_xa";
   const int device = dev(x);
   DeviceRegion region("lora_linear.frozen_gemm", device);
-  if (x.size(0) > 0 && xa.size(1) > 0 && b_product_in_gemm(op, x, w, bias, xa, b, scale, y, accumulate)) return;
+  Sm90Gemm gemm;
+  if (x.size(0) > 0 && xa.size(1) > 0 && b_in_gemm_plan(x, w, bias, b, y, accumulate, gemm)) {
+    return run_b_in_gemm(op, gemm, xa, b, bias, scale);
+  }
   linear_impl(op, x, w, bias, y.raw(), accumulate);
   if (x.size(0) == 0 || xa.size(1) == 0) return;
   DeviceRegion b_region("lora_linear.b_product", device);
@@ -540,17 +537,14 @@ void lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Ten
   const char* op = "lora_linear";
   const int device = dev(x);
   const int64_t n = x.size(0), r = a.size(0);
-  if (b_product && n > 0 && r > 0 && lora_b_in_gemm()) {  // xa first, then one product with the B product in it
-    {
+  Sm90Gemm gemm;
+  if (b_product && n > 0 && r > 0 && b_in_gemm_plan(x, w, bias, b, y, accumulate, gemm)) {
+    {  // xa first, then one product with the B product in it
       DeviceRegion region("lora_linear.xa", device);
       xa_pass(op, x, a, dropout, xa);
     }
     DeviceRegion region("lora_linear.frozen_gemm", device);
-    if (b_product_in_gemm(op, x, w, bias, xa, b, scale, y, accumulate)) return;
-    linear_impl(op, x, w, bias, y.raw(), accumulate);
-    DeviceRegion b_region("lora_linear.b_product", device);
-    add_b_product(op, xa, b, scale, y, /*overwrite=*/false);
-    return;
+    return run_b_in_gemm(op, gemm, xa, b, bias, scale);
   }
   // lora_b_first(): without accumulate the B product is written first (y = scale xa b^T, y not read) and the frozen
   // product adds onto it in cuBLASLt's epilogue (beta = 1): one write of y instead of a read-modify-write after the
