@@ -74,8 +74,8 @@ events_profiles() {
   for setting in "$@"; do
     echo "== events profile, $setting"
     env $setting SWIFT_PROFILE=events build-gpu/bench/bench_train_step $args \
-      2> "${OUT:-/tmp}/profile-$setting.txt" | show_bench
-    grep -E "$pattern" "${OUT:-/tmp}/profile-$setting.txt" | head -16 || true
+      2> "${OUT:-/tmp}/profile-${setting//[^A-Za-z0-9_]/_}.txt" | show_bench
+    grep -E "$pattern" "${OUT:-/tmp}/profile-${setting//[^A-Za-z0-9_]/_}.txt" | head -16 || true
   done
 }
 build_gpu() {

@@ -6,7 +6,8 @@
 //   x_mid = x_in + o_proj(attn)              h2 = rmsnorm(x_mid)
 //   gate, up = linear(h2)                    act = silu(gate) * up        x_out = x_mid + down_proj(act)
 // Where ops::lora_b_product_in_gemm (BF16 on an H100 / H200) a plain LoRA linear's B product is inside its frozen
-// product: gate and up then feed ops::swiglu and o / down an ops::add of the residual. Elsewhere:
+// product: gate and up then feed ops::swiglu, and o / down take the residual in that product too
+// (ops::lora_linear_residual_from_xa, one rounding; SWIFT_LORA_RESIDUAL_IN_GEMM=0: an ops::add after it). Elsewhere:
 // when gate and up are both plain LoRA linears their B products are added in the swiglu's pass (ops::swiglu_lora, the
 // same bits as lora_linear's; SWIFT_LORA_FOLD_SWIGLU=0 leaves them in lora_linear, for A/B measurements). A plain
 // LoRA o / down writes its frozen product, and its B product comes with the residual add (ops::add_lora_residual:
@@ -455,6 +456,20 @@ void TrainableModel::linear_forward_residual(int64_t i, LinearKind kind, const T
   linear_forward(i, kind, x, y, /*accumulate=*/true, a, seed, training);
 }
 
+void TrainableModel::linear_residual_from_xa(int64_t i, LinearKind kind, const Tensor& x, const Tensor& residual,
+                                             Tensor& y, Activations& a, uint64_t seed, bool training) const {
+  // SWIFT_LORA_RESIDUAL_IN_GEMM=0: lora_linear's output, then a plain add (A/B measurements; one rounding more).
+  static const bool kInGemm = env_int("SWIFT_LORA_RESIDUAL_IN_GEMM", 1) != 0;
+  const Linear& L = layers_[static_cast<size_t>(i)].linears[static_cast<size_t>(kind)];
+  if (!kInGemm) {
+    linear_forward(i, kind, x, y, false, a, seed, training);
+    return ops::add(residual, y, y);
+  }
+  linear_rank_only(i, kind, x, a, seed, training);  // xa (kept, or drawn now as lora_linear draws it)
+  ops::lora_linear_residual_from_xa(x, L.w, L.bias, L.lora->b, a.xa[static_cast<size_t>(kind)], lora_.scale, residual,
+                                    y);
+}
+
 bool TrainableModel::residual_b_folded(int64_t i, LinearKind kind) const {
   // SWIFT_LORA_FOLD_RESIDUAL=0 keeps o's / down's B products in lora_linear, accumulating onto a copy of the residual
   // (for A/B measurements; the sums are rounded in another order).
@@ -605,10 +620,9 @@ void TrainableModel::layer_forward(int64_t i, const MicroBatch& b, const Tensor&
     tp->all_reduce(o);
     a.x_mid = act({T, C});
     ops::add(x_in, o, a.x_mid);
-  } else if (b_in_gemm(i, LinearKind::O, T)) {  // x_mid = o's whole output, then + x_in
+  } else if (b_in_gemm(i, LinearKind::O, T)) {  // x_mid = x_in + o's whole output, one product rounded once
     a.x_mid = act({T, C});
-    linear_forward(i, LinearKind::O, a.attn.view({T, Hq * D}), a.x_mid, false, a, seed, training);
-    ops::add(x_in, a.x_mid, a.x_mid);
+    linear_residual_from_xa(i, LinearKind::O, a.attn.view({T, Hq * D}), x_in, a.x_mid, a, seed, training);
   } else if (residual_b_folded(i, LinearKind::O)) {  // x_mid = o's frozen product, then + x_in + its B product
     a.x_mid = act({T, C});
     linear_forward(i, LinearKind::O, a.attn.view({T, Hq * D}), a.x_mid, false, a, seed, training, false);
@@ -633,8 +647,7 @@ void TrainableModel::layer_forward(int64_t i, const MicroBatch& b, const Tensor&
     tp->all_reduce(m);
     ops::add(a.x_mid, m, x_out);
   } else if (b_in_gemm(i, LinearKind::Down, T)) {
-    linear_forward(i, LinearKind::Down, a.act, x_out, false, a, seed, training);
-    ops::add(a.x_mid, x_out, x_out);
+    linear_residual_from_xa(i, LinearKind::Down, a.act, a.x_mid, x_out, a, seed, training);
   } else if (residual_b_folded(i, LinearKind::Down)) {
     linear_forward(i, LinearKind::Down, a.act, x_out, false, a, seed, training, false);
     ops::add_lora_residual(x_out, a.x_mid, b_product_of(i, LinearKind::Down, a), lora_.scale);

@@ -274,6 +274,10 @@ class TrainableModel {
   // product's input (ops::linear_residual), an adapted one adds onto a copy of it.
   void linear_forward_residual(int64_t layer, LinearKind kind, const Tensor& x, const Tensor& residual, Tensor& y,
                                Activations& a, uint64_t dropout_seed, bool training) const;
+  // The same for a plain LoRA linear whose B product goes inside its product (b_in_gemm): its xa pass, then
+  // ops::lora_linear_residual_from_xa (the residual added in the product's fp32 sums, one rounding).
+  void linear_residual_from_xa(int64_t layer, LinearKind kind, const Tensor& x, const Tensor& residual, Tensor& y,
+                               Activations& a, uint64_t dropout_seed, bool training) const;
   // The xa passes of plain LoRA linears that read the same x (q, k, v; gate, up) in one op (ops::lora_xa_shared, one
   // pass over x on CUDA), their keep bits with them; linear_forward then takes their kept-xa path (rank_kept). False
   // (nothing done) unless every kind is plain LoRA; true with nothing to do where a recompute kept them all.
@@ -291,8 +295,8 @@ class TrainableModel {
   // LoRA (not DoRA), unless SWIFT_LORA_FOLD_RESIDUAL=0; its factors from the forward's xa.
   bool residual_b_folded(int64_t layer, LinearKind kind) const;
   // ops::lora_b_product_in_gemm on the model's device for `tokens` rows, for a plain LoRA linear: its B product goes
-  // inside its frozen product, so gate and up feed a plain swiglu and o / down a plain residual add instead of the
-  // folded passes above (layer_forward asks this first).
+  // inside its frozen product, so gate and up feed a plain swiglu and o / down take the residual in that product
+  // (linear_residual_from_xa) instead of the folded passes above (layer_forward asks this first).
   bool b_in_gemm(int64_t layer, LinearKind kind, int64_t tokens) const;
   ops::LoraBProduct b_product_of(int64_t layer, LinearKind kind, const Activations& a) const;
   void apply_rope(Tensor& x, const MicroBatch& b, bool backward) const;

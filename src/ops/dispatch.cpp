@@ -329,6 +329,14 @@ void lora_linear_from_xa(const Tensor& x, const Tensor& w, const Tensor& bias, c
            [&] { cuda::lora_linear_from_xa(x, w, bias, b, xa, scale, y, accumulate); });
 }
 
+void lora_linear_residual_from_xa(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& b,
+                                  const Tensor& xa, float scale, const Tensor& residual, Tensor& y) {
+  require_writable("lora_linear_residual_from_xa", {&y});
+  dispatch("lora_linear_residual_from_xa", detail::check_lora_linear_residual_from_xa(x, w, bias, b, xa, residual, y),
+           [&] { cpu::lora_linear_residual_from_xa(x, w, bias, b, xa, scale, residual, y); },
+           [&] { cuda::lora_linear_residual_from_xa(x, w, bias, b, xa, scale, residual, y); });
+}
+
 void lora_linear_swiglu_backward(const Tensor& dy, const Tensor& act, const Tensor& w, const Tensor& a,
                                  const Tensor& b, const Tensor& xa, float scale, const Dropout& dropout,
                                  const Tensor& gate, const Tensor& up, Tensor& dgate, Tensor& dup, Tensor& da,

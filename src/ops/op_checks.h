@@ -97,6 +97,9 @@ Device check_lora_linear_backward(const Tensor& dy, const Tensor& x, const Tenso
 // check_linear, then xa and b as check_add_lora_residual takes them for y (on the same device).
 Device check_lora_linear_from_xa(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& b,
                                  const Tensor& xa, const Tensor& y);
+// check_lora_linear_from_xa, and the residual: y's shape and dtype on y's device, y itself or apart from it.
+Device check_lora_linear_residual_from_xa(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& b,
+                                          const Tensor& xa, const Tensor& residual, const Tensor& y);
 // check_lora_linear_backward (x = act, dx = dgate) and check_swiglu_backward (dout = dgate), dgate apart from gate,
 // up and dup, dup apart from act.
 Device check_lora_linear_swiglu_backward(const Tensor& dy, const Tensor& act, const Tensor& w, const Tensor& a,

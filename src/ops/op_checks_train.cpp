@@ -315,6 +315,19 @@ Device check_lora_linear_from_xa(const Tensor& x, const Tensor& w, const Tensor&
   return device;
 }
 
+Device check_lora_linear_residual_from_xa(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& b,
+                                          const Tensor& xa, const Tensor& residual, const Tensor& y) {
+  const char* op = "lora_linear_residual_from_xa";
+  const Device device = checked_as(op, [&] { return check_lora_linear_from_xa(x, w, bias, b, xa, y); });
+  require_defined(op, "residual", residual);
+  require_same_shape(op, "residual", residual, "y", y);
+  require_activation(op, "residual", residual, "y", &y);
+  const bool same = residual.storage() == y.storage() && residual.byte_offset() == y.byte_offset();
+  if (!same && overlaps(residual, y)) fail("{}: residual {} partly overlaps y {}", op, desc(residual), desc(y));
+  if (!(residual.device() == device)) fail("{}: residual on {}, x on {}", op, residual.device().str(), device.str());
+  return device;
+}
+
 Device check_lora_linear_swiglu_backward(const Tensor& dy, const Tensor& act, const Tensor& w, const Tensor& a,
                                          const Tensor& b, const Tensor& xa, float scale, const Dropout& dropout,
                                          const Tensor& gate, const Tensor& up, const Tensor& dgate, const Tensor& dup,

@@ -279,7 +279,8 @@ void add_lora_residual(Tensor& y, const Tensor& residual, const LoraBProduct& bp
 void lora_b_product(Tensor& y, const LoraBProduct& bp, float scale);
 // Whether lora_linear and lora_linear_from_xa on `device` over `rows` rows add the B product inside the frozen product
 // (CUDA: on an sm_90a device, BF16, from 512 rows up, unless SWIFT_LORA_B_IN_GEMM=0): a model then runs gate and up with their B products and a plain
-// swiglu, o and down with theirs and a plain residual add, instead of swiglu_lora / add_lora_residual.
+// swiglu, o and down with theirs and the residual (lora_linear_residual_from_xa), instead of swiglu_lora /
+// add_lora_residual.
 bool lora_b_product_in_gemm(Device device, int64_t rows);
 // lora_linear's output with its xa given (the forward's, or lora_xa_shared's): y = x w^T (+ bias) + scale * xa b^T,
 // the bits of linear then lora_b_product (where lora_b_product_in_gemm says so, one product rounded once, as
@@ -287,6 +288,14 @@ bool lora_b_product_in_gemm(Device device, int64_t rows);
 //   x: (N, K); w: (M, K); bias: (M) or undefined; b: (M, r) F32; xa: (N, r) F32; y: (N, M) = (+= with accumulate).
 void lora_linear_from_xa(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& b, const Tensor& xa,
                          float scale, Tensor& y, bool accumulate = false);
+// The residual stream after a LoRA linear (the attention's o, the MLP's down) with its xa given:
+// y = residual + lora_linear_from_xa(x, w, bias, b, xa, scale). Where lora_b_product_in_gemm says so, one product
+// rounded once: the residual is added to its fp32 sums (CUDA: our GEMM reads it as a C input), in place of
+// lora_linear_from_xa's rounded output and an add's second rounding; elsewhere those two, the same bits as
+// lora_linear_from_xa into y then add(residual, y, y).
+//   as lora_linear_from_xa; residual: y's shape and dtype, apart from y or y itself.
+void lora_linear_residual_from_xa(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& b,
+                                  const Tensor& xa, float scale, const Tensor& residual, Tensor& y);
 // Backward of lora_linear (same x, w, a, b, scale and dropout; xa from the forward).
 //   dy: (N, M) F32.
 //   dx: (N, K) F32 = dy w + scale * keep(dy b a) / (1 - p) (+= with accumulate_dx), or undefined.

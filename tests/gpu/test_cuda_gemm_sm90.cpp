@@ -312,12 +312,23 @@ TEST(OpsCudaGemmSm90, LoraBProductInTheProductIsRoundedOnce) {
       const int64_t launches = ops::cuda::gemm_sm90_launches() - before;
       const Tensor xa_host = xa.fetch(), xa_dev = xa_host.to(Device::cuda());
       ops::lora_linear_from_xa(x.dev, w.dev, bias, b.dev, xa_dev, scale, y2.tensor);
+      // With the residual stream's residual in the same sums (apart from y, and as y itself).
+      Input res = make_input({cs.n, cs.m}, DType::BF16, ++seed);
+      DeviceOut y3({cs.n, cs.m}, DType::BF16);
+      const int64_t before3 = ops::cuda::gemm_sm90_launches();
+      ops::lora_linear_residual_from_xa(x.dev, w.dev, bias, b.dev, xa_dev, scale, res.dev, y3.tensor);
+      const int64_t launches3 = ops::cuda::gemm_sm90_launches() - before3;
+      Tensor in_place = res.dev.clone();
+      ops::lora_linear_residual_from_xa(x.dev, w.dev, bias, b.dev, xa_dev, scale, in_place, in_place);
       ops::cuda::set_lora_b_in_gemm(was_on);
       EXPECT_EQ(launches, 1) << "the product with the tail did not run";
-      const Tensor got = y.fetch(), got2 = y2.fetch(), wf = w.ref.to_dtype(DType::F32);
+      EXPECT_EQ(launches3, 1) << "the product with the tail and the residual did not run";
+      const Tensor got = y.fetch(), got2 = y2.fetch(), got3 = y3.fetch(), wf = w.ref.to_dtype(DType::F32);
+      const Tensor got_in_place = in_place.to(Device::cpu()).to_dtype(DType::F32);
       EXPECT_EQ(std::memcmp(got.raw(), got2.raw(), got.nbytes()), 0) << "lora_linear_from_xa";
-      int64_t far = 0;
-      double worst = 0.0;
+      EXPECT_EQ(std::memcmp(got3.raw(), got_in_place.raw(), got3.nbytes()), 0) << "the residual as y";
+      int64_t far = 0, far3 = 0;
+      double worst = 0.0, worst3 = 0.0;
       for (int64_t i = 0; i < cs.n; ++i) {
         for (int64_t j = 0; j < cs.m; ++j) {
           double sum = bias.defined() ? bias_f.data<float>()[j] : 0.0, abs_sum = std::fabs(sum);
@@ -337,10 +348,19 @@ TEST(OpsCudaGemmSm90, LoraBProductInTheProductIsRoundedOnce) {
           const double bound = 0.5 * step + std::ldexp(double(cs.k + 48), -24) * abs_sum;
           far += std::fabs(g - sum) > bound;
           worst = std::max(worst, bound > 0.0 ? std::fabs(g - sum) / bound : 0.0);
+          const double rv = res.ref.data<float>()[i * cs.m + j], sum3 = sum + rv, abs3 = abs_sum + std::fabs(rv);
+          const double g3 = got3.data<float>()[i * cs.m + j];
+          const double mag3 = std::max(std::fabs(g3), std::fabs(sum3));
+          const double step3 = mag3 > 0.0 ? std::ldexp(1.0, std::ilogb(mag3) - 7) : 0.0;
+          const double bound3 = 0.5 * step3 + std::ldexp(double(cs.k + 49), -24) * abs3;
+          far3 += std::fabs(g3 - sum3) > bound3;
+          worst3 = std::max(worst3, bound3 > 0.0 ? std::fabs(g3 - sum3) / bound3 : 0.0);
         }
       }
       EXPECT_EQ(far, 0) << "elements past half a bf16 step (+ fp32 summation's bound) from the exact sum; worst "
                         << worst << " of the bound";
+      EXPECT_EQ(far3, 0) << "with the residual: elements past half a bf16 step (+ fp32 summation's bound) from the "
+                         << "exact sum; worst " << worst3 << " of the bound";
     }
   }
   // A decode's few rows: cuBLASLt's product and the B product's pass, as with the switch off (the same bits).

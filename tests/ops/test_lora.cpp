@@ -474,6 +474,31 @@ TEST(OpsLora, LinearFromXaIsLoraLinear) {
                            {"lora_linear_from_xa"}));
 }
 
+// lora_linear_residual_from_xa is lora_linear_from_xa then add (the residual apart from y and y itself); a residual of
+// another shape is refused, naming it.
+TEST(OpsLora, ResidualFromXaIsLinearFromXaThenAdd) {
+  uint32_t seed = 7400;
+  const int64_t n = 11, k = 24, m = 10, r = 8;
+  const Tensor x = random_tensor({n, k}, DType::F32, ++seed), w = random_tensor({m, k}, DType::F32, ++seed);
+  const Tensor bias = random_tensor({m}, DType::F32, ++seed), b = random_tensor({m, r}, DType::F32, ++seed);
+  const Tensor xa = random_tensor({n, r}, DType::F32, ++seed), residual = random_tensor({n, m}, DType::F32, ++seed);
+  Tensor want = Tensor::zeros({n, m}, DType::F32);
+  ops::lora_linear_from_xa(x, w, bias, b, xa, 0.5f, want);
+  ops::add(residual, want, want);
+  Tensor got = Tensor::zeros({n, m}, DType::F32), in_place = residual.clone();
+  ops::lora_linear_residual_from_xa(x, w, bias, b, xa, 0.5f, residual, got);
+  ops::lora_linear_residual_from_xa(x, w, bias, b, xa, 0.5f, in_place, in_place);
+  EXPECT_TRUE(bit_equal(got, want));
+  EXPECT_TRUE(bit_equal(in_place, want)) << "the residual as y";
+  const Tensor narrow = random_tensor({n, m - 1}, DType::F32, ++seed);
+  EXPECT_TRUE(throws_error([&] { ops::lora_linear_residual_from_xa(x, w, bias, b, xa, 0.5f, narrow, got); },
+                           {"lora_linear_residual_from_xa", "residual"}));
+  Tensor whole = Tensor::zeros({n + 1, m}, DType::F32), part = whole.slice_rows(1, n + 1);
+  Tensor overlapping = whole.slice_rows(0, n);
+  EXPECT_TRUE(throws_error([&] { ops::lora_linear_residual_from_xa(x, w, bias, b, xa, 0.5f, overlapping, part); },
+                           {"lora_linear_residual_from_xa", "partly overlaps"}));
+}
+
 TEST(OpsLoraFd, ZeroBGivesTheBaseLinearAndRecomputeGivesTheSameMask) {
   Margin margin;
   const int64_t n = 37, k = 45, m = 29, r = 4;

@@ -61,6 +61,8 @@ void lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, co
                           bool accumulate_dx);
 void lora_linear_from_xa(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& b, const Tensor& xa,
                          float scale, Tensor& y, bool accumulate);
+void lora_linear_residual_from_xa(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& b,
+                                  const Tensor& xa, float scale, const Tensor& residual, Tensor& y);
 void lora_linear_swiglu_backward(const Tensor& dy, const Tensor& act, const Tensor& w, const Tensor& a,
                                  const Tensor& b, const Tensor& xa, float scale, const Dropout& dropout,
                                  const Tensor& gate, const Tensor& up, Tensor& dgate, Tensor& dup, Tensor& da,

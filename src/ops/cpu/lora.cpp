@@ -339,6 +339,15 @@ void lora_linear_from_xa(const Tensor& x, const Tensor& w, const Tensor& bias, c
   cpu::lora_b_product(y, LoraBProduct{xa, b}, scale);
 }
 
+// lora_linear_from_xa, then the residual added (into a copy first when the residual is y itself).
+void lora_linear_residual_from_xa(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& b,
+                                  const Tensor& xa, float scale, const Tensor& residual, Tensor& y) {
+  const bool in_place = residual.storage() == y.storage() && residual.byte_offset() == y.byte_offset();
+  Tensor out = in_place ? Tensor::empty(y.shape(), y.dtype(), y.device(), MemoryCategory::Workspace) : y;
+  cpu::lora_linear_from_xa(x, w, bias, b, xa, scale, out, false);
+  cpu::add(residual, out, y);
+}
+
 // The two ops in order (the CPU has no pass to save).
 void lora_linear_swiglu_backward(const Tensor& dy, const Tensor& act, const Tensor& w, const Tensor& a,
                                  const Tensor& b, const Tensor& xa, float scale, const Dropout& dropout,

@@ -24,6 +24,9 @@
 //    the separate pass; SWIFT_LORA_DX_SM90 stays off).
 //  - With a tail (Sm90Gemm's tail_*, B stored (m, k)) one more k-block after A's: the tail matrices' 64 columns,
 //    loaded and multicast as A's and B's blocks are; its products add in the same fp32 sums before the one rounding.
+//  - With a residual (Sm90Gemm's residual, with a tail only) each fp32 sum gets the residual's BF16 value added before
+//    the one rounding: each consumer thread loads its 128 values (its accumulators' layout, 64 4-byte pairs, straight
+//    into registers) kResidualLead k-blocks before the tile's end, so that the loads fly under the last products.
 //  - Epilogue: each consumer warp rounds its 16 rows to BF16 (round to nearest even) into its own two 16 x 64 staging
 //    boxes (stmatrix, 128-byte swizzle) and its lane 0 stores them with TMA; a box is rewritten only after the store
 //    that read it (bulk async-group wait), and no CTA exits with a store in flight.
@@ -60,6 +63,7 @@ constexpr size_t kSmemBytes = size_t(kStages) * kStage + kEpiBytes + 1024 /* ali
 
 #ifdef SWIFT_SM90A_DEVICE
 constexpr int kGroupM = 8;   // cluster rows (2 tile rows each) per group of the walk (grouped_tile)
+constexpr int kResidualLead = 4;  // k-blocks before a tile's end at which its residual's loads are issued
 
 using namespace sm90;
 #endif  // SWIFT_SM90A_DEVICE
@@ -72,7 +76,50 @@ struct EpilogueTerm {
   float scale, keep_scale;
 };
 
+// The residual of the epilogue (Sm90Gemm's residual): a BF16 (n, m) matrix with row stride ld, added to the fp32 sums.
+struct EpilogueResidual {
+  const __nv_bfloat16* c;
+  int64_t ld;
+};
+
 #ifdef SWIFT_SM90A_DEVICE
+// A consumer thread's residual values of its tile (columns col0 .. + 255): for each of the tile's 32 column groups j
+// and rows row0, row0 + 8 (h), the bf16 pair at columns col0 + 8 j + 2 (lane % 4) + {0, 1}, c[2 j + h], as the
+// accumulators d[4 j + 2 h + {0, 1}] hold them. Outside D: 0 (m is even: a pair is inside or out).
+__device__ __forceinline__ void load_residual(uint32_t (&c)[64], const EpilogueResidual& res, int n, int m, int row0,
+                                              int col0) {
+  const int lane = threadIdx.x % 32;
+  const int col = col0 + 2 * (lane % 4);  // the thread's first column; group j's pair is 8 j further (4 words)
+  const bool whole = col0 + kTileN <= m;  // every column of the tile inside D (all but the last tile column)
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = row0 + 8 * h;
+    const unsigned int* p =
+        reinterpret_cast<const unsigned int*>(res.c + int64_t(row < n ? row : 0) * res.ld + col);
+    if (row < n && whole) {
+#pragma unroll
+      for (int j = 0; j < 32; ++j) c[2 * j + h] = __ldg(p + 4 * j);
+    } else {
+#pragma unroll
+      for (int j = 0; j < 32; ++j) c[2 * j + h] = row < n && col + 8 * j < m ? __ldg(p + 4 * j) : 0u;
+    }
+  }
+}
+
+// d += the residual values c (load_residual's layout), in fp32.
+__device__ __forceinline__ void add_residual(float (&d)[128], const uint32_t (&c)[64]) {
+#pragma unroll
+  for (int j = 0; j < 32; ++j) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint32_t pair = c[2 * j + h];
+      const int i = 4 * j + 2 * h;
+      d[i] = d[i] + __uint_as_float(pair << 16);
+      d[i + 1] = d[i + 1] + __uint_as_float(pair & 0xFFFF0000u);
+    }
+  }
+}
+
 // Adds the term to a consumer warp's 128 accumulators of tile (tm, tn) (its rows row0 and row0 + 8, columns
 // tn * 256 + 8 j + 2 (lane % 4) + {0, 1}): t = sum over rr in order of g[row][rr] f[rr][col], d += scale * (t * mult).
 // Rows past n take g = 0 (their stores are clipped).
@@ -123,12 +170,15 @@ __device__ __forceinline__ void add_epilogue_term(float (&d)[128], const Epilogu
 
 // kBT: B stored (k, m) (MN-major operand, wgmma's transposed B). n, m, k: D (n, m), A (n, k). kTerm: the epilogue's
 // rank-8 term (EpilogueTerm). kTail (B stored (m, k)): a last k-block from map_ta / map_tb (Sm90Gemm's tail_*).
-template <bool kBT, int kTerm = 0, bool kTail = false>
+// kResidual: the epilogue adds `res` (EpilogueResidual) to the fp32 sums.
+template <bool kBT, int kTerm = 0, bool kTail = false, bool kResidual = false>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                      const __grid_constant__ CUtensorMap map_d, const __grid_constant__ CUtensorMap map_ta,
-                     const __grid_constant__ CUtensorMap map_tb, int n, int m, int k, EpilogueTerm term) {
+                     const __grid_constant__ CUtensorMap map_tb, int n, int m, int k, EpilogueTerm term,
+                     EpilogueResidual res) {
   static_assert(!kTail || (!kBT && kTerm == 0), "the tail takes B stored (m, k), without a term");
+  static_assert(!kResidual || kTerm == 0, "a residual or a term, not both");
 #ifdef SWIFT_SM90A_DEVICE
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
@@ -195,8 +245,15 @@ __global__ void __launch_bounds__(kThreads, 1)
       grouped_tile(t, cm_tiles, n_tiles, kGroupM, tcm, tn);
       const int tm = tcm * kCluster + static_cast<int>(rank);
       int prev = -1;
+      const int row0 = tm * kTileM + half * 64 + warp * 16;  // the warp's first row of D
+      uint32_t c[kResidual ? 64 : 1];                        // the thread's residual values (load_residual)
       for (int kb = 0; kb < kblocks; ++kb, ++it) {
         const int s = it % kStages;
+        if constexpr (kResidual) {  // the residual's loads in flight under the tile's last k-blocks
+          if (kb == (kblocks > kResidualLead ? kblocks - kResidualLead : 0)) {
+            load_residual(c, res, n, m, row0 + lane / 4, tn * kTileN);
+          }
+        }
         mbar_wait(&full[s], (it / kStages) & 1);
         const uint64_t desc_a = desc_advance(desc_a0, uint32_t(s * kStage)),
                        desc_b = desc_advance(desc_b0, uint32_t(s * kStage));
@@ -218,8 +275,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
       if (prev >= 0 && tid < kCluster) mbar_arrive_cluster(&empty[prev], uint32_t(tid));
       if constexpr (kTerm != 0) {
-        add_epilogue_term<kTerm>(d, term, n, m, tm * kTileM + half * 64 + warp * 16 + lane / 4, tn * kTileN);
+        add_epilogue_term<kTerm>(d, term, n, m, row0 + lane / 4, tn * kTileN);
       }
+      if constexpr (kResidual) add_residual(d, c);
 #pragma unroll
       for (int box = 0; box < kTileN / 64; ++box) {
         uint8_t* buf = boxes + (box % 2) * kBoxBytes;
@@ -229,7 +287,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
         __syncwarp();
         if (lane == 0) {
-          tma_store_2d(&map_d, buf, tn * kTileN + box * 64, tm * kTileM + half * 64 + warp * 16);
+          tma_store_2d(&map_d, buf, tn * kTileN + box * 64, row0);
           asm volatile("cp.async.bulk.commit_group;" ::: "memory");
         }
       }
@@ -317,7 +375,7 @@ DeviceFacts facts(int device, bool may_probe = true) {
     };
     f.available = host == 1 && smem(gemm_sm90_kernel<false, 0>) && smem(gemm_sm90_kernel<true, 0>) &&
                   smem(gemm_sm90_kernel<true, 1>) && smem(gemm_sm90_kernel<true, 2>) &&
-                  smem(gemm_sm90_kernel<false, 0, true>);
+                  smem(gemm_sm90_kernel<false, 0, true>) && smem(gemm_sm90_kernel<false, 0, true, true>);
     cudaGetLastError();
   }
   cudaSetDevice(current);
@@ -350,6 +408,10 @@ bool gemm_sm90_fits(const Sm90Gemm& g) {
   if (g.lda < g.k || g.ldd < g.m || g.ldb < (g.b_transposed ? g.k : g.m)) return false;
   constexpr int64_t kMaxStride = int64_t(1) << 39;  // TMA: strides below 2^40 bytes
   if (g.lda >= kMaxStride || g.ldb >= kMaxStride || g.ldd >= kMaxStride) return false;
+  if (g.residual != nullptr && (!g.b_transposed || g.term_g != nullptr || !aligned16(g.residual) || g.ldr % 8 != 0 ||
+                                 g.ldr < g.m || g.ldr >= kMaxStride || g.m % 2 != 0)) {
+    return false;
+  }
   if (g.tail_a != nullptr || g.tail_b != nullptr) {
     return g.tail_a != nullptr && g.tail_b != nullptr && g.b_transposed && g.term_g == nullptr &&
            aligned16(g.tail_a) && aligned16(g.tail_b);
@@ -362,6 +424,7 @@ bool gemm_sm90_fits(const Sm90Gemm& g) {
 cudaError_t launch_gemm_sm90(const Sm90Gemm& g, int device, cudaStream_t stream) {
   const DeviceFacts f = facts(device, /*may_probe=*/false);  // the caller asked gemm_sm90_available first
   if (!f.available || !gemm_sm90_fits(g)) return cudaErrorInvalidValue;
+  if (g.residual != nullptr && g.tail_a == nullptr) return cudaErrorInvalidValue;  // the residual's kernel has a tail
   CUtensorMap map_a, map_b, map_d;
   const bool maps = make_map(map_a, g.a, g.n, g.k, g.lda, kTileM) &&
                     (g.b_transposed ? make_map(map_b, g.b, g.m, g.k, g.ldb, kTileN / kCluster)
@@ -390,11 +453,14 @@ cudaError_t launch_gemm_sm90(const Sm90Gemm& g, int device, cudaStream_t stream)
   config.attrs = attr;
   config.numAttrs = 1;
   const EpilogueTerm term{g.term_g, g.term_f, g.term_bits, g.term_scale, g.term_keep_scale};
+  const EpilogueResidual res{static_cast<const __nv_bfloat16*>(g.residual), g.ldr};
   cudaError_t status;
   const auto go = [&](auto kernel) {
-    return cudaLaunchKernelEx(&config, kernel, map_a, map_b, map_d, map_ta, map_tb, n, m, k, term);
+    return cudaLaunchKernelEx(&config, kernel, map_a, map_b, map_d, map_ta, map_tb, n, m, k, term, res);
   };
-  if (g.b_transposed) {
+  if (g.residual != nullptr) {
+    status = go(gemm_sm90_kernel<false, 0, true, true>);
+  } else if (g.b_transposed) {
     status = tail ? go(gemm_sm90_kernel<false, 0, true>) : go(gemm_sm90_kernel<false, 0>);
   } else if (g.term_g == nullptr) {
     status = go(gemm_sm90_kernel<true, 0>);

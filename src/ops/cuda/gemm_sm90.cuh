@@ -8,7 +8,7 @@
 // behind).
 //
 // Invariants:
-//  - D (n, m) BF16 = A (n, k) BF16 @ op(B), fp32 accumulation, alpha 1, beta 0, no bias: B stored (m, k)
+//  - D (n, m) BF16 = A (n, k) BF16 @ op(B) (+ the optional term, tail and residual below), fp32 accumulation: B stored (m, k)
 //    (b_transposed: the forward's x W^T) or (k, m) (the input gradient's dy W). Row-major, row strides in elements.
 //  - Any n, m, k >= 1: TMA zero-fills the loads past the edges and clips the stores. TMA's own limits decide what
 //    fits: 16-byte aligned bases and row strides (lda, ldb, ldd multiples of 8), strides below 2^40 bytes.
@@ -46,6 +46,12 @@ struct Sm90Gemm {
   // row stride 64 (LoRA's B product as exact bf16 pieces, lora_tail.cu). B stored (m, k) only, no term.
   const void* tail_a = nullptr;
   const void* tail_b = nullptr;
+  // Optional: D = A op(B) + tail_a tail_b^T + residual, residual (n, m) BF16 with row stride ldr (a multiple of 8;
+  // 16-byte aligned; m even) added to each fp32 sum before its one rounding (the residual stream's o / down
+  // products). It may be D itself. gemm_sm90_fits checks its conditions (B stored (m, k), no term); the launch takes
+  // it with a tail only.
+  const void* residual = nullptr;
+  int64_t ldr = 0;
 };
 
 // Whether `device` is an sm_90 GPU and this build carries the kernel's sm_90a code. The first question per device

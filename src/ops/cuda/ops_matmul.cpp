@@ -526,6 +526,27 @@ void lora_linear_from_xa(const Tensor& x, const Tensor& w, const Tensor& bias, c
   add_b_product(op, xa, b, scale, y, /*overwrite=*/false);
 }
 
+void lora_linear_residual_from_xa(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& b,
+                                  const Tensor& xa, float scale, const Tensor& residual, Tensor& y) {
+  const char* op = "lora_linear_residual_from_xa";
+  const int device = dev(x);
+  if (y.numel() == 0) return;
+  Sm90Gemm gemm;
+  if (x.size(0) > 0 && xa.size(1) > 0 && b_in_gemm_plan(x, w, bias, b, y, false, gemm)) {
+    gemm.residual = residual.raw();
+    gemm.ldr = residual.size(1);
+    if (gemm_sm90_fits(gemm)) {  // the residual's own conditions (gemm_sm90.cuh)
+      DeviceRegion region("lora_linear.frozen_gemm", device);
+      return run_b_in_gemm(op, gemm, xa, b, bias, scale);
+    }
+  }
+  // lora_linear_from_xa, then the add (into a copy first when the residual is y itself).
+  const bool in_place = residual.storage() == y.storage() && residual.byte_offset() == y.byte_offset();
+  Tensor out = in_place ? workspace(y.numel(), y.dtype(), device).view(y.shape()) : y;
+  lora_linear_from_xa(x, w, bias, b, xa, scale, out, false);
+  add(residual, out, y);
+}
+
 void lora_xa(const Tensor& x, const Tensor& a, const Dropout& dropout, Tensor& xa) {
   if (x.size(0) == 0 || a.size(0) == 0) return;
   DeviceRegion region("lora_xa", dev(x));
