@@ -212,8 +212,9 @@ TEST(OpsCudaGemmSm90, FitsWhatTmaCanAddress) {
   EXPECT_TRUE(ops::cuda::gemm_sm90_fits(kmajor));
 }
 
-// The epilogue's rank-8 term (Sm90Gemm's term_*; SWIFT_LORA_DX_SM90): lora_linear_backward with the input gradient's
-// LoRA term added in our GEMM before rounding, against cuBLASLt's product then the term's pass over dx. The two passes
+// The rank-8 dx term as our GEMM's first k-block (Sm90Gemm's tail_* with B stored (k, m), masked by tail_bits;
+// SWIFT_LORA_DX_SM90, from any number of rows here): lora_linear_backward with the input gradient's LoRA term added in
+// our GEMM before rounding, against cuBLASLt's product then the term's pass over dx. The two passes
 // round twice, round(round(P) + T), where the fused form rounds once, round(P + T): they differ by at most half a
 // bf16 step of P and half of each result, so every element within 1.5 steps at the largest of |P|, |u|, |f| (P the
 // product alone, from a call with a = 0; with cancellation the step at |u| alone is too small), and most the same
@@ -242,8 +243,10 @@ TEST(OpsCudaGemmSm90, LoraDxTermInTheEpilogueIsTheTwoPasses) {
       const Tensor da0 = random_tensor({8, cs.k}, DType::F32, ++seed), db0 = random_tensor({cs.m, 8}, DType::F32, ++seed);
       struct Out { Tensor dx, da, db; int64_t launches; };
       const Tensor a_zero = Tensor::zeros({8, cs.k}, DType::F32).to(Device::cuda());
+      const bool was_on = ops::cuda::lora_dx_sm90();
       auto run = [&](bool fused, const Tensor& a_used) {
         ops::cuda::set_lora_dx_sm90(fused);
+        ops::cuda::set_lora_b_in_gemm_min_rows(1);
         DeviceOut dx({cs.n, cs.k}, DType::BF16), da({8, cs.k}, DType::F32), db({cs.m, 8}, DType::F32);
         da.set(da0);
         db.set(db0);
@@ -251,7 +254,8 @@ TEST(OpsCudaGemmSm90, LoraDxTermInTheEpilogueIsTheTwoPasses) {
         ops::lora_linear_backward(dy.dev, x.dev, w.dev, a_used, b.dev, xa_dev, 4.0f, drop, dx.tensor, da.tensor,
                                   db.tensor);
         Out o{dx.fetch(), da.fetch(), db.fetch(), ops::cuda::gemm_sm90_launches() - before};
-        ops::cuda::set_lora_dx_sm90(false);
+        ops::cuda::set_lora_dx_sm90(was_on);
+        ops::cuda::set_lora_b_in_gemm_min_rows(512);
         return o;
       };
       const Out two = run(false, a.dev), one = run(true, a.dev), product = run(false, a_zero);

@@ -41,12 +41,19 @@
 namespace swift::test {
 namespace {
 
-// The LoRA tests below check lora_linear's two-step forms (cuBLASLt's product, then the rank passes): the B product
-// inside our Hopper GEMM (SWIFT_LORA_B_IN_GEMM, on by default) is test_cuda_gemm_sm90.cpp's; off for one test here.
+// The LoRA tests below check lora_linear's and lora_linear_backward's two-step forms (cuBLASLt's product, then the
+// rank passes): the B product and the dx term inside our Hopper GEMM (SWIFT_LORA_B_IN_GEMM, SWIFT_LORA_DX_SM90, on by
+// default) are test_cuda_gemm_sm90.cpp's; off for one test here.
 struct BInGemmOff {
-  BInGemmOff() : was(ops::cuda::lora_b_in_gemm()) { ops::cuda::set_lora_b_in_gemm(false); }
-  ~BInGemmOff() { ops::cuda::set_lora_b_in_gemm(was); }
-  bool was;
+  BInGemmOff() : was(ops::cuda::lora_b_in_gemm()), was_dx(ops::cuda::lora_dx_sm90()) {
+    ops::cuda::set_lora_b_in_gemm(false);
+    ops::cuda::set_lora_dx_sm90(false);
+  }
+  ~BInGemmOff() {
+    ops::cuda::set_lora_b_in_gemm(was);
+    ops::cuda::set_lora_dx_sm90(was_dx);
+  }
+  bool was, was_dx;
 };
 
 // F16 (10 mantissa bits) rounds 8x finer than BF16 (7): BF16's bound / 8, rounded up.

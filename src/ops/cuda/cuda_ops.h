@@ -155,10 +155,11 @@ void set_lora_b_in_gemm_min_rows(int64_t rows);
 // (docs/PERFORMANCE.md run 26); set_lora_swiglu_backward_fused overrides it (tests).
 bool lora_swiglu_backward_fused();
 void set_lora_swiglu_backward_fused(bool on);
-// SWIFT_LORA_DX_SM90=1 (off by default): lora_linear_backward (one linear, dx written, r 8, BF16, in features a
-// multiple of 256, the mask absent or cached) runs its input gradient on our Hopper GEMM with the LoRA dx term added
-// in the epilogue before rounding (gemm_sm90.cuh's term), in place of cuBLASLt's product and the term's pass over dx:
-// one rounding instead of two. set_lora_dx_sm90 overrides it for the process (tests).
+// Unless SWIFT_LORA_DX_SM90=0: lora_linear_backward (one linear, dx written, r 8, BF16, in features a multiple of
+// 256, the mask absent or cached, from set_lora_b_in_gemm_min_rows' rows up) runs its input gradient on our Hopper
+// GEMM with the LoRA dx term as its first k-block (g and scale * a as bf16 pieces, masked by the keep bits; gemm_sm90.cuh's
+// tail with B stored (k, m)), in place of cuBLASLt's product and the term's pass over dx: one rounding instead of two
+// (docs/PERFORMANCE.md run 27: the 7B step +0.8%). set_lora_dx_sm90 overrides it for the process (tests).
 bool lora_dx_sm90();
 void set_lora_dx_sm90(bool on);
 // The r 8 rank updates (dx term, B products, add_lora_residual) and swiglu_lora with each lane's columns of the

@@ -18,12 +18,13 @@
 //  - Descriptors: each made once from the shared memory's start and advanced by constants (desc_advance), from a
 //    warp-uniform warpgroup index: ~13 instructions per k-block's 4 wgmma instead of ~35 (run 25).
 //  - No CTA exits before its peer is done with its barriers and shared memory (a cluster barrier at the end).
-//  - With a term (Sm90Gemm's term_*, B stored (k, m), m a multiple of 256) each fp32 sum first gets scale * mult *
-//    (g f) added, t summed over the rank in order from 0 as the rank-update passes sum it (lora_ring.cu); rows past n
-//    read no g. Its loads go to global memory per column group (~30 us a tile on the H200, run 25 call 8: slower than
-//    the separate pass; SWIFT_LORA_DX_SM90 stays off).
-//  - With a tail (Sm90Gemm's tail_*, B stored (m, k)) one more k-block after A's: the tail matrices' 64 columns,
-//    loaded and multicast as A's and B's blocks are; its products add in the same fp32 sums before the one rounding.
+//  - With a tail (Sm90Gemm's tail_*) one more k-block: the tail matrices' 64 columns (B stored (m, k): tail_b (m, 64)),
+//    or 64 rows (B stored (k, m): tail_b (64, m)), loaded and multicast as A's and B's blocks are. B stored (m, k):
+//    after A's blocks (LoRA's B product); its products add in the same fp32 sums before the one rounding. B stored
+//    (k, m): before A's (LoRA's dx term: g and scale * a as pieces); with keep bits the consumers wait for that
+//    block's products alone in their accumulators and multiply each by keep_scale or 0 (its bit), loaded at the
+//    tile's start, then A's products add onto them (run 25 call 8's form added the term in the epilogue with CUDA
+//    cores, ~30 us a tile; the tensor cores take it in one k-block).
 //  - With a residual (Sm90Gemm's residual, with a tail only) each fp32 sum gets the residual's BF16 value added before
 //    the one rounding: each consumer thread loads its 128 values (its accumulators' layout, 64 4-byte pairs, straight
 //    into registers) kResidualLead k-blocks before the tile's end, so that the loads fly under the last products.
@@ -68,12 +69,10 @@ constexpr int kResidualLead = 4;  // k-blocks before a tile's end at which its r
 using namespace sm90;
 #endif  // SWIFT_SM90A_DEVICE
 
-// The rank-8 term of the epilogue (Sm90Gemm's term_*); kTerm: 0 none, 1 without a mask, 2 with keep bits.
-struct EpilogueTerm {
-  const float* g;
-  const float* f;
+// The mask of the rank block (Sm90Gemm's tail_bits): its products times keep_scale or 0 by bit.
+struct RankMask {
   const uint8_t* bits;
-  float scale, keep_scale;
+  float keep_scale;
 };
 
 // The residual of the epilogue (Sm90Gemm's residual): a BF16 (n, m) matrix with row stride ld, added to the fp32 sums.
@@ -120,65 +119,57 @@ __device__ __forceinline__ void add_residual(float (&d)[128], const uint32_t (&c
   }
 }
 
-// Adds the term to a consumer warp's 128 accumulators of tile (tm, tn) (its rows row0 and row0 + 8, columns
-// tn * 256 + 8 j + 2 (lane % 4) + {0, 1}): t = sum over rr in order of g[row][rr] f[rr][col], d += scale * (t * mult).
-// Rows past n take g = 0 (their stores are clipped).
-template <int kTerm>
-__device__ __forceinline__ void add_epilogue_term(float (&d)[128], const EpilogueTerm& term, int n, int m, int row0,
-                                                  int col0) {
-  float g[2][8];
-  const uint8_t* bits[2];  // the rows' keep-bits bytes of the tile's columns
+// A consumer thread's keep-bits bytes of tile column col0 for rows row0, row0 + 8 (32 bytes a row as two 16-byte
+// words; rows past n read row 0: their stores are clipped). (m / 8) % 32 == 0 and col0 % 256 == 0: 16-byte aligned.
+__device__ __forceinline__ void load_mask_rows(uint4 (&w)[2][2], const RankMask& mask, int n, int m, int row0,
+                                               int col0) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int row = row0 + 8 * h;
-    const bool inside = row < n;
-    const float4 lo = inside ? *reinterpret_cast<const float4*>(term.g + int64_t(row) * 8) : make_float4(0, 0, 0, 0);
-    const float4 hi = inside ? *reinterpret_cast<const float4*>(term.g + int64_t(row) * 8 + 4) : make_float4(0, 0, 0, 0);
-    g[h][0] = lo.x; g[h][1] = lo.y; g[h][2] = lo.z; g[h][3] = lo.w;
-    g[h][4] = hi.x; g[h][5] = hi.y; g[h][6] = hi.z; g[h][7] = hi.w;
-    bits[h] = kTerm == 2 ? term.bits + int64_t(inside ? row : 0) * (m / 8) + col0 / 8 : nullptr;
+    const uint4* b = reinterpret_cast<const uint4*>(mask.bits + int64_t(row < n ? row : 0) * (m / 8) + col0 / 8);
+    w[h][0] = __ldg(b);
+    w[h][1] = __ldg(b + 1);
   }
+}
+
+// Byte j (0-31) of a row's 32 keep-bits bytes.
+__device__ __forceinline__ uint32_t keep_byte(const uint4 (&w)[2], int j) {
+  const uint4& q = w[j / 16];
+  const int word = (j % 16) / 4;
+  const uint32_t v = word == 0 ? q.x : word == 1 ? q.y : word == 2 ? q.z : q.w;
+  return (v >> (8 * (j % 4))) & 0xFFu;
+}
+
+// d (the rank block's products alone) times keep_scale or 0 by the thread's keep bits: element (row h, column
+// col0 + 8 j + 2 (lane % 4) + c) takes bit 2 (lane % 4) + c of byte j.
+__device__ __forceinline__ void mask_rank_block(float (&d)[128], const uint4 (&w)[2][2], float keep_scale) {
   const int lane = threadIdx.x % 32;
 #pragma unroll
   for (int j = 0; j < 32; ++j) {
-    const int col = col0 + 8 * j + 2 * (lane % 4);
-    float t[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
-#pragma unroll
-    for (int rr = 0; rr < 8; ++rr) {
-      const float2 f = *reinterpret_cast<const float2*>(term.f + int64_t(rr) * m + col);
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        t[h][0] += g[h][rr] * f.x;
-        t[h][1] += g[h][rr] * f.y;
-      }
-    }
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
+      const uint32_t byte = keep_byte(w[h], j);
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
-        float v = t[h][c];
-        if constexpr (kTerm == 2) {
-          const uint32_t byte = bits[h][j];
-          v = v * (((byte >> (2 * (lane % 4) + c)) & 1u) != 0 ? term.keep_scale : 0.0f);
-        }
-        d[4 * j + 2 * h + c] = d[4 * j + 2 * h + c] + term.scale * v;
+        const float mult = ((byte >> (2 * (lane % 4) + c)) & 1u) != 0 ? keep_scale : 0.0f;
+        d[4 * j + 2 * h + c] = d[4 * j + 2 * h + c] * mult;
       }
     }
   }
 }
 #endif  // SWIFT_SM90A_DEVICE
 
-// kBT: B stored (k, m) (MN-major operand, wgmma's transposed B). n, m, k: D (n, m), A (n, k). kTerm: the epilogue's
-// rank-8 term (EpilogueTerm). kTail (B stored (m, k)): a last k-block from map_ta / map_tb (Sm90Gemm's tail_*).
-// kResidual: the epilogue adds `res` (EpilogueResidual) to the fp32 sums.
-template <bool kBT, int kTerm = 0, bool kTail = false, bool kResidual = false>
+// kBT: B stored (k, m) (MN-major operand, wgmma's transposed B). n, m, k: D (n, m), A (n, k). kTail: one more
+// k-block from map_ta / map_tb (Sm90Gemm's tail_*), after A's (B stored (m, k)) or before them (kBT); kMask (kBT):
+// that first block's products masked (RankMask) before A's are added. kResidual: the epilogue adds `res`.
+template <bool kBT, bool kTail = false, bool kMask = false, bool kResidual = false>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                      const __grid_constant__ CUtensorMap map_d, const __grid_constant__ CUtensorMap map_ta,
-                     const __grid_constant__ CUtensorMap map_tb, int n, int m, int k, EpilogueTerm term,
+                     const __grid_constant__ CUtensorMap map_tb, int n, int m, int k, RankMask mask,
                      EpilogueResidual res) {
-  static_assert(!kTail || (!kBT && kTerm == 0), "the tail takes B stored (m, k), without a term");
-  static_assert(!kResidual || kTerm == 0, "a residual or a term, not both");
+  static_assert(!kMask || (kBT && kTail), "the mask is the first block's (B stored (k, m))");
+  static_assert(!kResidual || !kBT, "the residual with B stored (m, k)");
 #ifdef SWIFT_SM90A_DEVICE
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
@@ -213,20 +204,27 @@ __global__ void __launch_bounds__(kThreads, 1)
           uint8_t* stage = smem + size_t(s) * kStage;
           mbar_expect_tx(&full[s], kStage);  // boxes past the edges still count whole (zero-filled)
           constexpr uint16_t kBoth = (1u << kCluster) - 1;
-          if (kTail && kb == kblocks_a) {  // the tail's k-block: A's and B's 64 columns of the tail matrices
+          if (kTail && kb == (kBT ? 0 : kblocks_a)) {  // the tail's k-block: the tail matrices' 64 columns / rows
             tma_load_2d(stage, &map_ta, 0, tm * kTileM, &full[s]);
-            tma_load_2d_multicast(stage + kStageA + rank * (kTileN / kCluster) * 128, &map_tb, 0,
-                                  tn * kTileN + int(rank) * (kTileN / kCluster), &full[s], kBoth);
+            if constexpr (kBT) {
+              for (int nb = int(rank) * 2; nb < int(rank) * 2 + 2; ++nb) {
+                tma_load_2d_multicast(stage + kStageA + nb * 8192, &map_tb, tn * kTileN + nb * 64, 0, &full[s], kBoth);
+              }
+            } else {
+              tma_load_2d_multicast(stage + kStageA + rank * (kTileN / kCluster) * 128, &map_tb, 0,
+                                    tn * kTileN + int(rank) * (kTileN / kCluster), &full[s], kBoth);
+            }
             continue;
           }
-          tma_load_2d(stage, &map_a, kb * kTileK, tm * kTileM, &full[s]);
+          const int ka = kBT && kTail ? kb - 1 : kb;  // A's k-block
+          tma_load_2d(stage, &map_a, ka * kTileK, tm * kTileM, &full[s]);
           if constexpr (kBT) {  // this CTA's two of the four 64-column boxes
             for (int nb = int(rank) * 2; nb < int(rank) * 2 + 2; ++nb) {
-              tma_load_2d_multicast(stage + kStageA + nb * 8192, &map_b, tn * kTileN + nb * 64, kb * kTileK, &full[s],
+              tma_load_2d_multicast(stage + kStageA + nb * 8192, &map_b, tn * kTileN + nb * 64, ka * kTileK, &full[s],
                                     kBoth);
             }
           } else {  // this CTA's 128 of the 256 rows
-            tma_load_2d_multicast(stage + kStageA + rank * (kTileN / kCluster) * 128, &map_b, kb * kTileK,
+            tma_load_2d_multicast(stage + kStageA + rank * (kTileN / kCluster) * 128, &map_b, ka * kTileK,
                                   tn * kTileN + int(rank) * (kTileN / kCluster), &full[s], kBoth);
           }
         }
@@ -247,6 +245,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       int prev = -1;
       const int row0 = tm * kTileM + half * 64 + warp * 16;  // the warp's first row of D
       uint32_t c[kResidual ? 64 : 1];                        // the thread's residual values (load_residual)
+      uint4 keep[2][2];                                      // its keep-bits words (kMask)
+      if constexpr (kMask) load_mask_rows(keep, mask, n, m, row0 + lane / 4, tn * kTileN);
       for (int kb = 0; kb < kblocks; ++kb, ++it) {
         const int s = it % kStages;
         if constexpr (kResidual) {  // the residual's loads in flight under the tile's last k-blocks
@@ -268,15 +268,18 @@ __global__ void __launch_bounds__(kThreads, 1)
           }
         }
         asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+        if constexpr (kMask) {
+          if (kb == 0) {  // the rank block's products alone in d: masked before A's products add onto them
+            asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+            mask_rank_block(d, keep, mask.keep_scale);
+          }
+        }
         asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");  // the previous k-block's group is done
         if (prev >= 0 && tid < kCluster) mbar_arrive_cluster(&empty[prev], uint32_t(tid));
         prev = s;
       }
       asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
       if (prev >= 0 && tid < kCluster) mbar_arrive_cluster(&empty[prev], uint32_t(tid));
-      if constexpr (kTerm != 0) {
-        add_epilogue_term<kTerm>(d, term, n, m, row0 + lane / 4, tn * kTileN);
-      }
       if constexpr (kResidual) add_residual(d, c);
 #pragma unroll
       for (int box = 0; box < kTileN / 64; ++box) {
@@ -373,9 +376,9 @@ DeviceFacts facts(int device, bool may_probe = true) {
       return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmemBytes)) ==
              cudaSuccess;
     };
-    f.available = host == 1 && smem(gemm_sm90_kernel<false, 0>) && smem(gemm_sm90_kernel<true, 0>) &&
-                  smem(gemm_sm90_kernel<true, 1>) && smem(gemm_sm90_kernel<true, 2>) &&
-                  smem(gemm_sm90_kernel<false, 0, true>) && smem(gemm_sm90_kernel<false, 0, true, true>);
+    f.available = host == 1 && smem(gemm_sm90_kernel<false>) && smem(gemm_sm90_kernel<true>) &&
+                  smem(gemm_sm90_kernel<true, true>) && smem(gemm_sm90_kernel<true, true, true>) &&
+                  smem(gemm_sm90_kernel<false, true>) && smem(gemm_sm90_kernel<false, true, false, true>);
     cudaGetLastError();
   }
   cudaSetDevice(current);
@@ -408,17 +411,15 @@ bool gemm_sm90_fits(const Sm90Gemm& g) {
   if (g.lda < g.k || g.ldd < g.m || g.ldb < (g.b_transposed ? g.k : g.m)) return false;
   constexpr int64_t kMaxStride = int64_t(1) << 39;  // TMA: strides below 2^40 bytes
   if (g.lda >= kMaxStride || g.ldb >= kMaxStride || g.ldd >= kMaxStride) return false;
-  if (g.residual != nullptr && (!g.b_transposed || g.term_g != nullptr || !aligned16(g.residual) || g.ldr % 8 != 0 ||
-                                 g.ldr < g.m || g.ldr >= kMaxStride || g.m % 2 != 0)) {
+  if (g.residual != nullptr && (!g.b_transposed || !aligned16(g.residual) || g.ldr % 8 != 0 || g.ldr < g.m ||
+                                 g.ldr >= kMaxStride || g.m % 2 != 0)) {
     return false;
   }
-  if (g.tail_a != nullptr || g.tail_b != nullptr) {
-    return g.tail_a != nullptr && g.tail_b != nullptr && g.b_transposed && g.term_g == nullptr &&
-           aligned16(g.tail_a) && aligned16(g.tail_b);
-  }
-  if (g.term_g == nullptr) return true;
-  const auto aligned = [](const void* p, uintptr_t to) { return reinterpret_cast<uintptr_t>(p) % to == 0; };
-  return !g.b_transposed && g.m % kTileN == 0 && g.term_f != nullptr && aligned(g.term_g, 16) && aligned(g.term_f, 8);
+  const bool tail = g.tail_a != nullptr || g.tail_b != nullptr;
+  if (tail && (g.tail_a == nullptr || g.tail_b == nullptr || !aligned16(g.tail_a) || !aligned16(g.tail_b))) return false;
+  if (tail && !g.b_transposed && g.m % kTileN != 0) return false;  // the first block's (64, m) rows: whole tiles
+  if (g.tail_bits != nullptr && (!tail || g.b_transposed || !aligned16(g.tail_bits))) return false;
+  return true;
 }
 
 cudaError_t launch_gemm_sm90(const Sm90Gemm& g, int device, cudaStream_t stream) {
@@ -434,7 +435,8 @@ cudaError_t launch_gemm_sm90(const Sm90Gemm& g, int device, cudaStream_t stream)
   CUtensorMap map_ta = map_a, map_tb = map_b;  // unread without a tail
   const bool tail = g.tail_a != nullptr;
   if (tail && !(make_map(map_ta, g.tail_a, g.n, 64, 64, kTileM) &&
-                make_map(map_tb, g.tail_b, g.m, 64, 64, kTileN / kCluster))) {
+                (g.b_transposed ? make_map(map_tb, g.tail_b, g.m, 64, 64, kTileN / kCluster)
+                                : make_map(map_tb, g.tail_b, 64, g.m, g.m, 64)))) {
     return cudaErrorInvalidValue;
   }
   const int64_t cluster_tiles = ((g.n + kCluster * kTileM - 1) / (kCluster * kTileM)) * ((g.m + kTileN - 1) / kTileN);
@@ -452,22 +454,22 @@ cudaError_t launch_gemm_sm90(const Sm90Gemm& g, int device, cudaStream_t stream)
   attr[0].val.clusterDim.z = 1;
   config.attrs = attr;
   config.numAttrs = 1;
-  const EpilogueTerm term{g.term_g, g.term_f, g.term_bits, g.term_scale, g.term_keep_scale};
+  const RankMask mask{g.tail_bits, g.tail_keep_scale};
   const EpilogueResidual res{static_cast<const __nv_bfloat16*>(g.residual), g.ldr};
   cudaError_t status;
   const auto go = [&](auto kernel) {
-    return cudaLaunchKernelEx(&config, kernel, map_a, map_b, map_d, map_ta, map_tb, n, m, k, term, res);
+    return cudaLaunchKernelEx(&config, kernel, map_a, map_b, map_d, map_ta, map_tb, n, m, k, mask, res);
   };
   if (g.residual != nullptr) {
-    status = go(gemm_sm90_kernel<false, 0, true, true>);
+    status = go(gemm_sm90_kernel<false, true, false, true>);
   } else if (g.b_transposed) {
-    status = tail ? go(gemm_sm90_kernel<false, 0, true>) : go(gemm_sm90_kernel<false, 0>);
-  } else if (g.term_g == nullptr) {
-    status = go(gemm_sm90_kernel<true, 0>);
-  } else if (g.term_bits == nullptr) {
-    status = go(gemm_sm90_kernel<true, 1>);
+    status = tail ? go(gemm_sm90_kernel<false, true>) : go(gemm_sm90_kernel<false>);
+  } else if (!tail) {
+    status = go(gemm_sm90_kernel<true>);
+  } else if (g.tail_bits == nullptr) {
+    status = go(gemm_sm90_kernel<true, true>);
   } else {
-    status = go(gemm_sm90_kernel<true, 2>);
+    status = go(gemm_sm90_kernel<true, true, true>);
   }
   if (status == cudaSuccess) status = cudaGetLastError();
   if (status == cudaSuccess) g_launches.fetch_add(1);

@@ -1,14 +1,16 @@
 // ops/cuda/gemm_sm90.cuh — our own Hopper GEMM (TMA + wgmma, warp-specialised, persistent; gemm_sm90.cu), callable
 // from C++ (g++) translation units: the base that LoRA's rank-r passes are folded into (issue 5), which cuBLASLt's
 // fixed epilogues cannot take. By default it runs a LoRA linear's forward with its B product as a tail k-block
-// (ops_matmul.cpp b_product_in_gemm; docs/PERFORMANCE.md run 26: the 7B step +2.4%). blas.cpp runs it in place of
+// (ops_matmul.cpp b_product_in_gemm; docs/PERFORMANCE.md run 26: the 7B step +2.4%), o's and down's with the residual
+// too (run 27: +0.3%), and their input gradients with the LoRA dx term as a masked first k-block (fused_dx_sm90; run
+// 27: +0.8%). blas.cpp runs it in place of
 // cuBLASLt for every product it fits under SWIFT_GEMM_SM90=1 (off by default); runs 23-25 measured its kernel
 // against cuBLASLt (scripts/device/probe_wgmma_gemm.cu: the same bits on the 7B's shapes; at the power cap ~0.99x
 // over the 7B layer's forward products; the 7B step 0.85% slower with it, the input gradients' products 2.3%
 // behind).
 //
 // Invariants:
-//  - D (n, m) BF16 = A (n, k) BF16 @ op(B) (+ the optional term, tail and residual below), fp32 accumulation: B stored (m, k)
+//  - D (n, m) BF16 = A (n, k) BF16 @ op(B) (+ the optional tail and residual below), fp32 accumulation: B stored (m, k)
 //    (b_transposed: the forward's x W^T) or (k, m) (the input gradient's dy W). Row-major, row strides in elements.
 //  - Any n, m, k >= 1: TMA zero-fills the loads past the edges and clips the stores. TMA's own limits decide what
 //    fits: 16-byte aligned bases and row strides (lda, ldb, ldd multiples of 8), strides below 2^40 bytes.
@@ -33,23 +35,20 @@ struct Sm90Gemm {
   bool b_transposed = true;  // B stored (m, k); false: (k, m)
   void* d = nullptr;
   int64_t ldd = 0;
-  // Optional: a rank-8 term added to each fp32 sum before it is rounded (LoRA's dx term, lora_linear_backward):
-  // D = A op(B) + term_scale * mult * (term_g term_f), term_g (n, 8) F32 rows, term_f (8, m) F32 (LoRA's a), mult per
-  // element term_keep_scale or 0 by bit (col % 8) of byte col / 8 of row `row` of term_bits ((n, m / 8) bytes: the
-  // forward's keep-bits cache), or 1 without them. With a term: B stored (k, m) only, m % 256 == 0 (whole column
-  // tiles), term_g 16-byte aligned, term_f 8-byte aligned.
-  const float* term_g = nullptr;
-  const float* term_f = nullptr;
-  const uint8_t* term_bits = nullptr;
-  float term_scale = 0.0f, term_keep_scale = 1.0f;
-  // Optional: one more k-block after A's, D = A op(B) + tail_a tail_b^T, tail_a (n, 64) and tail_b (m, 64) BF16 with
-  // row stride 64 (LoRA's B product as exact bf16 pieces, lora_tail.cu). B stored (m, k) only, no term.
+  // Optional: one more k-block, D = A op(B) + tail_a tail_b' (+ the residual), tail_a (n, 64) BF16 with row stride
+  // 64 and tail_b' = tail_b^T with tail_b (m, 64) (row stride 64) when B is stored (m, k), its block after A's
+  // (LoRA's B product as exact bf16 pieces, lora_tail.cu), or tail_b' = tail_b (64, m) (row stride m, m % 256 == 0)
+  // when B is stored (k, m), its block before A's (LoRA's dx term: g and scale * a as pieces). There tail_bits (the
+  // forward's keep-bits cache, (n, m / 8) bytes, 16-byte aligned) may mask the block: its product at (row, col)
+  // times tail_keep_scale or 0 by bit (col % 8) of byte col / 8 of row `row`, before A's products are added.
   const void* tail_a = nullptr;
   const void* tail_b = nullptr;
+  const uint8_t* tail_bits = nullptr;
+  float tail_keep_scale = 1.0f;
   // Optional: D = A op(B) + tail_a tail_b^T + residual, residual (n, m) BF16 with row stride ldr (a multiple of 8;
   // 16-byte aligned; m even) added to each fp32 sum before its one rounding (the residual stream's o / down
-  // products). It may be D itself. gemm_sm90_fits checks its conditions (B stored (m, k), no term); the launch takes
-  // it with a tail only.
+  // products). It may be D itself. gemm_sm90_fits checks its conditions (B stored (m, k)); the launch takes it with a
+  // tail only.
   const void* residual = nullptr;
   int64_t ldr = 0;
 };

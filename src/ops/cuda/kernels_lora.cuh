@@ -103,6 +103,10 @@ cudaError_t launch_lora_swiglu_backward(const void* dact, const void* gate, cons
 cudaError_t launch_lora_tail_xa(const float* xa, int64_t n, void* tail, cudaStream_t stream);
 cudaError_t launch_lora_tail_b(const float* b, int64_t m, float scale, const void* bias, bool bias_bf16, void* tail,
                                cudaStream_t stream);
+// LoRA's dx term as the first k-block of our Hopper GEMM with B stored (k, m): g (n, 8) F32 into its (n, 64) tail
+// (launch_lora_tail_xa), scale * a (8, m) F32 into its (64, m) BF16 rows (b's pieces, transposed; rows 48-63 zero):
+// tail_g tail_a = scale * g a to ~2^-24.
+cudaError_t launch_lora_tail_a_rows(const float* a, int64_t m, float scale, void* tail, cudaStream_t stream);
 
 // Row slices of the da pass (a function of the shape only); `part` needs lora_da_slices(n, k, r) * r * k floats.
 int64_t lora_da_slices(int64_t n, int64_t k, int r);

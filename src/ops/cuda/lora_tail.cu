@@ -10,6 +10,8 @@
 //    rank, hi hi + hi mid + mid hi + hi lo + mid mid + lo hi (what is left out is below 2^-24 of xa b^T), each exact,
 //    and the bias (exact for a BF16 bias), in fp32: the GEMM adds the B product and the bias to the frozen product's
 //    fp32 sums before its one rounding.
+//  - The dx term's form (B stored (k, m)): g's tail as xa's, and scale * a (8, m) as b's groups transposed into
+//    (64, m) rows (row 8 group + rank), rows 48-63 zero (so xa's tail's 1 columns add nothing).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -64,9 +66,33 @@ __global__ void __launch_bounds__(kThreads) lora_tail_kernel(const float* f, int
   }
 }
 
+// tail (64, m) from f (8, m) F32 times scale: row 8 g + rr, column j holds piece G_g of scale * f[rr][j] (b's
+// groups: hi, mid, hi, lo, mid, hi), rows 48-63 zero. One thread per (rr, j).
+__global__ void __launch_bounds__(kThreads) lora_tail_rows_kernel(const float* f, int64_t m, float scale,
+                                                                  __nv_bfloat16* tail) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  if (i >= m * 8) return;
+  const int rr = static_cast<int>(i / m);
+  const int64_t j = i % m;
+  __nv_bfloat16 p[3];
+  pieces(scale == 1.0f ? f[i] : scale * f[i], p);
+  constexpr int kGroups[6] = {0, 1, 0, 2, 1, 0};
+#pragma unroll
+  for (int g = 0; g < 6; ++g) tail[(8 * g + rr) * m + j] = p[kGroups[g]];
+  const __nv_bfloat16 zero = __float2bfloat16_rn(0.0f);
+  tail[(48 + rr) * m + j] = zero;
+  tail[(56 + rr) * m + j] = zero;
+}
+
 unsigned blocks_for(int64_t rows) { return static_cast<unsigned>((rows * 8 + kThreads - 1) / kThreads); }
 
 }  // namespace
+
+cudaError_t launch_lora_tail_a_rows(const float* a, int64_t m, float scale, void* tail, cudaStream_t stream) {
+  if (m <= 0) return cudaSuccess;
+  lora_tail_rows_kernel<<<blocks_for(m), kThreads, 0, stream>>>(a, m, scale, static_cast<__nv_bfloat16*>(tail));
+  return cudaGetLastError();
+}
 
 cudaError_t launch_lora_tail_xa(const float* xa, int64_t n, void* tail, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;

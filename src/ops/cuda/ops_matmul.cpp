@@ -336,14 +336,15 @@ bool lora_group_dx_terms() { return group_dx_switch().on(); }
 
 namespace {
 EnvSwitch& dx_sm90_switch() {
-  static EnvSwitch sw("SWIFT_LORA_DX_SM90", false);
+  static EnvSwitch sw("SWIFT_LORA_DX_SM90", true);
   return sw;
 }
 
-// lora_linear_backward's input gradient with its LoRA term in one product: our Hopper GEMM (gemm_sm90.cuh) adds the
-// term to each fp32 sum before rounding (one rounding where the two passes round twice). The caller checked the
+// lora_linear_backward's input gradient with its LoRA term in one product: our Hopper GEMM (gemm_sm90.cuh) takes the
+// term as its first k-block (g and scale * a as bf16 pieces, lora_tail.cu), masked by the keep bits, and adds the
+// frozen product onto it before rounding (one rounding where the two passes round twice). The caller checked the
 // switch, r 8 and that dx is written, not accumulated. True when it ran: BF16 dy / w / dx, the mask absent or cached,
-// a shape the kernel's term takes (gemm_sm90_fits: k % 256 == 0), an sm_90a device.
+// a shape the kernel's first block takes (gemm_sm90_fits: k % 256 == 0), an sm_90a device.
 bool fused_dx_sm90(const Tensor& dy, const Tensor& w, const Tensor& g, const Tensor& a, float scale,
                    const Dropout& dropout, Tensor& dx) {
   const int device = dev(dy);
@@ -365,14 +366,17 @@ bool fused_dx_sm90(const Tensor& dy, const Tensor& w, const Tensor& g, const Ten
   gemm.b_transposed = false;
   gemm.d = dx.raw();
   gemm.ldd = k;
-  gemm.term_g = g.data<float>();
-  gemm.term_f = a.data<float>();
-  gemm.term_bits = d.threshold != 0 ? bits : nullptr;
-  gemm.term_scale = scale;
-  gemm.term_keep_scale = d.keep_scale;
+  Tensor tail_g = workspace(n * 64, DType::BF16, device), tail_a = workspace(64 * k, DType::BF16, device);
+  gemm.tail_a = tail_g.raw();
+  gemm.tail_b = tail_a.raw();
+  gemm.tail_bits = d.threshold != 0 ? bits : nullptr;
+  gemm.tail_keep_scale = d.keep_scale;
   if (!gemm_sm90_fits(gemm) || !gemm_sm90_ready(device, stream(device))) return false;
   DeviceRegion region("lora_linear_backward.frozen_gemm", device);
-  check_launch("lora_linear_backward", launch_gemm_sm90(gemm, device, stream(device)));
+  const char* op = "lora_linear_backward";
+  check_launch(op, launch_lora_tail_xa(g.data<float>(), n, tail_g.raw(), stream(device)));
+  check_launch(op, launch_lora_tail_a_rows(a.data<float>(), k, scale, tail_a.raw(), stream(device)));
+  check_launch(op, launch_gemm_sm90(gemm, device, stream(device)));
   return true;
 }
 }  // namespace
@@ -692,10 +696,11 @@ void linear_backward_lora(const Tensor& dy, const Tensor& x, const Tensor& w, co
   // the input-gradient products 2.5 ms more (docs/PERFORMANCE.md run 19, calls 8 and 9).
   const bool dx_first = lora_dx_first() && !defer_term && dx.defined() && !accumulate_dx && n > 0 && r > 0 &&
                         k > 0 && one_pass(x, r) && one_pass(dx, r);
-  // lora_dx_sm90: the product waits for g and takes the term in its epilogue (fused_dx_sm90 decides below; where it
-  // declines, the product runs after g as before).
-  const bool try_fused = lora_dx_sm90() && !dx_first && !defer_term && dx.defined() && !accumulate_dx && n > 0 &&
-                         r == 8 && k > 0;
+  // lora_dx_sm90: the product waits for g and takes the term as its first k-block (fused_dx_sm90 decides below;
+  // where it declines, the product runs after g as before). From the B product's fewest rows up (g_min_tail_rows):
+  // fewer keep cuBLASLt's product and the pass.
+  const bool try_fused = lora_dx_sm90() && !dx_first && !defer_term && dx.defined() && !accumulate_dx &&
+                         n >= std::max<int64_t>(1, g_min_tail_rows.load(std::memory_order_relaxed)) && r == 8 && k > 0;
   if (dx.defined() && !dx_first && !try_fused) {  // through the frozen weight
     DeviceRegion region("lora_linear_backward.frozen_gemm", device);
     input_grad(op, dy, w, dx, accumulate_dx);
