@@ -244,6 +244,7 @@ TEST(OpsCudaGemmSm90, LoraDxTermInTheEpilogueIsTheTwoPasses) {
       struct Out { Tensor dx, da, db; int64_t launches; };
       const Tensor a_zero = Tensor::zeros({8, cs.k}, DType::F32).to(Device::cuda());
       const bool was_on = ops::cuda::lora_dx_sm90();
+      const int64_t was_rows = ops::cuda::lora_b_in_gemm_min_rows();
       auto run = [&](bool fused, const Tensor& a_used) {
         ops::cuda::set_lora_dx_sm90(fused);
         ops::cuda::set_lora_b_in_gemm_min_rows(1);
@@ -255,7 +256,7 @@ TEST(OpsCudaGemmSm90, LoraDxTermInTheEpilogueIsTheTwoPasses) {
                                   db.tensor);
         Out o{dx.fetch(), da.fetch(), db.fetch(), ops::cuda::gemm_sm90_launches() - before};
         ops::cuda::set_lora_dx_sm90(was_on);
-        ops::cuda::set_lora_b_in_gemm_min_rows(512);
+        ops::cuda::set_lora_b_in_gemm_min_rows(was_rows);
         return o;
       };
       const Out two = run(false, a.dev), one = run(true, a.dev), product = run(false, a_zero);
@@ -333,6 +334,14 @@ TEST(OpsCudaGemmSm90, LoraBProductInTheProductIsRoundedOnce) {
       EXPECT_EQ(std::memcmp(got3.raw(), got_in_place.raw(), got3.nbytes()), 0) << "the residual as y";
       int64_t far = 0, far3 = 0;
       double worst = 0.0, worst3 = 0.0;
+      // got within half a bf16 step at its magnitude plus fp32 summation's bound over `terms` products of the exact sum.
+      auto check = [](double got_v, double sum, double abs_sum, int64_t terms, int64_t& far_n, double& worst_r) {
+        const double mag = std::max(std::fabs(got_v), std::fabs(sum));
+        const double step = mag > 0.0 ? std::ldexp(1.0, std::ilogb(mag) - 7) : 0.0;
+        const double bound = 0.5 * step + std::ldexp(double(terms), -24) * abs_sum;
+        far_n += std::fabs(got_v - sum) > bound;
+        worst_r = std::max(worst_r, bound > 0.0 ? std::fabs(got_v - sum) / bound : 0.0);
+      };
       for (int64_t i = 0; i < cs.n; ++i) {
         for (int64_t j = 0; j < cs.m; ++j) {
           double sum = bias.defined() ? bias_f.data<float>()[j] : 0.0, abs_sum = std::fabs(sum);
@@ -346,19 +355,9 @@ TEST(OpsCudaGemmSm90, LoraBProductInTheProductIsRoundedOnce) {
             sum += v;
             abs_sum += std::fabs(v);
           }
-          const double g = got.data<float>()[i * cs.m + j];
-          const double mag = std::max(std::fabs(g), std::fabs(sum));
-          const double step = mag > 0.0 ? std::ldexp(1.0, std::ilogb(mag) - 7) : 0.0;
-          const double bound = 0.5 * step + std::ldexp(double(cs.k + 48), -24) * abs_sum;
-          far += std::fabs(g - sum) > bound;
-          worst = std::max(worst, bound > 0.0 ? std::fabs(g - sum) / bound : 0.0);
-          const double rv = res.ref.data<float>()[i * cs.m + j], sum3 = sum + rv, abs3 = abs_sum + std::fabs(rv);
-          const double g3 = got3.data<float>()[i * cs.m + j];
-          const double mag3 = std::max(std::fabs(g3), std::fabs(sum3));
-          const double step3 = mag3 > 0.0 ? std::ldexp(1.0, std::ilogb(mag3) - 7) : 0.0;
-          const double bound3 = 0.5 * step3 + std::ldexp(double(cs.k + 49), -24) * abs3;
-          far3 += std::fabs(g3 - sum3) > bound3;
-          worst3 = std::max(worst3, bound3 > 0.0 ? std::fabs(g3 - sum3) / bound3 : 0.0);
+          check(got.data<float>()[i * cs.m + j], sum, abs_sum, cs.k + 48, far, worst);
+          const double rv = res.ref.data<float>()[i * cs.m + j];
+          check(got3.data<float>()[i * cs.m + j], sum + rv, abs_sum + std::fabs(rv), cs.k + 49, far3, worst3);
         }
       }
       EXPECT_EQ(far, 0) << "elements past half a bf16 step (+ fp32 summation's bound) from the exact sum; worst "

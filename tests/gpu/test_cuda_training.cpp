@@ -108,9 +108,12 @@ TEST_P(CudaTraining, LossAndEveryGradientMatchTransformers) {
                              Precision{"bf16, B in the product", DType::BF16, DType::BF16, 1e-2, 1e9, 1e-1, 1.0f, true}}) {
     SCOPED_TRACE(p.name);
     struct MinRows {  // the batch's few rows through our GEMM's tail (where an sm_90a device runs it), then back
-      explicit MinRows(bool on) : on(on) { if (on) ops::cuda::set_lora_b_in_gemm_min_rows(1); }
-      ~MinRows() { if (on) ops::cuda::set_lora_b_in_gemm_min_rows(512); }
+      explicit MinRows(bool on) : on(on), was(ops::cuda::lora_b_in_gemm_min_rows()) {
+        if (on) ops::cuda::set_lora_b_in_gemm_min_rows(1);
+      }
+      ~MinRows() { if (on) ops::cuda::set_lora_b_in_gemm_min_rows(was); }
       bool on;
+      int64_t was;
     } min_rows(p.b_in_product);
     // The base model with the case's pad_token_id, as tests/model/test_golden_training.cpp loads it.
     const std::string base_dir =

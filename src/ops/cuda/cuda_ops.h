@@ -146,7 +146,8 @@ bool lora_b_in_gemm();
 void set_lora_b_in_gemm(bool on);
 // lora_b_in_gemm(), enough rows and our Hopper GEMM runs on `device` (ops::lora_b_product_in_gemm).
 bool lora_b_product_in_gemm(int device, int64_t rows);
-// The fewest rows that take it (512; tests lower it to run small models through it).
+// The fewest rows that take it and the dx term in the product (512; tests lower it to run small models through it).
+int64_t lora_b_in_gemm_min_rows();
 void set_lora_b_in_gemm_min_rows(int64_t rows);
 // lora_linear_swiglu_backward adds act's LoRA term in the swiglu backward's pass (lora_ring.cu
 // launch_lora_swiglu_backward: r 8, one-pass shapes; the same bits as the term's pass then swiglu_backward) with

@@ -511,6 +511,8 @@ bool lora_b_product_in_gemm(int device, int64_t rows) {
   return lora_b_in_gemm() && rows >= g_min_tail_rows.load(std::memory_order_relaxed) && gemm_sm90_available(device);
 }
 
+int64_t lora_b_in_gemm_min_rows() { return g_min_tail_rows.load(std::memory_order_relaxed); }
+
 void set_lora_b_in_gemm_min_rows(int64_t rows) { g_min_tail_rows.store(rows, std::memory_order_relaxed); }
 
 void set_lora_b_in_gemm(bool on) { b_in_gemm_switch().set(on); }
