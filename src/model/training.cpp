@@ -688,8 +688,9 @@ void TrainableModel::layer_backward(int64_t i, const MicroBatch& b, Activations&
   };
   // Linears reading the same x (q, k, v; gate, up), their input gradients summed into dx (=): as lin_back in order, with
   // the da passes over x shared (ops::lora_linear_backward_shared) when every one is plain LoRA.
+  // given_g: each part's g = dy b with its db added already (swiglu_backward_lora_dy), or null.
   auto lin_back_shared = [&](std::initializer_list<std::pair<LinearKind, const Tensor*>> parts, const Tensor& x,
-                             Tensor& dx) {
+                             Tensor& dx, const Tensor* given_g = nullptr) {
     bool plain = true;
     for (const auto& [kind, dy] : parts) {
       const LoraLinear* lora = l.linears[static_cast<size_t>(kind)].lora;
@@ -706,8 +707,9 @@ void TrainableModel::layer_backward(int64_t i, const MicroBatch& b, Activations&
     std::vector<ops::LoraSharedBackward> jobs;
     for (const auto& [kind, dy] : parts) {
       Linear& L = l.linears[static_cast<size_t>(kind)];
+      const Tensor g = given_g != nullptr ? given_g[jobs.size()] : Tensor();
       jobs.push_back({*dy, L.w, L.lora->a, L.lora->b, a.xa[static_cast<size_t>(kind)], backward_dropout(kind),
-                      L.grad_a, L.grad_b});
+                      L.grad_a, L.grad_b, g});
     }
     ops::lora_linear_backward_shared(x, jobs, lora_.scale, dx, false);
   };
@@ -740,7 +742,21 @@ void TrainableModel::layer_backward(int64_t i, const MicroBatch& b, Activations&
     Tensor d_act = act({T, F_r});
     Tensor d_up = a.up;  // in place: up is read for the last time by the swiglu's backward
     Linear& down = l.linears[static_cast<size_t>(LinearKind::Down)];
-    if (down.lora != nullptr && !down.lora->dora()) {  // down's input-gradient term added in the swiglu's pass
+    Linear& gate = l.linears[static_cast<size_t>(LinearKind::Gate)];
+    Linear& up = l.linears[static_cast<size_t>(LinearKind::Up)];
+    // Plain LoRA gate and up, where the backend runs it as one pass: their backward's first step (g and db) in the
+    // swiglu backward's pass, over the gradients it makes (the same bits as lin_back_shared making them).
+    const bool mlp_dy = gate.lora != nullptr && !gate.lora->dora() && up.lora != nullptr && !up.lora->dora() &&
+                        ops::swiglu_backward_lora_dy_in_one_pass(device_);
+    std::array<Tensor, 2> mlp_g;
+    if (mlp_dy) {
+      lin_back(LinearKind::Down, d, a.act, d_act, false);
+      a.act = Tensor();
+      for (Tensor& g : mlp_g) g = stat({T, gate.lora->a.size(0)});
+      ops::swiglu_backward_lora_dy(
+          d_act, a.gate, a.up, d_act, d_up, {gate.lora->b, a.xa[static_cast<size_t>(LinearKind::Gate)], mlp_g[0], gate.grad_b},
+          {up.lora->b, a.xa[static_cast<size_t>(LinearKind::Up)], mlp_g[1], up.grad_b}, lora_.scale);
+    } else if (down.lora != nullptr && !down.lora->dora()) {  // down's input-gradient term added in the swiglu's pass
       ops::lora_linear_swiglu_backward(d, a.act, down.w, down.lora->a, down.lora->b,
                                        a.xa[static_cast<size_t>(LinearKind::Down)], lora_.scale,
                                        backward_dropout(LinearKind::Down), a.gate, a.up, d_act, d_up, down.grad_a,
@@ -754,7 +770,7 @@ void TrainableModel::layer_backward(int64_t i, const MicroBatch& b, Activations&
     a.gate = a.up = Tensor();
     norm_again(a.x_mid, l.post_norm, a.h2);
     d_h = act({T, C});
-    lin_back_shared({{LinearKind::Gate, &d_act}, {LinearKind::Up, &d_up}}, a.h2, d_h);
+    lin_back_shared({{LinearKind::Gate, &d_act}, {LinearKind::Up, &d_up}}, a.h2, d_h, mlp_dy ? mlp_g.data() : nullptr);
     a.h2 = Tensor();
   }  // the MLP's intermediates and their gradients are free before the attention block's
   if (tp != nullptr) tp->all_reduce(d_h);

@@ -371,6 +371,28 @@ void lora_linear_backward_shared(const Tensor& x, const std::vector<LoraSharedBa
            [&] { cuda::lora_linear_backward_shared(x, jobs, scale, dx, accumulate_dx); });
 }
 
+bool swiglu_backward_lora_dy_in_one_pass(Device device) {
+#ifdef SWIFT_WITH_CUDA
+  return device.type == DeviceType::CUDA && cuda::lora_swiglu_dy_fused();
+#else
+  (void)device;
+  return false;
+#endif
+}
+
+void swiglu_backward_lora_dy(const Tensor& dout, const Tensor& gate, const Tensor& up, Tensor& dgate, Tensor& dup,
+                             const LoraDyStep& gate_step, const LoraDyStep& up_step, float scale) {
+  std::vector<const Tensor*> outs = {&dgate, &dup, &gate_step.g, &up_step.g};
+  for (const Tensor* db : {&gate_step.db, &up_step.db}) {
+    if (db->defined()) outs.push_back(db);
+  }
+  require_writable("swiglu_backward_lora_dy", std::span<const Tensor* const>(outs));
+  dispatch("swiglu_backward_lora_dy",
+           detail::check_swiglu_backward_lora_dy(dout, gate, up, dgate, dup, gate_step, up_step),
+           [&] { cpu::swiglu_backward_lora_dy(dout, gate, up, dgate, dup, gate_step, up_step, scale); },
+           [&] { cuda::swiglu_backward_lora_dy(dout, gate, up, dgate, dup, gate_step, up_step, scale); });
+}
+
 CrossEntropyStats cross_entropy(const Tensor& hidden, const Tensor& head, const Tensor& labels, float grad_scale,
                                 Tensor& dhidden, Tensor& dhead, const CrossEntropyOptions& options) {
   require_writable("cross_entropy", {&dhidden, &dhead});

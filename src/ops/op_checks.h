@@ -91,6 +91,10 @@ Device check_lora_xa(const Tensor& x, const Tensor& a, const Dropout& dropout, c
 Device check_lora_xa_shared(const Tensor& x, const std::vector<LoraSharedXa>& jobs);
 Device check_lora_linear_backward_shared(const Tensor& x, const std::vector<LoraSharedBackward>& jobs, float scale,
                                          const Tensor& dx);
+// check_swiglu_backward, then each step's b (F, r), xa (N, r), g (N, r) and db (F, r) (or undefined) F32 on that device,
+// g and db apart from every input and from the other step's.
+Device check_swiglu_backward_lora_dy(const Tensor& dout, const Tensor& gate, const Tensor& up, const Tensor& dgate,
+                                     const Tensor& dup, const LoraDyStep& gate_step, const LoraDyStep& up_step);
 Device check_lora_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& a,
                                   const Tensor& b, const Tensor& xa, float scale, const Dropout& dropout,
                                   const Tensor& dx, const Tensor& da, const Tensor& db, bool accumulate_dx);

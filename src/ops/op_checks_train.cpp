@@ -294,11 +294,55 @@ Device check_lora_linear_backward_shared(const Tensor& x, const std::vector<Lora
       return check_lora_linear_backward(b.dy, x, b.w, b.a, b.b, b.xa, scale, b.dropout, dx, b.da, b.db, j > 0);
     });
     if (d != device) fail("{}: on {}, x on {}", job, d.str(), device.str());
+    if (b.g.defined()) {  // given by the caller (swiglu_backward_lora_dy)
+      require_dtype(job.c_str(), "g", b.g, DType::F32);
+      require_shape(job.c_str(), "g", b.g, {x.size(0), b.a.size(0)}, "(N, r)");
+      require_disjoint(job.c_str(), "dx", dx, {{"g", &b.g}});
+      require_disjoint(job.c_str(), "g", b.g, {{"da", &b.da}, {"db", &b.db}});
+      if (b.g.device() != device) fail("{}: g on {}, x on {}", job, b.g.device().str(), device.str());
+    }
     for (size_t i = 0; i < j; ++i) {
       for (const Tensor* t : {&b.da, &b.db}) {
         if (overlaps(*t, jobs[i].da) || overlaps(*t, jobs[i].db)) fail("{}: da / db overlap job {}'s", job, i);
       }
     }
+  }
+  return device;
+}
+
+Device check_swiglu_backward_lora_dy(const Tensor& dout, const Tensor& gate, const Tensor& up, const Tensor& dgate,
+                                     const Tensor& dup, const LoraDyStep& gate_step, const LoraDyStep& up_step) {
+  const char* op = "swiglu_backward_lora_dy";
+  const Device device = checked_as(op, [&] { return check_swiglu_backward(dout, gate, up, dgate, dup); });
+  const int64_t n = gate.size(0), f = gate.size(1);
+  const std::initializer_list<std::pair<const char*, const Tensor*>> inputs = {
+      {"dout", &dout}, {"gate", &gate}, {"up", &up}, {"dgate", &dgate}, {"dup", &dup}};
+  for (auto [step_name, step] : {std::pair{"gate_step", &gate_step}, {"up_step", &up_step}}) {
+    const std::string where = fmt::format("{} {}", op, step_name);
+    const char* w = where.c_str();
+    for (auto [name, t] : {std::pair{"b", &step->b}, {"xa", &step->xa}, {"g", &step->g}}) {
+      require_defined(w, name, *t);
+      require_dtype(w, name, *t, DType::F32);
+    }
+    require_rank(w, "b", step->b, 2, "(F, r)");
+    const int64_t r = step->b.size(1);
+    require_shape(w, "b", step->b, {f, r}, "(F, r)");
+    require_shape(w, "xa", step->xa, {n, r}, "(N, r)");
+    require_shape(w, "g", step->g, {n, r}, "(N, r)");
+    require_disjoint(w, "g", step->g, inputs);
+    require_disjoint(w, "g", step->g, {{"b", &step->b}, {"xa", &step->xa}});
+    if (step->db.defined()) {
+      require_dtype(w, "db", step->db, DType::F32);
+      require_shape(w, "db", step->db, {f, r}, "(F, r)");
+      require_disjoint(w, "db", step->db, inputs);
+      require_disjoint(w, "db", step->db, {{"b", &step->b}, {"xa", &step->xa}, {"g", &step->g}});
+    }
+    for (const Tensor* t : {&step->b, &step->xa, &step->g, &step->db}) {
+      if (t->defined() && t->device() != device) fail("{}: on {}, gate on {}", where, t->device().str(), device.str());
+    }
+  }
+  for (const Tensor* t : {&up_step.g, &up_step.db}) {
+    if (overlaps(*t, gate_step.g) || overlaps(*t, gate_step.db)) fail("{}: up_step's g / db overlap gate_step's", op);
   }
   return device;
 }

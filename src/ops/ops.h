@@ -328,13 +328,33 @@ struct LoraSharedBackward {
   Tensor dy, w, a, b, xa;  // as lora_linear_backward's
   Dropout dropout;
   Tensor da, db;           // += as lora_linear_backward's, or undefined
+  Tensor g;                // (N, r) F32 given: the job's g = dy b, its db already added (swiglu_backward_lora_dy)
 };
 // lora_linear_backward for each job (at least one), their input gradients summed into dx (defined) in this order:
 // the frozen products' in job order (the first job writes dx, with accumulate_dx adds onto it; the others add), then
 // each job's LoRA term in job order, each sum rounded to dx's dtype (so that one pass over dx can add every term).
-// da and db as lora_linear_backward's.
+// da and db as lora_linear_backward's. A job with g given skips its first step (g = dy b, db += scale dy^T xa: made
+// by the caller as lora_linear_backward makes them, so the same bits), and uses g for its dx term and da.
 void lora_linear_backward_shared(const Tensor& x, const std::vector<LoraSharedBackward>& jobs, float scale, Tensor& dx,
                                  bool accumulate_dx = false);
+// The MLP's backward from act's gradient into gate's and up's LoRA linears: swiglu_backward(dout, gate, up, dgate,
+// dup), then for each of gate's and up's LoRA linears the first step of its backward over the gradient just made:
+// g = dgate b (F32, written) and db += scale dgate^T xa (dup for up's), as lora_linear_backward makes them (the same
+// bits). lora_linear_backward_shared over h2 with these g given then runs the rest. On CUDA with SWIFT_LORA_SWIGLU_DY=1
+// (BF16, r 8, rows of 16-byte multiples) one pass over the (N, F) tensors, in which dgate and dup are not read back for
+// g and db (off by default: measured no faster, cuda_ops.h); otherwise the ops one after the other.
+//   dout, gate, up, dgate, dup as swiglu_backward's (dgate may be dout and dup may be up: in place).
+//   b: (F, r) F32, xa: (N, r) F32 (the forward's), g: (N, r) F32 written, db: (F, r) F32 += or undefined.
+struct LoraDyStep {
+  Tensor b, xa;
+  Tensor g;
+  Tensor db;
+};
+void swiglu_backward_lora_dy(const Tensor& dout, const Tensor& gate, const Tensor& up, Tensor& dgate, Tensor& dup,
+                             const LoraDyStep& gate_step, const LoraDyStep& up_step, float scale);
+// Whether swiglu_backward_lora_dy on `device` may run as one pass (CUDA with SWIFT_LORA_SWIGLU_DY=1): a model takes it
+// then, and otherwise the MLP's backward as before (lora_linear_swiglu_backward, the shared backward making g).
+bool swiglu_backward_lora_dy_in_one_pass(Device device);
 
 // ---- LM head + cross-entropy, chunked over tokens and vocabulary -----------------------------------------------
 // Logits z = hidden head^T are computed per block of (token_block valid tokens) x (vocab_block rows of head)

@@ -623,6 +623,65 @@ TEST(OpsCudaMatmul, LoraSwigluBackwardIsTheTwoOps) {
   ops::cuda::set_lora_swiglu_backward_fused(false);
 }
 
+// swiglu_backward_lora_dy in one pass (lora_dy.cu, BF16, r 8) has the bits of the swiglu's backward then each step's
+// dy pass (SWIFT_LORA_SWIGLU_DY=0's path): dgate and dup in place over dout and up and apart, g and db, over odd rows,
+// partial column tiles, several row blocks and one 7B MLP's width; F32 / F16 and r 16 take that path themselves.
+TEST(OpsCudaMatmul, SwigluBackwardLoraDyIsTheSwigluBackwardThenTheDyPasses) {
+  ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
+  struct Case { int64_t n, f, r; DType act; };
+  const Case cases[] = {{300, 264, 8, DType::BF16}, {1100, 1032, 8, DType::BF16}, {1, 8, 8, DType::BF16},
+                        {129, 520, 8, DType::BF16}, {2048, 18944, 8, DType::BF16}, {77, 264, 8, DType::F32},
+                        {65, 136, 8, DType::F16}, {90, 264, 16, DType::BF16}};
+  uint32_t seed = 9900;
+  const bool was = ops::cuda::lora_swiglu_dy_fused();
+  for (const Case& cs : cases) {
+    const Input dout = make_input({cs.n, cs.f}, cs.act, ++seed), gate = make_input({cs.n, cs.f}, cs.act, ++seed, -4.0f, 4.0f);
+    const Input up = make_input({cs.n, cs.f}, cs.act, ++seed);
+    Input b[2], xa[2];
+    Tensor db0[2];
+    for (int j = 0; j < 2; ++j) {
+      b[j] = make_weight({cs.f, cs.r}, DType::F32, ++seed, -0.5f, 0.5f);
+      xa[j] = make_weight({cs.n, cs.r}, DType::F32, ++seed);
+      db0[j] = random_tensor({cs.f, cs.r}, DType::F32, ++seed);
+    }
+    struct Run { Tensor dgate, dup, g[2], db[2]; };
+    auto run = [&](bool fused, bool in_place) {
+      ops::cuda::set_lora_swiglu_dy_fused(fused);
+      DeviceOut dgate({cs.n, cs.f}, cs.act), dup({cs.n, cs.f}, cs.act);
+      if (in_place) {
+        dgate.set(dout.ref);
+        dup.set(up.ref);
+      }
+      std::vector<DeviceOut> g, db;
+      g.reserve(2);
+      db.reserve(2);
+      for (int j = 0; j < 2; ++j) {
+        g.emplace_back(Shape{cs.n, cs.r}, DType::F32);
+        db.emplace_back(Shape{cs.f, cs.r}, DType::F32);
+        db.back().set(db0[j]);
+      }
+      ops::swiglu_backward_lora_dy(in_place ? dgate.tensor : dout.dev, gate.dev, in_place ? dup.tensor : up.dev,
+                                   dgate.tensor, dup.tensor, {b[0].dev, xa[0].dev, g[0].tensor, db[0].tensor},
+                                   {b[1].dev, xa[1].dev, g[1].tensor, db[1].tensor}, 0.75f);
+      Run out{dgate.fetch(), dup.fetch(), {g[0].fetch(), g[1].fetch()}, {db[0].fetch(), db[1].fetch()}};
+      return out;
+    };
+    const Run want = run(false, false);
+    for (bool in_place : {true, false}) {
+      SCOPED_TRACE(fmt::format("N={} F={} r={} act={} in_place={}", cs.n, cs.f, cs.r, name(cs.act), in_place));
+      const Run got = run(true, in_place);
+      expect_bit_equal(got.dgate, want.dgate, "dgate");
+      expect_bit_equal(got.dup, want.dup, "dup");
+      for (int j = 0; j < 2; ++j) {
+        SCOPED_TRACE(j == 0 ? "gate's step" : "up's step");
+        expect_bit_equal(got.g[j], want.g[j], "g");
+        expect_bit_equal(got.db[j], want.db[j], "db");
+      }
+    }
+  }
+  ops::cuda::set_lora_swiglu_dy_fused(was);
+}
+
 TEST(OpsCudaMatmul, LoraKeepBitsCacheIsTheMask) {
   const BInGemmOff b_in_gemm_off;
   ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
@@ -901,7 +960,7 @@ TEST(OpsCudaMatmul, LoraSharedXPassesAreTheSingleOps) {
             std::vector<ops::LoraSharedBackward> back;
             for (size_t j = 0; j < jobs.size(); ++j) {
               back.push_back({jobs[j].dy.dev, jobs[j].w.dev, jobs[j].a.dev, jobs[j].b.dev, xas[j].tensor, drops[j],
-                              das[j].tensor, dbs[j].tensor});
+                              das[j].tensor, dbs[j].tensor, Tensor()});
             }
             ops::lora_linear_backward_shared(x.dev, back, scale, dx.tensor);
           } else {

@@ -377,7 +377,7 @@ TEST(OpsLora, SharedXPassesAreTheSingleOps) {
       xa_jobs.push_back({as[j], drops[j], xa_shared[j]});
       ops::lora_linear_backward(dys[j], x, ws[j], Tensor::zeros({3, k}, DType::F32), bs[j], xa_one[j], 0.5f, drops[j],
                                 dx_one, da_one[j], db_one[j], j > 0 || accumulate);
-      back_jobs.push_back({dys[j], ws[j], as[j], bs[j], xa_shared[j], drops[j], da_shared[j], db_shared[j]});
+      back_jobs.push_back({dys[j], ws[j], as[j], bs[j], xa_shared[j], drops[j], da_shared[j], db_shared[j], Tensor()});
     }
     for (size_t j = 0; j < widths.size(); ++j) {  // the terms; da and db again, not kept
       Tensor da_spare = da_one[j].clone(), db_spare = db_one[j].clone();
@@ -454,6 +454,76 @@ TEST(OpsLora, SwigluBackwardThroughTheDownIsTheTwoOps) {
   EXPECT_TRUE(throws_error(
       [&] { ops::lora_linear_swiglu_backward(dy, act, w, a, b, xa, 1.0f, {}, gate, up, dgate_narrow, dup, none, none); },
       {"lora_linear_swiglu_backward", "dx"}));
+}
+
+// The swiglu's backward with gate's and up's first backward step (swiglu_backward_lora_dy), then their shared backward
+// with those g given, is swiglu_backward then the shared backward making g itself: the same dgate, dup (in place over
+// dout and up), dx, da and db bits. Steps that do not fit are named.
+TEST(OpsLora, SwigluBackwardLoraDyIsTheSwigluBackwardThenTheDyStep) {
+  uint32_t seed = 7300;
+  const int64_t n = 21, f = 24, c = 16, r = 3;
+  const Tensor gate = random_tensor({n, f}, DType::F32, ++seed), up = random_tensor({n, f}, DType::F32, ++seed);
+  const Tensor dout = random_tensor({n, f}, DType::F32, ++seed), h2 = random_tensor({n, c}, DType::F32, ++seed);
+  struct Linear { Tensor w, a, b, xa, da0, db0; ops::Dropout drop; };
+  std::vector<Linear> lin;
+  for (int j = 0; j < 2; ++j) {
+    Linear L{random_tensor({f, c}, DType::F32, ++seed), random_tensor({r, c}, DType::F32, ++seed),
+             random_tensor({f, r}, DType::F32, ++seed), Tensor::zeros({n, r}, DType::F32),
+             random_tensor({r, c}, DType::F32, ++seed), random_tensor({f, r}, DType::F32, ++seed), {0.25f, 40u + seed}};
+    ops::lora_xa(h2, L.a, L.drop, L.xa);
+    lin.push_back(L);
+  }
+  struct Out { Tensor dgate, dup, dx, da[2], db[2]; };
+  auto backward = [&](bool with_dy) {
+    Out o{Tensor::zeros({n, f}, DType::F32), Tensor::zeros({n, f}, DType::F32), Tensor::zeros({n, c}, DType::F32), {}, {}};
+    for (int j = 0; j < 2; ++j) {
+      o.da[j] = lin[j].da0.clone();
+      o.db[j] = lin[j].db0.clone();
+    }
+    Tensor g[2];
+    if (with_dy) {  // in place, as the model runs it: dgate over dout's copy, dup over up's
+      o.dgate = dout.clone();
+      o.dup = up.clone();
+      for (Tensor& t : g) t = Tensor::zeros({n, r}, DType::F32);
+      ops::swiglu_backward_lora_dy(o.dgate, gate, o.dup, o.dgate, o.dup, {lin[0].b, lin[0].xa, g[0], o.db[0]},
+                                   {lin[1].b, lin[1].xa, g[1], o.db[1]}, 0.5f);
+    } else {
+      ops::swiglu_backward(dout, gate, up, o.dgate, o.dup);
+    }
+    std::vector<ops::LoraSharedBackward> jobs;
+    for (int j = 0; j < 2; ++j) {
+      jobs.push_back({j == 0 ? o.dgate : o.dup, lin[j].w, lin[j].a, lin[j].b, lin[j].xa, lin[j].drop, o.da[j], o.db[j],
+                      g[j]});
+    }
+    ops::lora_linear_backward_shared(h2, jobs, 0.5f, o.dx);
+    return o;
+  };
+  const Out want = backward(false), got = backward(true);
+  EXPECT_TRUE(bit_equal(got.dgate, want.dgate));
+  EXPECT_TRUE(bit_equal(got.dup, want.dup));
+  EXPECT_TRUE(bit_equal(got.dx, want.dx));
+  for (int j = 0; j < 2; ++j) {
+    EXPECT_TRUE(bit_equal(got.da[j], want.da[j])) << "da of job " << j;
+    EXPECT_TRUE(bit_equal(got.db[j], want.db[j])) << "db of job " << j;
+  }
+  Tensor dgate = Tensor::zeros({n, f}, DType::F32), dup = Tensor::zeros({n, f}, DType::F32);
+  Tensor g = Tensor::zeros({n, r}, DType::F32), g_short = Tensor::zeros({n - 1, r}, DType::F32);
+  const ops::LoraDyStep ok{lin[1].b, lin[1].xa, Tensor::zeros({n, r}, DType::F32), Tensor()};
+  EXPECT_TRUE(throws_error(
+      [&] { ops::swiglu_backward_lora_dy(dout, gate, up, dgate, dup, {lin[0].b, lin[0].xa, g_short, Tensor()}, ok, 1.0f); },
+      {"swiglu_backward_lora_dy gate_step", "g", "(N, r)"}));
+  EXPECT_TRUE(throws_error(
+      [&] { ops::swiglu_backward_lora_dy(dout, gate, up, dgate, dup, {lin[0].b, lin[0].xa, dup, Tensor()}, ok, 1.0f); },
+      {"swiglu_backward_lora_dy gate_step", "g"}));
+  EXPECT_TRUE(throws_error(
+      [&] { ops::swiglu_backward_lora_dy(dout, gate, up, dgate, dup, {lin[0].b, lin[0].xa, g, Tensor()},
+                                         {lin[1].b, lin[1].xa, g, Tensor()}, 1.0f); },
+      {"swiglu_backward_lora_dy", "overlap"}));
+  std::vector<ops::LoraSharedBackward> bad = {{dout, lin[0].w, lin[0].a, lin[0].b, lin[0].xa, {}, Tensor(), Tensor(),
+                                               g_short}};
+  Tensor dx = Tensor::zeros({n, c}, DType::F32);
+  EXPECT_TRUE(throws_error([&] { ops::lora_linear_backward_shared(h2, bad, 1.0f, dx); },
+                           {"lora_linear_backward_shared job 0", "g", "(N, r)"}));
 }
 
 // lora_linear_from_xa with lora_linear's own xa gives lora_linear's y (with and without accumulate, with a bias).

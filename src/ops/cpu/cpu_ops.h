@@ -70,6 +70,8 @@ void lora_linear_swiglu_backward(const Tensor& dy, const Tensor& act, const Tens
 void lora_xa_shared(const Tensor& x, const std::vector<LoraSharedXa>& jobs);
 void lora_linear_backward_shared(const Tensor& x, const std::vector<LoraSharedBackward>& jobs, float scale, Tensor& dx,
                                  bool accumulate_dx);
+void swiglu_backward_lora_dy(const Tensor& dout, const Tensor& gate, const Tensor& up, Tensor& dgate, Tensor& dup,
+                             const LoraDyStep& gate_step, const LoraDyStep& up_step, float scale);
 CrossEntropyStats cross_entropy(const Tensor& hidden, const Tensor& head, const Tensor& labels, float grad_scale,
                                 Tensor& dhidden, Tensor& dhead, const CrossEntropyOptions& options);
 void token_logprobs(const Tensor& hidden, const Tensor& head, const Tensor& labels, Tensor& logp,

@@ -250,16 +250,27 @@ void add_lora_residual(Tensor& y, const Tensor& residual, const LoraBProduct& bp
 }
 
 namespace {
-// lora_linear_backward's rank-r part: db, g, then dx's LoRA term (added onto dx) and da.
+// The first step of a LoRA linear's backward: db += scale dy^T xa (db defined), and g = dy b (g defined), the
+// gradient of xa before the scale.
+void lora_dy_step(const Tensor& dy, const Tensor& b, const Tensor& xa, float scale, Tensor& g, Tensor& db) {
+  if (db.defined()) gemm(true, false, scale, dy, xa, 1.0f, db);
+  if (g.defined()) gemm(false, false, 1.0f, dy, b, 0.0f, g);
+}
+
+// lora_linear_backward's rank-r part: db and g (lora_dy_step; with g given, both were made by the caller), then dx's
+// LoRA term (added onto dx) and da.
 void lora_rank_backward(const Tensor& dy, const Tensor& x, const Tensor& a, const Tensor& b, const Tensor& xa,
-                        float scale, const Dropout& dropout, Tensor& dx, Tensor& da, Tensor& db) {
+                        float scale, const Dropout& dropout, Tensor& dx, Tensor& da, Tensor& db,
+                        const Tensor& g_given = Tensor()) {
   const int64_t n = x.size(0), k = x.size(1), r = a.size(0);
   if (n == 0 || r == 0) return;
-  if (db.defined()) gemm(true, false, scale, dy, xa, 1.0f, db);  // db += scale dy^T xa
+  Tensor g = g_given;
+  if (!g.defined()) {
+    const bool want_g = dx.defined() || da.defined();
+    if (want_g) g = Tensor::empty({n, r}, DType::F32, Device::cpu(), MemoryCategory::Workspace);
+    lora_dy_step(dy, b, xa, scale, g, db);
+  }
   if (!dx.defined() && !da.defined()) return;
-  // g = dy b (N, r): the gradient of xa, before the scale.
-  Tensor g = Tensor::empty({n, r}, DType::F32, Device::cpu(), MemoryCategory::Workspace);
-  gemm(false, false, 1.0f, dy, b, 0.0f, g);
   if (dropout.p == 0.0f) {
     if (dx.defined()) gemm(false, false, scale, g, a, 1.0f, dx);  // dx += scale g a
     if (da.defined()) gemm(true, false, scale, g, x, 1.0f, da);   // da += scale g^T x
@@ -373,7 +384,18 @@ void lora_linear_backward_shared(const Tensor& x, const std::vector<LoraSharedBa
   for (size_t j = 0; j < jobs.size(); ++j) linear_backward(jobs[j].dy, x, jobs[j].w, dx, none, none, j > 0 || accumulate_dx);
   for (const LoraSharedBackward& job : jobs) {
     Tensor da = job.da, db = job.db;
-    lora_rank_backward(job.dy, x, job.a, job.b, job.xa, scale, job.dropout, dx, da, db);
+    lora_rank_backward(job.dy, x, job.a, job.b, job.xa, scale, job.dropout, dx, da, db, job.g);
+  }
+}
+
+// swiglu_backward, then each step's db and g over the gradient it made (lora_rank_backward's first step).
+void swiglu_backward_lora_dy(const Tensor& dout, const Tensor& gate, const Tensor& up, Tensor& dgate, Tensor& dup,
+                             const LoraDyStep& gate_step, const LoraDyStep& up_step, float scale) {
+  SWIFT_PROFILE("swiglu_backward_lora_dy");
+  cpu::swiglu_backward(dout, gate, up, dgate, dup);
+  for (auto [dy, step] : {std::pair{&dgate, &gate_step}, {&dup, &up_step}}) {
+    Tensor g = step->g, db = step->db;
+    lora_dy_step(*dy, step->b, step->xa, scale, g, db);
   }
 }
 

@@ -96,6 +96,8 @@ void lora_linear_swiglu_backward(const Tensor& dy, const Tensor& act, const Tens
 void lora_xa_shared(const Tensor& x, const std::vector<LoraSharedXa>& jobs);
 void lora_linear_backward_shared(const Tensor& x, const std::vector<LoraSharedBackward>& jobs, float scale, Tensor& dx,
                                  bool accumulate_dx);
+void swiglu_backward_lora_dy(const Tensor& dout, const Tensor& gate, const Tensor& up, Tensor& dgate, Tensor& dup,
+                             const LoraDyStep& gate_step, const LoraDyStep& up_step, float scale);
 // SWIFT_LORA_B_FIRST=1 (read once, off by default): lora_linear without accumulate writes the B product first and the
 // frozen product adds onto it (ops_matmul.cpp). set_lora_b_first overrides it for the process (tests).
 bool lora_b_first();
@@ -156,6 +158,12 @@ void set_lora_b_in_gemm_min_rows(int64_t rows);
 // (docs/PERFORMANCE.md run 26); set_lora_swiglu_backward_fused overrides it (tests).
 bool lora_swiglu_backward_fused();
 void set_lora_swiglu_backward_fused(bool on);
+// swiglu_backward_lora_dy in one pass (lora_dy.cu launch_lora_swiglu_dy: BF16, r 8; the same bits as the swiglu's
+// backward then each step's dy pass) with SWIFT_LORA_SWIGLU_DY=1. Off by default: at one block of 16 warps per SM
+// (the dy pass's accumulators) the swiglu's arithmetic waits on its latency, and the pass took as long as the two it
+// replaces (docs/PERFORMANCE.md run 28); set_lora_swiglu_dy_fused overrides it for the process (tests).
+bool lora_swiglu_dy_fused();
+void set_lora_swiglu_dy_fused(bool on);
 // Unless SWIFT_LORA_DX_SM90=0: lora_linear_backward (one linear, dx written, r 8, BF16, in features a multiple of
 // 256, the mask absent or cached, from set_lora_b_in_gemm_min_rows' rows up) runs its input gradient on our Hopper
 // GEMM with the LoRA dx term as its first k-block (g and scale * a as bf16 pieces, masked by the keep bits; gemm_sm90.cuh's

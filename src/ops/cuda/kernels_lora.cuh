@@ -128,6 +128,22 @@ LoraDyWork lora_dy_work(int64_t n, int64_t m, int r);
 // Deterministic: g sums its column tiles in order, db its row blocks in order, each in a fixed order.
 cudaError_t launch_lora_dy(const void* dy, int dy_dtype, const float* b, const float* xa, int64_t n, int64_t m, int r,
                            float scale, float* g, float* db, float* part_g, float* part_db, cudaStream_t stream);
+// One job of launch_lora_swiglu_dy: b (m, 8) and xa (n, 8) F32; g (n, 8) F32 written and db (m, 8) F32 += (either
+// null: not computed), with their partial buffers sized by lora_dy_work(n, m, 8) as launch_lora_dy's.
+struct LoraDyOutputs {
+  const float* b = nullptr;
+  const float* xa = nullptr;
+  float* g = nullptr;
+  float* db = nullptr;
+  float* part_g = nullptr;
+  float* part_db = nullptr;
+};
+// The swiglu's backward (launch_swiglu_backward, BF16: dgate, dup of out = silu(gate) * up at gradient dout, all
+// (n, m)) with launch_lora_dy over each of its outputs in the same pass: jobs[0] over dgate, jobs[1] over dup, the
+// bits of launch_swiglu_backward then launch_lora_dy for each (lora_dy.cu). dgate may be dout and dup may be up (in
+// place); m % 8 == 0, 16-byte aligned rows.
+cudaError_t launch_lora_swiglu_dy(const void* dout, const void* gate, const void* up, void* dgate, void* dup, int64_t n,
+                                  int64_t m, const LoraDyOutputs (&jobs)[2], float scale, cudaStream_t stream);
 
 // The MLP's gate and up get their B products and feed the swiglu in one pass (r = 8 only; gate, up, out (n, k) of
 // dtype code 0 / 1 / 2; xg, xu: (n, 8) F32; bg, bu: (k, 8) F32, LoRA's b): gate += scale * xg bg^T and up likewise,

@@ -2,7 +2,8 @@
 //   xa = dropout(x) a^T            (forward: one read of x)
 //   y += scale * mult * (g F)      (forward's B product with F = b^T, no dropout; backward's dx term with F = a)
 //   da += scale * g^T dropout(x)   (backward: one read of x)
-//   g = dy b, db += scale dy^T xa  (backward, r 8, BF16: one read of dy for both, on tensor cores)
+// (The backward's g = dy b, db += scale dy^T xa pass is lora_dy.cu's; the staging the tensor-core passes share is
+// lora_stream.cuh's.)
 // The tensor-core x passes (xa, da) also take up to 3 jobs over one x in one launch (a layer's q, k, v; gate, up):
 // job j's blocks sit next to the other jobs' on the same rows and columns (blockIdx.x = column tile * jobs + j), so
 // the later reads of x come from L2; each job's work is the single launch's (the same bits).
@@ -46,6 +47,7 @@
 #include "ops/cuda/func_attribute.cuh"
 #include "ops/cuda/kernels_lora.cuh"
 #include "ops/cuda/lora_common.cuh"
+#include "ops/cuda/lora_stream.cuh"
 #include "ops/cuda/swiglu_math.cuh"
 #include "ops/philox.h"
 
@@ -60,7 +62,6 @@ constexpr int kWarpCols = 32 * kVec;     // 256
 constexpr int kSteps = 2;                // warp-column steps per block tile
 constexpr int kTileCols = kWarpCols * kSteps;  // 512
 constexpr int kTileRows = 32;            // row granularity of a block: 8 warps x 4 rows
-constexpr int kTargetBlocks = 4 * 132;   // da: aim for ~4 blocks per SM of an H100/H200 (a constant: see invariants)
 constexpr int kMaxBlockRows = 256;       // xa / rank update: rows per block at most (g's rows staged in shared memory)
 
 template <int R>
@@ -260,31 +261,6 @@ __global__ void __launch_bounds__(kThreads, kHalfWidth<T> ? 2 : 1)
     uint4 raw[J][kSteps][kRawWords<T>];
     load_group_raw<J, T, true>(x, n, k, warp_row0 + g0, c0, lane, raw);
     xa_group<R, T, J>(raw, sa, n, k, warp_row0 + g0, c0, lane, seed, threshold, keep_scale, map, out, keep_bits);
-  }
-}
-
-// sum over p < parts, in order from 0, of part[p * stride], with the loads of 16 parts issued before their adds (the
-// compiler's own unrolling issued 4 at a time: a reduce over 74 column tiles waited on ~19 round trips to L2).
-__device__ __forceinline__ float sum_parts_in_order(const float* part, int64_t parts, int64_t stride) {
-  constexpr int kAhead = 16;
-  float s = 0.0f;
-  for (int64_t p = 0; p < parts; p += kAhead) {
-    float v[kAhead];
-#pragma unroll
-    for (int u = 0; u < kAhead; ++u) v[u] = p + u < parts ? part[(p + u) * stride] : 0.0f;
-#pragma unroll
-    for (int u = 0; u < kAhead; ++u) {
-      if (p + u < parts) s += v[u];
-    }
-  }
-  return s;
-}
-
-// xa[i] = sum over splits, in order, of part[split][i] (i over n * R).
-__global__ void sum_splits_kernel(const float* part, int64_t splits, int64_t count, float* out) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    out[i] = sum_parts_in_order(part + i, splits, count);
   }
 }
 
@@ -496,47 +472,6 @@ __global__ void __launch_bounds__(kThreads, kHalfWidth<T> ? 2 : 1)
   }
 }
 
-// ---- the backward's dy pass: g = dy b and db += scale dy^T xa in one read of dy (r = 8, BF16, tensor cores) ----
-// Both products of a 16 x 16 tile of dy on mma.sync.m16n8k16 (bf16 operands, fp32 accumulation: the operands and
-// rounding of the two cuBLASLt products it replaces, b and xa rounded to bf16): the tile, read once from global
-// memory in 16-byte row pieces and staged in the warp's shared memory, is loaded as an A fragment (ldmatrix) that
-// multiplies b's rows for g, and transposed (ldmatrix.trans) to multiply xa's rows for db.
-constexpr int kDyTileCols = 256;                    // columns per block (16 k-tiles of 16)
-constexpr int kDyKTiles = kDyTileCols / 16;
-constexpr int kDyChunkCols = 64;                    // columns per staged chunk: 16 rows x 128 bytes
-constexpr int kDyChunks = kDyTileCols / kDyChunkCols;
-constexpr int kDyPieces = kDyChunkCols / 8;         // 16-byte pieces per chunk row
-constexpr int kDyStepRows = 16;                     // rows per warp step
-constexpr int kDyBlockStep = kWarps * kDyStepRows;  // 128: rows_per_block is a multiple
-
-// Fragments, ldmatrix and mma.sync m16n8k16 come from attention_common.cuh (the attention kernels' helpers).
-__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) { return attn::pack2<__nv_bfloat16>(lo, hi); }
-__device__ __forceinline__ void mma_bf16_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  attn::mma_m16n8k16<__nv_bfloat16>(c, a, b0, b1);
-}
-
-// Sums the 8 warps' C fragments of a 256-column tile (frag[t]: columns 16 t + gid (+ 8), ranks 2 tid, 2 tid + 1) into
-// tile (256 x 8 floats of shared memory, over the staging), warp by warp in order (deterministic). Every thread of
-// the block calls it; it synchronises on entry (the staging is free) and on exit (the tile is complete).
-__device__ __forceinline__ void sum_warp_fragments(float (*tile)[8], const float (&frag)[kDyKTiles][4], int warp,
-                                                   int gid, int tid) {
-  __syncthreads();
-  for (int i = threadIdx.x; i < kDyTileCols * 8; i += kThreads) (&tile[0][0])[i] = 0.0f;
-  for (int w = 0; w < kWarps; ++w) {
-    __syncthreads();
-    if (warp == w) {
-#pragma unroll
-      for (int t = 0; t < kDyKTiles; ++t) {
-        tile[16 * t + gid][2 * tid] += frag[t][0];
-        tile[16 * t + gid][2 * tid + 1] += frag[t][1];
-        tile[16 * t + gid + 8][2 * tid] += frag[t][2];
-        tile[16 * t + gid + 8][2 * tid + 1] += frag[t][3];
-      }
-    }
-  }
-  __syncthreads();
-}
-
 // ---- the x passes on tensor cores (r 8, BF16): xa = dropout(x) a^T and da += scale g^T dropout(x) ----
 // The dy pass's tiling (256-column tiles, 16-row warp steps, 64-column chunks staged per warp, ldmatrix), with the
 // fp32 factor split into three bf16 terms (hi + mid + lo == the fp32 value exactly), so that every product with a
@@ -575,83 +510,6 @@ __device__ __forceinline__ uint4 keep_masks_of_bits(uint32_t bits) {
   };
   return make_uint4(word(0), word(1), word(2), word(3));
 }
-
-// ---- the staging of the tensor-core passes (xa, da, the dy pass): cp.async, several chunks in flight per warp ----
-// Each warp copies its chunks into 4 staging buffers of its own with cp.async, 3 chunks in flight while it computes
-// one; 2 blocks per SM (3 blocks of the same grids run one and a half waves: slower). The earlier form kept one chunk
-// ahead in registers and ran at ~1 TB/s, waiting on each load's latency (docs/PERFORMANCE.md, run 13 call 5 and
-// run 18).
-using StreamStage = uint4[kDyStepRows][kDyPieces];  // one chunk: 2 KB
-constexpr int kStages = 4;                          // buffers per warp
-constexpr int kStagingBytes = kWarps * kStages * static_cast<int>(sizeof(StreamStage));  // 64 KB per block
-
-// The warp's work in its block and its stream of chunks. The block takes column tile col_tile (kDyTileCols wide from
-// c0) and row block blockIdx.y (rows_per_block rows), warp w its 16-row steps w, w + 8, ... (`steps` of them, from
-// first_row). Item = step * kDyChunks + chunk covers the step's rows and columns c0 + chunk * kDyChunkCols (64) of
-// src (n, m). Piece p = lane + 32 i (i < 4) of a chunk, its row p / 8 = lane / 8 + 4 i and 16-byte piece
-// p % 8 = lane % 8, is copied by this lane into the chunk's buffer (item % kStages), XOR-swizzled by row (ldmatrix's 8
-// row addresses fall in distinct banks); pieces outside (n, m) are zero-filled. issue(item) commits a group (an empty
-// one past the end, so that the count stays uniform); wait() returns once the oldest in-flight item has landed
-// (visible to the lane that copied it; a __syncwarp makes it the warp's). The lane's addresses are set up once (its
-// rows are 4 apart; its pieces' offsets in a buffer take two swizzles, rows r and r + 4).
-struct ChunkStream {
-  int64_t c0, first_row;
-  int steps, items;
-  StreamStage* stage;  // the warp's kStages buffers
-  const __nv_bfloat16* lane_src;  // src at the lane's first row and column
-  int64_t m, rows_left, cols_left;  // rows and columns of src from the lane's first ones (may be <= 0)
-  uint32_t smem0, smem1;  // shared address of pieces 0 and 1 in buffer 0 (pieces 2, 3: + 1024)
-
-  // smem: the block's dynamic shared memory (kStagingBytes).
-  __device__ __forceinline__ ChunkStream(uint4* smem, const __nv_bfloat16* src, int64_t n, int64_t m_,
-                                         int64_t rows_per_block, int64_t col_tile)
-      : m(m_) {
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    c0 = col_tile * kDyTileCols;
-    const int64_t block_row0 = static_cast<int64_t>(blockIdx.y) * rows_per_block;
-    const int64_t block_row1 = block_row0 + rows_per_block < n ? block_row0 + rows_per_block : n;
-    first_row = block_row0 + warp * kDyStepRows;
-    steps = first_row < block_row1 ? static_cast<int>((block_row1 - first_row + kDyBlockStep - 1) / kDyBlockStep) : 0;
-    items = steps * kDyChunks;
-    stage = reinterpret_cast<StreamStage*>(smem) + warp * kStages;
-    const int r = lane / 8, piece = lane % 8;
-    lane_src = src + (first_row + r) * m + c0 + 8 * piece;
-    rows_left = n - first_row - r;
-    cols_left = m - c0 - 8 * piece;
-    const uint32_t base = attn::smem_addr(stage);
-    smem0 = base + static_cast<uint32_t>((r * kDyPieces + (piece ^ r)) * 16);
-    smem1 = base + static_cast<uint32_t>(((r + 4) * kDyPieces + (piece ^ (r + 4))) * 16);
-  }
-  // Rows of the lane's piece 0 left at `item` (piece i is inside when 4 i < this and the columns are).
-  __device__ __forceinline__ int64_t rows_at(int item) const {
-    return rows_left - static_cast<int64_t>(item / kDyChunks) * kDyBlockStep;
-  }
-  __device__ __forceinline__ bool cols_at(int item) const { return (item % kDyChunks) * kDyChunkCols < cols_left; }
-  // Byte offset of piece i of this lane from buffer 0's piece 0 / 1 (see smem0, smem1).
-  __device__ __forceinline__ uint32_t piece_smem(int item_buffer, int i) const {
-    return (i % 2 == 0 ? smem0 : smem1) + (i / 2) * 1024 + item_buffer * static_cast<uint32_t>(sizeof(StreamStage));
-  }
-  __device__ __forceinline__ void issue(int item) const {
-    if (item < items) {
-      const __nv_bfloat16* from =
-          lane_src + static_cast<int64_t>(item / kDyChunks) * kDyBlockStep * m + (item % kDyChunks) * kDyChunkCols;
-      const int64_t rows = rows_at(item);
-      const bool cols = cols_at(item);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int size = cols && 4 * i < rows ? 16 : 0;  // 0: zero-fill, nothing read
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(piece_smem(item % kStages, i)),
-                     "l"(from + 4 * i * m), "r"(size));
-      }
-    }
-    attn::cp_async_commit();
-  }
-  __device__ __forceinline__ void start() const {
-#pragma unroll
-    for (int s = 0; s < kStages - 1; ++s) issue(s);
-  }
-  __device__ __forceinline__ static void wait() { attn::cp_async_wait<kStages - 2>(); }
-};
 
 // The jobs of one x pass launch (launch_lora_xa_group / launch_lora_da_group) as the launcher got them: per job its
 // factor, seed, keep bits (xa drawing: stored there if non-null; otherwise read from there if non-null), partials
@@ -833,108 +691,6 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 }
 
-// Blocks (column tile of 256, row block of rows_per_block, a multiple of 128): warp w takes the block's 16-row steps
-// w, w + 8, ..., each a stream of 4 chunks of 64 columns (ChunkStream), each chunk's 4 k-tiles in order: g's C fragment
-// (16 rows x 8) sums the step's 16 k-tiles (the row's partial over the tile goes to part_g[tile][row], or g with one
-// tile); db's 16 C fragments (16 columns x 8 each) sum over the warp's steps, and the 8 warps' sums are added in warp
-// order into part_db[row block][c][rr]. Either output may be skipped (null). m % 8 == 0 (a 16-byte piece is all in or
-// out).
-__global__ void __launch_bounds__(kThreads, 2)
-    lora_dy_mma_kernel(const __nv_bfloat16* __restrict__ dy, const float* __restrict__ b,
-                       const float* __restrict__ xa, int64_t n, int64_t m, int64_t rows_per_block,
-                       float* __restrict__ part_g, float* __restrict__ part_db) {
-  __shared__ uint32_t sbg[kDyKTiles][32][2];  // g's B fragments of the tile's 16 k-tiles, per lane
-  extern __shared__ __align__(16) uint4 stream_smem[];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane / 4, tid = lane % 4;
-  const ChunkStream cs(stream_smem, dy, n, m, rows_per_block, blockIdx.x);
-  const int64_t c0 = cs.c0, first_row = cs.first_row;
-  const int steps = cs.steps;
-  cs.start();
-  const bool want_g = part_g != nullptr, want_db = part_db != nullptr;
-  for (int i = threadIdx.x; i < kDyKTiles * 32; i += kThreads) {
-    const int t = i / 32, l = i % 32;
-    const int64_t col = c0 + 16 * t + 2 * (l % 4);
-    const int rank = l / 4;
-    const auto at = [&](int64_t c) { return c < m ? b[c * 8 + rank] : 0.0f; };
-    sbg[t][l][0] = pack_bf16x2(at(col), at(col + 1));
-    sbg[t][l][1] = pack_bf16x2(at(col + 8), at(col + 9));
-  }
-  __syncthreads();
-  float cdb[kDyKTiles][4];
-#pragma unroll
-  for (int t = 0; t < kDyKTiles; ++t)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) cdb[t][i] = 0.0f;
-  const int64_t tiles = (m + kDyTileCols - 1) / kDyTileCols;
-  const int mrow = (lane & 7) + ((lane >> 3) & 1) * 8, mhalf = lane >> 4;
-  for (int step = 0; step < steps; ++step) {
-    const int64_t r0 = first_row + static_cast<int64_t>(step) * kDyBlockStep;
-    float cg[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    uint32_t xb0 = 0, xb1 = 0;
-    if (want_db) {  // db's B fragment: xa rows r0 + 2 tid (+1) and + 8, rank gid, rounded to bf16
-      const auto xa_at = [&](int64_t row) { return row < n ? xa[row * 8 + gid] : 0.0f; };
-      xb0 = pack_bf16x2(xa_at(r0 + 2 * tid), xa_at(r0 + 2 * tid + 1));
-      xb1 = pack_bf16x2(xa_at(r0 + 2 * tid + 8), xa_at(r0 + 2 * tid + 9));
-    }
-#pragma unroll
-    for (int chunk = 0; chunk < kDyChunks; ++chunk) {
-      const int item = step * kDyChunks + chunk;
-      StreamStage& buf = cs.stage[item % kStages];
-      ChunkStream::wait();
-      __syncwarp();
-      cs.issue(item + kStages - 1);
-#pragma unroll
-      for (int kt = 0; kt < kDyChunkCols / 16; ++kt) {
-        const int t = chunk * (kDyChunkCols / 16) + kt;
-        const uint4* row_address = &buf[mrow][(2 * kt + mhalf) ^ (mrow % 8)];
-        if (want_g) {
-          uint32_t a[4];
-          attn::ldmatrix_x4(a, row_address);
-          mma_bf16_16816(cg, a, sbg[t][lane][0], sbg[t][lane][1]);
-        }
-        if (want_db) {  // the transposed tile: its blocks (0,0), (1,0), (0,1), (1,1) are matrices 0, 2, 1, 3
-          uint32_t tr[4];
-          attn::ldmatrix_x4_trans(tr, row_address);
-          const uint32_t at[4] = {tr[0], tr[2], tr[1], tr[3]};
-          mma_bf16_16816(cdb[t], at, xb0, xb1);
-        }
-      }
-    }
-    if (want_g) {  // cg: rows r0 + gid (+ 8), ranks 2 tid, 2 tid + 1
-      float* dst = tiles > 1 ? part_g + static_cast<int64_t>(blockIdx.x) * n * 8 : part_g;
-      const int64_t ra = r0 + gid, rb = r0 + gid + 8;
-      if (ra < n) *reinterpret_cast<float2*>(dst + ra * 8 + 2 * tid) = make_float2(cg[0], cg[1]);
-      if (rb < n) *reinterpret_cast<float2*>(dst + rb * 8 + 2 * tid) = make_float2(cg[2], cg[3]);
-    }
-  }
-  if (!want_db) return;
-  attn::cp_async_wait_all();
-  float (*tile)[8] = reinterpret_cast<float (*)[8]>(stream_smem);  // 256 x 8 floats
-  sum_warp_fragments(tile, cdb, warp, gid, tid);
-  for (int i = threadIdx.x; i < kDyTileCols * 8; i += kThreads) {  // part_db[row block][c][rr], c-major like db
-    const int c = i / 8, rr = i % 8;
-    if (c0 + c < m) part_db[(static_cast<int64_t>(blockIdx.y) * m + c0 + c) * 8 + rr] = tile[c][rr];
-  }
-}
-
-// Launches a tensor-core pass with its dynamic staging.
-template <auto Kernel, typename... Args>
-cudaError_t launch_staged(dim3 grid, cudaStream_t stream, Args... args) {
-  const cudaError_t status =
-      set_func_attribute_once<Kernel>(cudaFuncAttributeMaxDynamicSharedMemorySize, kStagingBytes);
-  if (status != cudaSuccess) return status;
-  Kernel<<<grid, kThreads, kStagingBytes, stream>>>(args...);
-  return cudaGetLastError();
-}
-
-// Rows per block of the dy pass: a multiple of 128 sized for ~kTargetBlocks blocks.
-int64_t dy_rows_per_block(int64_t n, int64_t m) {
-  const int64_t col_tiles = (m + kDyTileCols - 1) / kDyTileCols;
-  const int64_t row_blocks = kTargetBlocks / col_tiles > 1 ? kTargetBlocks / col_tiles : 1;
-  const int64_t rows = (n + row_blocks - 1) / row_blocks;
-  return (rows + kDyBlockStep - 1) / kDyBlockStep * kDyBlockStep;
-}
-
 // Columns per lane of the da pass: 8 for r = 8, 4 for r = 16 (64 accumulators per lane either way).
 template <int R>
 constexpr int kDaColsPerLane = R == 8 ? 8 : 4;
@@ -1069,14 +825,6 @@ __global__ void __launch_bounds__(kThreads) lora_da_kernel(const void* x, const 
   }
 }
 
-// da[i] += scale * sum over slices (in order) of part[slice][i].
-__global__ void lora_da_reduce_kernel(const float* part, int64_t slices, int64_t rk, float scale, float* da) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < rk;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    da[i] += scale * sum_parts_in_order(part + i, slices, rk);
-  }
-}
-
 // The grouped launches' reductions, job blockIdx.y: out = the sum of its part (as sum_splits_kernel), or with
 // accumulate out += scale * the sum (as lora_da_reduce_kernel).
 __global__ void sum_parts_group_kernel(XJobs jobs, int64_t parts, int64_t count, float scale, bool accumulate) {
@@ -1090,11 +838,6 @@ __global__ void sum_parts_group_kernel(XJobs jobs, int64_t parts, int64_t count,
       out[i] = sum_parts_in_order(part + i, parts, count);
     }
   }
-}
-
-unsigned blocks_for(int64_t work, int threads) {
-  const int64_t b = (work + threads - 1) / threads;
-  return static_cast<unsigned>(b < 1 ? 1 : (b < 65535 ? b : 65535));
 }
 
 // Rows per block of the xa / rank-update passes: a multiple of kTileRows, large enough that the factor's tile, staged
@@ -1358,40 +1101,6 @@ cudaError_t launch_lora_da(const void* x, int x_dtype, const float* g, int64_t n
   const cudaError_t status = cudaGetLastError();
   if (status != cudaSuccess) return status;
   lora_da_reduce_kernel<<<blocks_for(r * k, 256), 256, 0, stream>>>(part, slices, r * k, scale, da);
-  return cudaGetLastError();
-}
-
-LoraDyWork lora_dy_work(int64_t n, int64_t m, int r) {
-  LoraDyWork w;
-  if (n <= 0 || m <= 0) return w;
-  const int64_t rows = dy_rows_per_block(n, m);
-  w.col_tiles = (m + kDyTileCols - 1) / kDyTileCols;
-  w.row_blocks = (n + rows - 1) / rows;
-  w.part_g_floats = w.col_tiles > 1 ? w.col_tiles * n * r : 0;
-  w.part_db_floats = w.row_blocks * m * r;
-  return w;
-}
-
-cudaError_t launch_lora_dy(const void* dy, int dy_dtype, const float* b, const float* xa, int64_t n, int64_t m, int r,
-                           float scale, float* g, float* db, float* part_g, float* part_db, cudaStream_t stream) {
-  if (n <= 0 || (g == nullptr && db == nullptr)) return cudaSuccess;
-  if (r != 8 || dy_dtype != 1 || m <= 0 || m % 8 != 0 || !grid_fits(n, m)) return cudaErrorInvalidValue;
-  const LoraDyWork work = lora_dy_work(n, m, r);
-  const int64_t rows = dy_rows_per_block(n, m);
-  const dim3 grid(static_cast<unsigned>(work.col_tiles), static_cast<unsigned>(work.row_blocks));
-  float* g_out = g == nullptr ? nullptr : (work.col_tiles > 1 ? part_g : g);
-  float* db_out = db == nullptr ? nullptr : part_db;
-  cudaError_t status = launch_staged<lora_dy_mma_kernel>(grid, stream, static_cast<const __nv_bfloat16*>(dy), b, xa, n,
-                                                          m, rows, g_out, db_out);
-  if (status != cudaSuccess) return status;
-  if (g != nullptr && work.col_tiles > 1) {
-    sum_splits_kernel<<<blocks_for(n * r, 256), 256, 0, stream>>>(part_g, work.col_tiles, n * r, g);
-    status = cudaGetLastError();
-    if (status != cudaSuccess) return status;
-  }
-  if (db != nullptr) {
-    lora_da_reduce_kernel<<<blocks_for(m * r, 256), 256, 0, stream>>>(part_db, work.row_blocks, m * r, scale, db);
-  }
   return cudaGetLastError();
 }
 

@@ -674,44 +674,20 @@ void add_dx_term(const char* op, const Tensor& x, const Tensor& g, const Tensor&
   }
 }
 
-// Passes of lora_linear_backward left to its caller, and their input g (n, r) F32 (undefined when none was left).
-struct DeferredPasses {
-  Tensor g;
-  bool da = false;    // the one-pass da
-  bool term = false;  // dx's LoRA term (dx got only the frozen product's input gradient)
-};
+// Whether dy_step takes the one-pass kernel (r 8, BF16 dy on 16-byte aligned rows, F32 b, xa and db).
+bool dy_step_fused(const Tensor& dy, const Tensor& b, const Tensor& xa, const Tensor& db) {
+  return lora_dy_fused() && b.size(1) == 8 && dy.dtype() == DType::BF16 && one_pass(dy, 8) && b.dtype() == DType::F32 &&
+         xa.dtype() == DType::F32 && (!db.defined() || db.dtype() == DType::F32);
+}
 
-// lora_linear_backward. With `deferred` non-null the caller takes over passes that need g: the one-pass da where it
-// would run (defer_da), dx's LoRA term (defer_term); *deferred says which were left.
-void linear_backward_lora(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b,
-                          const Tensor& xa, float scale, const Dropout& dropout, Tensor& dx, Tensor& da, Tensor& db,
-                          bool accumulate_dx, DeferredPasses* deferred = nullptr, bool defer_da = false,
-                          bool defer_term = false) {
-  const char* op = "lora_linear_backward";
-  const int device = dev(x);
-  const int64_t n = x.size(0), k = x.size(1), m = w.size(0), r = a.size(0);
-  const DType act = x.dtype();
-  SWIFT_CHECK(deferred != nullptr || (!defer_da && !defer_term), "{}: deferred passes need somewhere to go", op);
-  // lora_dx_first(): without accumulate_dx the dx term is written first (dx = scale * mult * (g a), dx not read) and
-  // the input gradient through the frozen weight adds onto it in cuBLASLt's epilogue (beta = 1): one write of dx in
-  // place of a read and a write after the product. Off by default: in the 7B step the dx terms took 1.7 ms less and
-  // the input-gradient products 2.5 ms more (docs/PERFORMANCE.md run 19, calls 8 and 9).
-  const bool dx_first = lora_dx_first() && !defer_term && dx.defined() && !accumulate_dx && n > 0 && r > 0 &&
-                        k > 0 && one_pass(x, r) && one_pass(dx, r);
-  // lora_dx_sm90: the product waits for g and takes the term as its first k-block (fused_dx_sm90 decides below;
-  // where it declines, the product runs after g as before). From the B product's fewest rows up (g_min_tail_rows):
-  // fewer keep cuBLASLt's product and the pass.
-  const bool try_fused = lora_dx_sm90() && !dx_first && !defer_term && dx.defined() && !accumulate_dx &&
-                         n >= std::max<int64_t>(1, g_min_tail_rows.load(std::memory_order_relaxed)) && r == 8 && k > 0;
-  if (dx.defined() && !dx_first && !try_fused) {  // through the frozen weight
-    DeviceRegion region("lora_linear_backward.frozen_gemm", device);
-    input_grad(op, dy, w, dx, accumulate_dx);
-  }
-  if (n == 0 || r == 0) return;
-  const bool want_g = dx.defined() || da.defined();
-  Tensor g = want_g ? workspace(n * r, DType::F32, device) : Tensor();
-  if (lora_dy_fused() && r == 8 && dy.dtype() == DType::BF16 && one_pass(dy, r) && b.dtype() == DType::F32 &&
-      xa.dtype() == DType::F32 && (!db.defined() || db.dtype() == DType::F32)) {
+// The first step of lora_linear_backward: g = dy b (F32 (n, r), where g is defined) and db += scale dy^T xa (where db
+// is defined).
+void dy_step(const char* op, const Tensor& dy, const Tensor& b, const Tensor& xa, float scale, Tensor& g, Tensor& db) {
+  const int device = dev(dy);
+  const int64_t n = dy.size(0), m = dy.size(1), r = b.size(1);
+  const DType act = dy.dtype();
+  const bool want_g = g.defined();
+  if (dy_step_fused(dy, b, xa, db)) {
     // g = dy b and db += scale dy^T xa in one read of dy (tensor cores, b and xa rounded to bf16 as below).
     DeviceRegion region("lora_linear_backward.dy", device);
     const LoraDyWork work = lora_dy_work(n, m, static_cast<int>(r));
@@ -731,6 +707,49 @@ void linear_backward_lora(const Tensor& dy, const Tensor& x, const Tensor& w, co
       DeviceRegion region("lora_linear_backward.g", device);
       lora_dy_b(op, device, dy.raw(), n, m, b, act, g);
     }
+  }
+}
+
+// Passes of lora_linear_backward left to its caller, and their input g (n, r) F32 (undefined when none was left).
+struct DeferredPasses {
+  Tensor g;
+  bool da = false;    // the one-pass da
+  bool term = false;  // dx's LoRA term (dx got only the frozen product's input gradient)
+};
+
+// lora_linear_backward. With `deferred` non-null the caller takes over passes that need g: the one-pass da where it
+// would run (defer_da), dx's LoRA term (defer_term); *deferred says which were left.
+// With g_given the first step (g and db, dy_step) was the caller's.
+void linear_backward_lora(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& a, const Tensor& b,
+                          const Tensor& xa, float scale, const Dropout& dropout, Tensor& dx, Tensor& da, Tensor& db,
+                          bool accumulate_dx, DeferredPasses* deferred = nullptr, bool defer_da = false,
+                          bool defer_term = false, const Tensor& g_given = Tensor()) {
+  const char* op = "lora_linear_backward";
+  const int device = dev(x);
+  const int64_t n = x.size(0), k = x.size(1), r = a.size(0);
+  const DType act = x.dtype();
+  SWIFT_CHECK(deferred != nullptr || (!defer_da && !defer_term), "{}: deferred passes need somewhere to go", op);
+  // lora_dx_first(): without accumulate_dx the dx term is written first (dx = scale * mult * (g a), dx not read) and
+  // the input gradient through the frozen weight adds onto it in cuBLASLt's epilogue (beta = 1): one write of dx in
+  // place of a read and a write after the product. Off by default: in the 7B step the dx terms took 1.7 ms less and
+  // the input-gradient products 2.5 ms more (docs/PERFORMANCE.md run 19, calls 8 and 9).
+  const bool dx_first = lora_dx_first() && !defer_term && dx.defined() && !accumulate_dx && n > 0 && r > 0 &&
+                        k > 0 && one_pass(x, r) && one_pass(dx, r);
+  // lora_dx_sm90: the product waits for g and takes the term as its first k-block (fused_dx_sm90 decides below;
+  // where it declines, the product runs after g as before). From the B product's fewest rows up (g_min_tail_rows):
+  // fewer keep cuBLASLt's product and the pass.
+  const bool try_fused = lora_dx_sm90() && !dx_first && !defer_term && dx.defined() && !accumulate_dx &&
+                         n >= std::max<int64_t>(1, g_min_tail_rows.load(std::memory_order_relaxed)) && r == 8 && k > 0;
+  if (dx.defined() && !dx_first && !try_fused) {  // through the frozen weight
+    DeviceRegion region("lora_linear_backward.frozen_gemm", device);
+    input_grad(op, dy, w, dx, accumulate_dx);
+  }
+  if (n == 0 || r == 0) return;
+  const bool want_g = dx.defined() || da.defined();
+  Tensor g = g_given;
+  if (!g.defined()) {
+    if (want_g) g = workspace(n * r, DType::F32, device);
+    dy_step(op, dy, b, xa, scale, g, db);
   }
   if (!want_g) return;
   if (k == 0) return;
@@ -868,7 +887,7 @@ void lora_linear_backward_shared(const Tensor& x, const std::vector<LoraSharedBa
     const LoraSharedBackward& job = jobs[j];
     Tensor da = job.da, db = job.db;
     linear_backward_lora(job.dy, x, job.w, job.a, job.b, job.xa, scale, job.dropout, dx, da, db,
-                         j == 0 ? accumulate_dx : true, &left[j], shared, /*defer_term=*/true);
+                         j == 0 ? accumulate_dx : true, &left[j], shared, /*defer_term=*/true, job.g);
   }
   // The terms: in one pass over dx where every job's g is there and the grouped launch takes them (r 8, one dropout
   // probability, each job's keep-bits cache), else one pass (or chunks) per job in order; the same bits either way.
@@ -948,6 +967,60 @@ void lora_linear_swiglu_backward(const Tensor& dy, const Tensor& act, const Tens
     return;
   }
   swiglu_backward(dgate, gate, up, dgate, dup);
+}
+
+namespace {
+EnvSwitch& swiglu_dy_switch() {
+  static EnvSwitch sw("SWIFT_LORA_SWIGLU_DY", false);
+  return sw;
+}
+}  // namespace
+
+bool lora_swiglu_dy_fused() { return swiglu_dy_switch().on(); }
+
+void set_lora_swiglu_dy_fused(bool on) { swiglu_dy_switch().set(on); }
+
+void swiglu_backward_lora_dy(const Tensor& dout, const Tensor& gate, const Tensor& up, Tensor& dgate, Tensor& dup,
+                             const LoraDyStep& gate_step, const LoraDyStep& up_step, float scale) {
+  const char* op = "swiglu_backward_lora_dy";
+  const int device = dev(gate);
+  const int64_t n = gate.size(0), m = gate.size(1);
+  // One pass where each step's dy pass would be the one-pass kernel over the gradient it reads (dy_step_fused: BF16,
+  // r 8, aligned rows): the swiglu's operands are then BF16 on 16-byte aligned rows too.
+  bool fused = lora_swiglu_dy_fused() && n > 0 && m > 0;
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&dout, &gate, &up, &dgate, &dup}) fused = fused && one_pass(*t, 8) && t->dtype() == DType::BF16;
+  for (const LoraDyStep* step : {&gate_step, &up_step}) fused = fused && dy_step_fused(dgate, step->b, step->xa, step->db);
+  if (!fused) {
+    swiglu_backward(dout, gate, up, dgate, dup);
+    for (auto [dy, step] : {std::pair{&dgate, &gate_step}, {&dup, &up_step}}) {
+      Tensor g = step->g, db = step->db;
+      dy_step(op, *dy, step->b, step->xa, scale, g, db);
+    }
+    return;
+  }
+  DeviceRegion region("swiglu_backward_lora_dy", device);
+  const LoraDyWork work = lora_dy_work(n, m, 8);
+  std::vector<Tensor> parts;  // held until the launch is queued
+  LoraDyOutputs jobs[2];
+  const LoraDyStep* steps[2] = {&gate_step, &up_step};
+  for (int j = 0; j < 2; ++j) {
+    const LoraDyStep& step = *steps[j];
+    LoraDyOutputs& o = jobs[j];
+    o.b = step.b.data<float>();
+    o.xa = step.xa.data<float>();
+    o.g = step.g.data<float>();
+    if (work.part_g_floats > 0) {
+      parts.push_back(workspace(work.part_g_floats, DType::F32, device));
+      o.part_g = parts.back().data<float>();
+    }
+    if (step.db.defined()) {
+      o.db = step.db.data<float>();
+      parts.push_back(workspace(work.part_db_floats, DType::F32, device));
+      o.part_db = parts.back().data<float>();
+    }
+  }
+  check_launch(op, launch_lora_swiglu_dy(dout.raw(), gate.raw(), up.raw(), dgate.raw(), dup.raw(), n, m, jobs, scale,
+                                         stream(device)));
 }
 
 }  // namespace swift::ops::cuda
