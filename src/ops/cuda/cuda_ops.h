@@ -107,7 +107,7 @@ void set_lora_b_first(bool on);
 // it for the process (tests).
 bool lora_dx_first();
 void set_lora_dx_first(bool on);
-// The LoRA backward's g = dy b and db += scale dy^T xa in one pass over dy (lora.cu launch_lora_dy; r 8, BF16, on
+// The LoRA backward's g = dy b and db += scale dy^T xa in one pass over dy (lora_dy.cu launch_lora_dy; r 8, BF16, on
 // tensor cores with b and xa rounded to bf16) instead of two cuBLASLt products over dy. On unless
 // SWIFT_LORA_DY_FUSED=0 (A/B measurements); set_lora_dy_fused overrides it for the process (tests).
 bool lora_dy_fused();

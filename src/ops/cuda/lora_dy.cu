@@ -14,10 +14,12 @@
 //    warp order into part_db[row block][c][rr]; the launcher's reductions add the tiles and row blocks in order. Every
 //    order is fixed by (n, m), so the swiglu form gives each job the bits of launch_lora_dy over the gradient it
 //    writes (and those gradients the bits of launch_swiglu_backward: swiglu_math.cuh's arithmetic, rounded once).
-//  - The swiglu form reads dout, gate and up as three streams of the same pieces (one commit per chunk) into 192 KB of
-//    staging (one block per SM, 128 + 8 accumulators a thread for the two jobs); each lane turns the pieces it copied
-//    into dgate and dup, stores them to global memory (dgate may be dout, dup may be up: each piece is read and then
-//    written by the one lane that owns it) and over gate's and up's staged pieces, from which the warp's mma read.
+//  - The swiglu form (ops' SWIFT_LORA_SWIGLU_DY=1, off by default: no faster than the two passes, docs/PERFORMANCE.md
+//    run 28) reads dout, gate and up as three streams of the same pieces into 192 KB of staging: one block of 16
+//    warps per SM, a warp per row group and job (the one-job kernel's 64 + 4 accumulators, 128 registers). Each lane
+//    turns the pieces it copied into dgate and dup, stores them to global memory (dgate may be dout, dup may be up:
+//    each piece is read and then written by the one lane that owns it) and over gate's and up's staged pieces, from
+//    which the pair's mma read once both halves are there (mbarriers per stage).
 //  - m % 8 == 0 (a 16-byte piece is all in or out); pieces outside (n, m) are zeros and are not stored.
 #include <cuda_bf16.h>
 

@@ -15,7 +15,7 @@
 //        SWIFT_LORA_X_MMA=0 for the CUDA-core kernels). Otherwise dropout(x) is formed in F32 (row chunks) and
 //        multiplied in fp32 with a (exact: PEFT runs the adapter in fp32), and the B product uses b and xa rounded
 //        to the activation dtype with fp32 accumulation. g = dy b and db = scale dy^T xa, with b / xa rounded
-//        likewise: for r 8 and BF16 dy one tensor-core pass over dy (lora.cu launch_lora_dy; SWIFT_LORA_DY_FUSED=0
+//        likewise: for r 8 and BF16 dy one tensor-core pass over dy (lora_dy.cu launch_lora_dy; SWIFT_LORA_DY_FUSED=0
 //        for the two cuBLASLt products), else two cuBLASLt products against dy.
 //  - linear_residual (y = residual + x w^T): the residual is the product's C input (blas.h MatmulArgs::c), read in
 //    the epilogue as accumulate's old value would be, without a copy of it into y.
@@ -29,6 +29,9 @@
 //  - lora_linear_swiglu_backward (the MLP's down through the swiglu): lora_linear_backward into dgate, then
 //    swiglu_backward; with SWIFT_LORA_SWIGLU_BWD=1 (off: measured slower) the dx term is left by the backward and
 //    added in the swiglu backward's pass (lora_ring.cu), the same bits.
+//  - swiglu_backward_lora_dy: swiglu_backward, then each step's dy_step (lora_linear_backward's first step); with
+//    SWIFT_LORA_SWIGLU_DY=1 one pass (lora_dy.cu launch_lora_swiglu_dy), the same bits. lora_linear_backward_shared
+//    takes a job's g made there (LoraSharedBackward::g) and skips that job's dy_step.
 //  - Unless SWIFT_LORA_B_IN_GEMM=0: lora_linear with its B product and lora_linear_from_xa run x w^T + scale
 //    xa b^T (+ bias) as one product of our Hopper GEMM (BF16, r 8, sm_90a), the B product and the bias as a last k-block
 //    of exact bf16 pieces (lora_tail.cu): y rounded once where the two-step form rounds the frozen product and then
