@@ -753,9 +753,9 @@ void TrainableModel::layer_backward(int64_t i, const MicroBatch& b, Activations&
       lin_back(LinearKind::Down, d, a.act, d_act, false);
       a.act = Tensor();
       for (Tensor& g : mlp_g) g = stat({T, gate.lora->a.size(0)});
-      ops::swiglu_backward_lora_dy(
-          d_act, a.gate, a.up, d_act, d_up, {gate.lora->b, a.xa[static_cast<size_t>(LinearKind::Gate)], mlp_g[0], gate.grad_b},
-          {up.lora->b, a.xa[static_cast<size_t>(LinearKind::Up)], mlp_g[1], up.grad_b}, lora_.scale);
+      const ops::LoraDyStep gate_step{gate.lora->b, a.xa[static_cast<size_t>(LinearKind::Gate)], mlp_g[0], gate.grad_b};
+      const ops::LoraDyStep up_step{up.lora->b, a.xa[static_cast<size_t>(LinearKind::Up)], mlp_g[1], up.grad_b};
+      ops::swiglu_backward_lora_dy(d_act, a.gate, a.up, d_act, d_up, gate_step, up_step, lora_.scale);
     } else if (down.lora != nullptr && !down.lora->dora()) {  // down's input-gradient term added in the swiglu's pass
       ops::lora_linear_swiglu_backward(d, a.act, down.w, down.lora->a, down.lora->b,
                                        a.xa[static_cast<size_t>(LinearKind::Down)], lora_.scale,

@@ -635,7 +635,8 @@ TEST(OpsCudaMatmul, SwigluBackwardLoraDyIsTheSwigluBackwardThenTheDyPasses) {
   uint32_t seed = 9900;
   const bool was = ops::cuda::lora_swiglu_dy_fused();
   for (const Case& cs : cases) {
-    const Input dout = make_input({cs.n, cs.f}, cs.act, ++seed), gate = make_input({cs.n, cs.f}, cs.act, ++seed, -4.0f, 4.0f);
+    const Input dout = make_input({cs.n, cs.f}, cs.act, ++seed);
+    const Input gate = make_input({cs.n, cs.f}, cs.act, ++seed, -4.0f, 4.0f);
     const Input up = make_input({cs.n, cs.f}, cs.act, ++seed);
     Input b[2], xa[2];
     Tensor db0[2];

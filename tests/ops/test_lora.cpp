@@ -475,7 +475,8 @@ TEST(OpsLora, SwigluBackwardLoraDyIsTheSwigluBackwardThenTheDyStep) {
   }
   struct Out { Tensor dgate, dup, dx, da[2], db[2]; };
   auto backward = [&](bool with_dy) {
-    Out o{Tensor::zeros({n, f}, DType::F32), Tensor::zeros({n, f}, DType::F32), Tensor::zeros({n, c}, DType::F32), {}, {}};
+    Out o{Tensor::zeros({n, f}, DType::F32), Tensor::zeros({n, f}, DType::F32), Tensor::zeros({n, c}, DType::F32), {},
+          {}};
     for (int j = 0; j < 2; ++j) {
       o.da[j] = lin[j].da0.clone();
       o.db[j] = lin[j].db0.clone();

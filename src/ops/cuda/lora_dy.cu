@@ -146,10 +146,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   stage_g_fragments(sbg, job.b, m, cs.c0, threadIdx.x, kThreads);
   __syncthreads();
   float cdb[kDyKTiles][4];
-#pragma unroll
-  for (int t = 0; t < kDyKTiles; ++t)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) cdb[t][i] = 0.0f;
+  zero_fragments(cdb);
   const int64_t tiles = (m + kDyTileCols - 1) / kDyTileCols;
   for (int step = 0; step < cs.steps; ++step) {
     const int64_t r0 = cs.first_row + static_cast<int64_t>(step) * kDyBlockStep;
@@ -272,10 +269,7 @@ __global__ void __launch_bounds__(kSwigluThreads, 1)
   stage_g_fragments(sbg[1], job1.b, m, cs.c0, threadIdx.x, kSwigluThreads);
   __syncthreads();
   float cdb[kDyKTiles][4];
-#pragma unroll
-  for (int t = 0; t < kDyKTiles; ++t)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) cdb[t][i] = 0.0f;
+  zero_fragments(cdb);
   const int64_t tiles = (m + kDyTileCols - 1) / kDyTileCols;
   const StreamStage* job_stage = cs.stage + (j + 1) * (kStreamBytes / sizeof(StreamStage));  // gate's / up's stream
   float cg[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -326,15 +320,7 @@ __global__ void __launch_bounds__(kSwigluThreads, 1)
   for (int i = threadIdx.x; i < 2 * kDyTileCols * 8; i += kSwigluThreads) (&tiles_db[0][0][0])[i] = 0.0f;
   for (int w = 0; w < kWarps; ++w) {
     __syncthreads();
-    if (group == w && want_db) {
-#pragma unroll
-      for (int t = 0; t < kDyKTiles; ++t) {
-        tiles_db[j][16 * t + gid][2 * tid] += cdb[t][0];
-        tiles_db[j][16 * t + gid][2 * tid + 1] += cdb[t][1];
-        tiles_db[j][16 * t + gid + 8][2 * tid] += cdb[t][2];
-        tiles_db[j][16 * t + gid + 8][2 * tid + 1] += cdb[t][3];
-      }
-    }
+    if (group == w && want_db) add_fragments(tiles_db[j], cdb, gid, tid);
   }
   __syncthreads();
   if (want_db) store_db(job.part_db, tiles_db[j], m, cs.c0, threadIdx.x % kThreads, kThreads);

@@ -39,21 +39,32 @@ __device__ __forceinline__ void mma_bf16_16816(float (&c)[4], const uint32_t (&a
 // Sums the 8 warps' C fragments of a 256-column tile (frag[t]: columns 16 t + gid (+ 8), ranks 2 tid, 2 tid + 1) into
 // tile (256 x 8 floats of shared memory, over the staging), warp by warp in order (deterministic). Every thread of
 // the block calls it; it synchronises on entry (the staging is free) and on exit (the tile is complete).
+// A warp's 16 C fragments of a 256-column tile, zeroed.
+__device__ __forceinline__ void zero_fragments(float (&frag)[kDyKTiles][4]) {
+#pragma unroll
+  for (int t = 0; t < kDyKTiles; ++t)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) frag[t][i] = 0.0f;
+}
+
+// tile (256 x 8 floats) += one warp's fragments (frag[t]: columns 16 t + gid (+ 8), ranks 2 tid, 2 tid + 1).
+__device__ __forceinline__ void add_fragments(float (*tile)[8], const float (&frag)[kDyKTiles][4], int gid, int tid) {
+#pragma unroll
+  for (int t = 0; t < kDyKTiles; ++t) {
+    tile[16 * t + gid][2 * tid] += frag[t][0];
+    tile[16 * t + gid][2 * tid + 1] += frag[t][1];
+    tile[16 * t + gid + 8][2 * tid] += frag[t][2];
+    tile[16 * t + gid + 8][2 * tid + 1] += frag[t][3];
+  }
+}
+
 __device__ __forceinline__ void sum_warp_fragments(float (*tile)[8], const float (&frag)[kDyKTiles][4], int warp,
                                                    int gid, int tid) {
   __syncthreads();
   for (int i = threadIdx.x; i < kDyTileCols * 8; i += kThreads) (&tile[0][0])[i] = 0.0f;
   for (int w = 0; w < kWarps; ++w) {
     __syncthreads();
-    if (warp == w) {
-#pragma unroll
-      for (int t = 0; t < kDyKTiles; ++t) {
-        tile[16 * t + gid][2 * tid] += frag[t][0];
-        tile[16 * t + gid][2 * tid + 1] += frag[t][1];
-        tile[16 * t + gid + 8][2 * tid] += frag[t][2];
-        tile[16 * t + gid + 8][2 * tid + 1] += frag[t][3];
-      }
-    }
+    if (warp == w) add_fragments(tile, frag, gid, tid);
   }
   __syncthreads();
 }

@@ -991,8 +991,12 @@ void swiglu_backward_lora_dy(const Tensor& dout, const Tensor& gate, const Tenso
   // One pass where each step's dy pass would be the one-pass kernel over the gradient it reads (dy_step_fused: BF16,
   // r 8, aligned rows): the swiglu's operands are then BF16 on 16-byte aligned rows too.
   bool fused = lora_swiglu_dy_fused() && n > 0 && m > 0;
-  for (const Tensor* t : std::initializer_list<const Tensor*>{&dout, &gate, &up, &dgate, &dup}) fused = fused && one_pass(*t, 8) && t->dtype() == DType::BF16;
-  for (const LoraDyStep* step : {&gate_step, &up_step}) fused = fused && dy_step_fused(dgate, step->b, step->xa, step->db);
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&dout, &gate, &up, &dgate, &dup}) {
+    fused = fused && one_pass(*t, 8) && t->dtype() == DType::BF16;
+  }
+  for (const LoraDyStep* step : {&gate_step, &up_step}) {
+    fused = fused && dy_step_fused(dgate, step->b, step->xa, step->db);
+  }
   if (!fused) {
     swiglu_backward(dout, gate, up, dgate, dup);
     for (auto [dy, step] : {std::pair{&dgate, &gate_step}, {&dup, &up_step}}) {
