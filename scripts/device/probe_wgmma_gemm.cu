@@ -678,12 +678,14 @@ int main(int argc, char** argv) {
                                                  {"k / v dx", 8192, 3584, 512, 2},
                                                  {"gate / up dx", 8192, 3584, 18944, 2},
                                                  {"down dx", 8192, 18944, 3584, 1},
-                                                 {"square 8192", 8192, 8192, 8192, 0}}
+                                                 {"square 8192", 8192, 8192, 8192, 0},
+                                                 {"lm head dx", 8192, 3584, 152064, 0}}
                             : std::vector<Shape>{{"q / o", 8192, 3584, 3584, 2},
                                                  {"k / v", 8192, 512, 3584, 2},
                                                  {"gate / up", 8192, 18944, 3584, 2},
                                                  {"down", 8192, 3584, 18944, 1},
-                                                 {"square 8192", 8192, 8192, 8192, 0}};
+                                                 {"square 8192", 8192, 8192, 8192, 0},
+                                                 {"lm head", 8192, 152064, 3584, 0}};
   float* cmp;
   CK(cudaMalloc(&cmp, 2 * sizeof(float)));
   double ours_layer = 0, lt_layer = 0;
