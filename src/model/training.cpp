@@ -6,7 +6,9 @@
 //   x_mid = x_in + o_proj(attn)              h2 = rmsnorm(x_mid)
 //   gate, up = linear(h2)                    act = silu(gate) * up        x_out = x_mid + down_proj(act)
 // Where ops::lora_b_product_in_gemm (BF16 on an H100 / H200) a plain LoRA linear's B product is inside its frozen
-// product: gate and up then feed ops::swiglu, and o / down take the residual in that product too
+// product: gate and up then feed ops::swiglu (which on CUDA also draws down's dropout mask into its keep bits,
+// ops::swiglu_drawing_mask, for down's xa pass to read; SWIFT_SWIGLU_DRAWS_MASK=0: drawn by that pass, the same
+// bits), and o / down take the residual in that product too
 // (ops::lora_linear_residual_from_xa, one rounding; SWIFT_LORA_RESIDUAL_IN_GEMM=0: an ops::add after it). Elsewhere:
 // when gate and up are both plain LoRA linears their B products are added in the swiglu's pass (ops::swiglu_lora, the
 // same bits as lora_linear's; SWIFT_LORA_FOLD_SWIGLU=0 leaves them in lora_linear, for A/B measurements). A plain
@@ -106,6 +108,9 @@ struct TrainableModel::Activations {
   // LoRA dropout on CUDA: the forward's mask as bits (ops.h Dropout::keep_bits), read by the backward instead of
   // drawing it twice more. Rewritten by every forward of the layer (a checkpointed block's recompute reuses them).
   std::array<Tensor, kLinearKinds> keep_bits;
+  // keep_bits[kind] holds this forward's mask before the linear's xa pass (down's, drawn by the swiglu's pass:
+  // mlp_forward), so the pass reads it (ops.h Dropout::keep_bits_drawn). Set by each forward that draws it.
+  std::array<bool, kLinearKinds> bits_drawn{};
   // A recompute (a checkpointed block's, set by run(); the selective MLP recompute's, by layer_backward): xa and
   // keep_bits hold the forward's, and the plain LoRA linears use them instead of their xa pass (linear_forward,
   // linear_rank_only): the same values.
@@ -427,10 +432,28 @@ ops::Dropout TrainableModel::lora_dropout(int64_t i, LinearKind kind, const Tens
     const int64_t cols = (x.size(1) + 7) / 8;
     if (!bits.defined() || bits.size(0) != T || bits.size(1) != cols) {
       bits = Tensor::empty({T, cols}, DType::U8, device_, MemoryCategory::Activations);
+      a.bits_drawn[static_cast<size_t>(kind)] = false;
     }
     d.keep_bits = bits;
+    d.keep_bits_drawn = a.bits_drawn[static_cast<size_t>(kind)];
   }
   return d;
+}
+
+bool TrainableModel::swiglu_draws_down_mask(int64_t i, Activations& a, uint64_t seed, bool training) const {
+  // SWIFT_SWIGLU_DRAWS_MASK=0: the swiglu alone, down's xa pass draws its mask (A/B measurements; the same bits).
+  static const bool kOn = env_int("SWIFT_SWIGLU_DRAWS_MASK", 1) != 0;
+  const LoraLinear* down = layers_[static_cast<size_t>(i)].linears[static_cast<size_t>(LinearKind::Down)].lora;
+  if (!kOn || a.rank_kept || down == nullptr || down->dora() || !training || lora_.dropout <= 0.0f ||
+      !device_.is_cuda()) {
+    return false;
+  }
+  ops::Dropout mask = lora_dropout(i, LinearKind::Down, a.act, a, seed, training);
+  if (!mask.keep_bits.defined() || !ops::swiglu_drawing_mask_in_one_pass(a.act, mask)) return false;
+  mask.keep_bits_drawn = false;
+  ops::swiglu_drawing_mask(a.gate, a.up, a.act, mask);
+  a.bits_drawn[static_cast<size_t>(LinearKind::Down)] = true;
+  return true;
 }
 
 bool TrainableModel::linear_rank_only(int64_t i, LinearKind kind, const Tensor& x, Activations& a, uint64_t seed,
@@ -510,6 +533,7 @@ void TrainableModel::mlp_forward(int64_t i, Activations& a, uint64_t seed, bool 
   a.up = act({T, F_r});
   a.act = act({T, F_r});
   const bool folded = mlp_b_folded(i, T);  // the B products are added by the swiglu's pass
+  a.bits_drawn[static_cast<size_t>(LinearKind::Down)] = false;  // until swiglu_draws_down_mask draws it
   const Layer& l = layers_[static_cast<size_t>(i)];
   // A recompute (a.rank_kept) redoes the frozen products only: linear_forward uses the kept xa. Otherwise gate's and
   // up's xa come from one pass over h2 (shared_xa), then their frozen products.
@@ -518,7 +542,10 @@ void TrainableModel::mlp_forward(int64_t i, Activations& a, uint64_t seed, bool 
   linear_forward(i, LinearKind::Gate, a.h2, a.gate, false, a, seed, training, !folded);
   linear_forward(i, LinearKind::Up, a.h2, a.up, false, a, seed, training, !folded);
   a.rank_kept = was_kept;
-  if (!folded) return ops::swiglu(a.gate, a.up, a.act);
+  if (!folded) {
+    if (swiglu_draws_down_mask(i, a, seed, training)) return;  // act, and down's dropout mask for its xa pass
+    return ops::swiglu(a.gate, a.up, a.act);
+  }
   auto b_product = [&](LinearKind kind) {
     return ops::LoraBProduct{a.xa[static_cast<size_t>(kind)], l.linears[static_cast<size_t>(kind)].lora->b};
   };

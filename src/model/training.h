@@ -283,6 +283,10 @@ class TrainableModel {
   // (nothing done) unless every kind is plain LoRA; true with nothing to do where a recompute kept them all.
   bool shared_xa(int64_t layer, std::initializer_list<LinearKind> kinds, const Tensor& x, Activations& a,
                  uint64_t dropout_seed, bool training) const;
+  // The swiglu of layer i's MLP (a.gate, a.up -> a.act) with down's dropout mask drawn in its pass into down's
+  // keep bits (ops::swiglu_drawing_mask), where the backend runs that as one pass and down's xa pass will draw it
+  // otherwise (a plain LoRA down, training with dropout on a GPU, not a recompute); false: nothing done.
+  bool swiglu_draws_down_mask(int64_t layer, Activations& a, uint64_t seed, bool training) const;
   // The MLP's intermediates from a.h2; with a.rank_kept (a recompute) gate's and up's kept xa are used again.
   void mlp_forward(int64_t layer, Activations& a, uint64_t dropout_seed, bool training) const;
   // Whether linear `kind` of `layer` is plain LoRA and `a` holds its xa (and on a GPU with dropout its keep bits) for

@@ -266,6 +266,23 @@ void dropout(const Tensor& x, const Dropout& dropout, Tensor& out) {
            [&] { cuda::dropout(x, dropout, out); });
 }
 
+void swiglu_drawing_mask(const Tensor& gate, const Tensor& up, Tensor& out, const Dropout& mask) {
+  require_writable("swiglu_drawing_mask", {&out, &mask.keep_bits});
+  dispatch("swiglu_drawing_mask", detail::check_swiglu_drawing_mask(gate, up, out, mask),
+           [&] { cpu::swiglu_drawing_mask(gate, up, out, mask); },
+           [&] { cuda::swiglu_drawing_mask(gate, up, out, mask); });
+}
+
+bool swiglu_drawing_mask_in_one_pass(const Tensor& out, const Dropout& mask) {
+#ifdef SWIFT_WITH_CUDA
+  return out.defined() && out.device().is_cuda() && cuda::swiglu_drawing_mask_in_one_pass(out, mask);
+#else
+  (void)out;
+  (void)mask;
+  return false;
+#endif
+}
+
 void lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& a, const Tensor& b, float scale,
                  const Dropout& dropout, Tensor& y, Tensor& xa, bool accumulate, bool b_product) {
   require_writable("lora_linear", {&y, &xa});

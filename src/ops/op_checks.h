@@ -83,6 +83,7 @@ Device check_attention_backward(const Tensor& dout, const Tensor& q, const Tenso
                                 const Tensor& out, const Tensor& lse, const Tensor& cu_seqlens, float scale,
                                 int64_t window, const Tensor& dq, const Tensor& dk, const Tensor& dv);
 Device check_dropout(const Tensor& x, const Dropout& dropout, const Tensor& out);
+Device check_swiglu_drawing_mask(const Tensor& gate, const Tensor& up, const Tensor& out, const Dropout& mask);
 Device check_lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& a, const Tensor& b,
                          float scale, const Dropout& dropout, const Tensor& y, const Tensor& xa);
 Device check_lora_xa(const Tensor& x, const Tensor& a, const Dropout& dropout, const Tensor& xa);

@@ -208,6 +208,21 @@ Device check_dropout(const Tensor& x, const Dropout& dropout, const Tensor& out)
   return common_device(op, {&x, &out});
 }
 
+Device check_swiglu_drawing_mask(const Tensor& gate, const Tensor& up, const Tensor& out, const Dropout& mask) {
+  const char* op = "swiglu_drawing_mask";
+  const Device device = checked_as(op, [&] { return check_swiglu(gate, up, out); });
+  require_rank(op, "gate", gate, 2, "(N, F)");
+  const int64_t n = gate.size(0), f = gate.size(1);
+  check_dropout_config(op, mask, f);
+  if (!(mask.p > 0.0f)) fail("{}: dropout p = {} must be > 0 (p = 0 draws no mask: call swiglu)", op, mask.p);
+  require_defined(op, "mask.keep_bits", mask.keep_bits);
+  require_dtype(op, "mask.keep_bits", mask.keep_bits, DType::U8);
+  require_shape(op, "mask.keep_bits", mask.keep_bits, {n, (f + 7) / 8}, "(N, ceil(F / 8))");
+  require_disjoint(op, "mask.keep_bits", mask.keep_bits, {{"gate", &gate}, {"up", &up}, {"out", &out}});
+  common_device(op, {&gate, &mask.keep_bits});
+  return device;
+}
+
 namespace {
 // x (N, K) an activation, a (r, K) and xa (N, r) F32, and the dropout on x: its config, and a defined keep-bits cache
 // (N, ceil(K / 8)) U8 apart from x and xa. Shared by lora_linear's, its backward's and lora_xa's checks.
@@ -223,6 +238,9 @@ void check_lora_xa_operands(const char* op, const Tensor& x, const Tensor& a, co
   require_dtype(op, "xa", xa, DType::F32);
   require_shape(op, "xa", xa, {n, r}, "(N, r)");
   check_dropout_config(op, dropout, k);
+  if (dropout.keep_bits_drawn && !dropout.keep_bits.defined()) {
+    fail("{}: dropout.keep_bits_drawn says the mask is in dropout.keep_bits, which is undefined", op);
+  }
   if (dropout.keep_bits.defined()) {
     require_dtype(op, "dropout.keep_bits", dropout.keep_bits, DType::U8);
     require_shape(op, "dropout.keep_bits", dropout.keep_bits, {n, (k + 7) / 8}, "(N, ceil(K / 8))");

@@ -230,15 +230,27 @@ void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, co
 // (n, 8c + j) kept. When defined, a lora_linear forward that draws the mask in its one-pass kernel (CUDA) stores it
 // there and the backward with the same Dropout reads it instead of drawing it twice more; the bits are the mask
 // itself, so results are identical with or without it. The CPU kernels draw the mask and leave it untouched.
+// `keep_bits_drawn`: keep_bits already holds this mask (swiglu_drawing_mask wrote it), so a forward (lora_xa,
+// lora_linear) reads it instead of drawing and storing it (CUDA); the same mask, so the same results.
 struct Dropout {
   float p = 0.0f;      // drop probability in [0, 1); 0 = identity (no RNG at all)
   uint64_t seed = 0;
   DropoutMap map{};
   Tensor keep_bits{};
+  bool keep_bits_drawn = false;
 };
 // out = x * keep / (1 - p). x, out: same shape F32; x is seen as (numel / cols, cols) with cols its last dimension
 // (identity map: flat index = element index); out may be x.
 void dropout(const Tensor& x, const Dropout& dropout, Tensor& out);
+// out = swiglu(gate, up), the same bits, and mask.keep_bits written with the mask of `mask` over out ((N, F), as a
+// lora_xa of out with `mask` stores it; bits past F in a row's last byte are 0): the MLP's down projection's dropout
+// mask drawn in the swiglu's memory-bound pass, so that down's xa pass reads it (Dropout::keep_bits_drawn) instead of
+// drawing it under its own tensor-core loop. gate, up, out: (N, F) as swiglu's (out may be gate or up); mask.p in
+// (0, 1), mask.keep_bits (N, ceil(F / 8)) U8 on their device, apart from them.
+void swiglu_drawing_mask(const Tensor& gate, const Tensor& up, Tensor& out, const Dropout& mask);
+// Whether swiglu_drawing_mask runs as one pass on out's device for these operands (CUDA: BF16 or F16, 16-byte aligned
+// rows of F % 8 == 0 elements, the identity map), so that a model takes it only where it saves a pass.
+bool swiglu_drawing_mask_in_one_pass(const Tensor& out, const Dropout& mask);
 
 // ---- LoRA linear (PEFT semantics) ------------------------------------------------------------------------------
 // y = x w^T (+ bias) + scale * (dropout(x) a^T) b^T

@@ -738,6 +738,64 @@ TEST(OpsCudaMatmul, LoraKeepBitsCacheIsTheMask) {
   }
 }
 
+// ops::swiglu_drawing_mask (the MLP's swiglu with down's dropout mask drawn in its pass) then lora_xa reading the mask
+// (Dropout::keep_bits_drawn), against swiglu then lora_xa drawing it: act, the keep bits and xa bit for bit, the bits
+// also against the mask itself (0 past F). One-pass shapes (16-bit, F % 8 == 0, identity map: partial and several
+// 256-column tiles, odd rows, the 7B's 18,944) and the two-pass ones (F32, F % 8 != 0, a column-block map).
+TEST(OpsCudaMatmul, SwigluDrawingMaskThenXaFromTheBitsIsSwigluThenXa) {
+  ASSERT_TRUE(have_device()) << "no CUDA device visible (gpu tests need one)";
+  struct Case { int64_t n, f, r; DType act; ops::DropoutMap map; bool one_pass; };
+  const Case cases[] = {{333, 264, 8, DType::BF16, {}, true},        {1, 8, 8, DType::BF16, {}, true},
+                        {1100, 2056, 8, DType::BF16, {}, true},      {2048, 18944, 8, DType::BF16, {}, true},
+                        {129, 520, 16, DType::F16, {}, true},         {77, 100, 8, DType::BF16, {}, false},
+                        {65, 264, 8, DType::F32, {}, false},          {45, 264, 8, DType::BF16, {3, 1040, 520}, false}};
+  uint32_t seed = 9800;
+  for (const Case& cs : cases) {
+    SCOPED_TRACE(fmt::format("N={} F={} r={} act={} map=({}, {}, {})", cs.n, cs.f, cs.r, name(cs.act),
+                             cs.map.row_offset, cs.map.full_cols, cs.map.col_offset));
+    const Input gate = make_input({cs.n, cs.f}, cs.act, ++seed, -4.0f, 4.0f);
+    const Input up = make_input({cs.n, cs.f}, cs.act, ++seed);
+    const Input a = make_weight({cs.r, cs.f}, DType::F32, ++seed, -0.5f, 0.5f);
+    const int64_t bytes = (cs.f + 7) / 8;
+    ops::Dropout drawn{0.05f, 0xD0ull + seed};
+    drawn.map = cs.map;
+    drawn.keep_bits = Tensor::zeros({cs.n, bytes}, DType::U8).to(Device::cuda());
+    ops::Dropout read = drawn;
+    read.keep_bits = Tensor::zeros({cs.n, bytes}, DType::U8).to(Device::cuda());
+    DeviceOut act1({cs.n, cs.f}, cs.act), act2({cs.n, cs.f}, cs.act);
+    DeviceOut xa1({cs.n, cs.r}, DType::F32), xa2({cs.n, cs.r}, DType::F32);
+    ops::swiglu(gate.dev, up.dev, act1.tensor);
+    ops::lora_xa(act1.tensor, a.dev, drawn, xa1.tensor);
+    EXPECT_EQ(ops::swiglu_drawing_mask_in_one_pass(act2.tensor, read), cs.one_pass);
+    ops::swiglu_drawing_mask(gate.dev, up.dev, act2.tensor, read);
+    const Tensor bits_made = read.keep_bits.to(Device::cpu());
+    read.keep_bits_drawn = true;
+    ops::lora_xa(act2.tensor, a.dev, read, xa2.tensor);
+    expect_bit_equal(act2.fetch(), act1.fetch(), "act");
+    expect_bit_equal(xa2.fetch(), xa1.fetch(), "xa");
+    const Tensor bits_after = read.keep_bits.to(Device::cpu());
+    const Tensor bits_xa = drawn.keep_bits.to(Device::cpu());
+    const uint32_t threshold = ops::dropout_threshold(drawn.p);
+    int64_t wrong = 0, wrong_xa = 0, changed = 0;
+    for (int64_t i = 0; i < cs.n; ++i) {
+      for (int64_t c = 0; c < bytes; ++c) {
+        uint32_t want = 0;
+        for (int64_t j = 8 * c; j < std::min(8 * c + 8, cs.f); ++j) {
+          want |= (ops::dropout_keep(drawn.seed, ops::dropout_index(cs.map, i, j, cs.f), threshold) ? 1u : 0u)
+                  << (j - 8 * c);
+        }
+        const uint8_t made = bits_made.data<uint8_t>()[i * bytes + c];
+        wrong += made != want;
+        changed += bits_after.data<uint8_t>()[i * bytes + c] != made;
+        if (cs.f % 8 == 0) wrong_xa += bits_xa.data<uint8_t>()[i * bytes + c] != made;
+      }
+    }
+    EXPECT_EQ(wrong, 0) << "keep bits that differ from the mask";
+    EXPECT_EQ(changed, 0) << "keep bits that the xa pass changed";
+    EXPECT_EQ(wrong_xa, 0) << "keep bits that differ from the ones lora_xa stores";
+  }
+}
+
 // The backward's dy pass (launch_lora_dy: g = dy b and db += scale dy^T xa in one read of dy, r 8, BF16, tensor
 // cores): against the two-product path (SWIFT_LORA_DY_FUSED=0: cuBLASLt with the same bf16-rounded b / xa and fp32
 // accumulation, so only the summation order differs: 1e-4 for the F32 da / db), the same bits on a second call and

@@ -7,7 +7,9 @@
 //    reference (element by element) and the backward (regenerated) must agree exactly.
 //  - Outputs are guarded; accumulated gradients (da, db) start from random values.
 #include <gtest/gtest.h>
+#include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <tuple>
@@ -525,6 +527,64 @@ TEST(OpsLora, SwigluBackwardLoraDyIsTheSwigluBackwardThenTheDyStep) {
   Tensor dx = Tensor::zeros({n, c}, DType::F32);
   EXPECT_TRUE(throws_error([&] { ops::lora_linear_backward_shared(h2, bad, 1.0f, dx); },
                            {"lora_linear_backward_shared job 0", "g", "(N, r)"}));
+}
+
+// swiglu_drawing_mask: swiglu's bits, and the keep bits of its dropout over out (through the map; 0 past F), which
+// lora_xa with keep_bits_drawn takes as the same mask. Bad arguments are named.
+TEST(OpsLora, SwigluDrawingMaskIsSwigluAndTheMask) {
+  uint32_t seed = 7400;
+  struct Case { int64_t n, f; ops::DropoutMap map; };
+  for (const Case& cs : {Case{7, 24, {}}, Case{5, 37, {}}, Case{4, 20, {2, 61, 9}}}) {
+    SCOPED_TRACE(fmt::format("N={} F={}", cs.n, cs.f));
+    const Tensor gate = random_tensor({cs.n, cs.f}, DType::F32, ++seed);
+    const Tensor up = random_tensor({cs.n, cs.f}, DType::F32, ++seed);
+    const int64_t bytes = (cs.f + 7) / 8;
+    ops::Dropout mask{0.3f, 90u + seed};
+    mask.map = cs.map;
+    mask.keep_bits = Tensor::zeros({cs.n, bytes}, DType::U8);
+    Tensor want = Tensor::zeros({cs.n, cs.f}, DType::F32), got = Tensor::zeros({cs.n, cs.f}, DType::F32);
+    ops::swiglu(gate, up, want);
+    ops::swiglu_drawing_mask(gate, up, got, mask);
+    EXPECT_TRUE(bit_equal(got, want));
+    const uint32_t threshold = ops::dropout_threshold(mask.p);
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < cs.n; ++i) {
+      for (int64_t c = 0; c < bytes; ++c) {
+        uint32_t byte = 0;
+        for (int64_t j = 8 * c; j < std::min(8 * c + 8, cs.f); ++j) {
+          const bool keep = ops::dropout_keep(mask.seed, ops::dropout_index(cs.map, i, j, cs.f), threshold);
+          byte |= (keep ? 1u : 0u) << (j - 8 * c);
+        }
+        wrong += mask.keep_bits.data<uint8_t>()[i * bytes + c] != byte;
+      }
+    }
+    EXPECT_EQ(wrong, 0);
+    const Tensor a = random_tensor({3, cs.f}, DType::F32, ++seed);
+    Tensor xa_drawn = Tensor::zeros({cs.n, 3}, DType::F32), xa_read = Tensor::zeros({cs.n, 3}, DType::F32);
+    ops::Dropout plain = mask;
+    plain.keep_bits = Tensor();
+    ops::lora_xa(got, a, plain, xa_drawn);
+    mask.keep_bits_drawn = true;
+    ops::lora_xa(got, a, mask, xa_read);
+    EXPECT_TRUE(bit_equal(xa_read, xa_drawn));
+  }
+  const Tensor g = random_tensor({3, 16}, DType::F32, ++seed), u = random_tensor({3, 16}, DType::F32, ++seed);
+  Tensor out = Tensor::zeros({3, 16}, DType::F32);
+  ops::Dropout none{0.0f, 1u};
+  none.keep_bits = Tensor::zeros({3, 2}, DType::U8);
+  EXPECT_TRUE(throws_error([&] { ops::swiglu_drawing_mask(g, u, out, none); }, {"swiglu_drawing_mask", "p = 0"}));
+  ops::Dropout no_bits{0.1f, 1u};
+  EXPECT_TRUE(throws_error([&] { ops::swiglu_drawing_mask(g, u, out, no_bits); },
+                           {"swiglu_drawing_mask", "mask.keep_bits"}));
+  ops::Dropout short_bits{0.1f, 1u};
+  short_bits.keep_bits = Tensor::zeros({3, 1}, DType::U8);
+  EXPECT_TRUE(throws_error([&] { ops::swiglu_drawing_mask(g, u, out, short_bits); },
+                           {"swiglu_drawing_mask", "mask.keep_bits", "(N, ceil(F / 8))"}));
+  ops::Dropout drawn_without{0.1f, 1u};
+  drawn_without.keep_bits_drawn = true;
+  Tensor xa = Tensor::zeros({3, 3}, DType::F32);
+  EXPECT_TRUE(throws_error([&] { ops::lora_xa(g, random_tensor({3, 16}, DType::F32, 1), drawn_without, xa); },
+                           {"lora_xa", "keep_bits_drawn"}));
 }
 
 // lora_linear_from_xa with lora_linear's own xa gives lora_linear's y (with and without accumulate, with a bias).

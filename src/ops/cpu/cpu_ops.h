@@ -49,6 +49,7 @@ void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, co
                         const Tensor& lse, const Tensor& cu_seqlens, float scale, int64_t window, Tensor& dq,
                         Tensor& dk, Tensor& dv);
 void dropout(const Tensor& x, const Dropout& dropout, Tensor& out);
+void swiglu_drawing_mask(const Tensor& gate, const Tensor& up, Tensor& out, const Dropout& mask);
 void lora_xa(const Tensor& x, const Tensor& a, const Dropout& dropout, Tensor& xa);
 void lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& a, const Tensor& b, float scale,
                  const Dropout& dropout, Tensor& y, Tensor& xa, bool accumulate, bool b_product);

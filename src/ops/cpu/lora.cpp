@@ -3,7 +3,8 @@
 // Invariants:
 //  - The dropout multiplier of flat element i is (dropout draw i of `seed` >= threshold(p)) ? 1 / (1 - p) : 0
 //    (ops/philox.h: 16-bit draws, 8 per Philox block); it is regenerated wherever needed (forward, backward dx,
-//    backward da), never stored, and applied as x * multiplier (so NaN stays NaN, as torch's x * mask). With
+//    backward da), never stored (but by swiglu_drawing_mask, whose op is to write them as keep bits), and applied as
+//    x * multiplier (so NaN stays NaN, as torch's x * mask). With
 //    AVX-512, 16 Philox blocks are generated at once (same draws bit for bit; tests/ops/test_lora.cpp checks masks
 //    against the reference).
 //  - With a DropoutMap (ops/philox.h) local element (i, j) draws stream index dropout_index(map, i, j, cols): a
@@ -170,6 +171,25 @@ void dropout(const Tensor& x, const Dropout& dropout, Tensor& out) {
       mapped_multipliers(d, cols, begin, len, mult);
 #pragma omp simd
       for (int64_t e = 0; e < len; ++e) po[begin + e] = px[begin + e] * mult[e];
+    }
+  }
+}
+
+void swiglu_drawing_mask(const Tensor& gate, const Tensor& up, Tensor& out, const Dropout& mask) {
+  SWIFT_PROFILE("swiglu_drawing_mask");
+  swiglu(gate, up, out);
+  const DropoutParams d = params_of(mask);
+  const int64_t n = out.size(0), f = out.size(1), bytes = (f + 7) / 8;
+  uint8_t* bits = mask.keep_bits.data<uint8_t>();
+#pragma omp parallel for schedule(static) if (n * f >= kChunkFloats)
+  for (int64_t row = 0; row < n; ++row) {
+    PhiloxCursor cursor(d.seed);
+    for (int64_t c = 0; c < bytes; ++c) {
+      uint32_t byte = 0;
+      for (int64_t j = 0; j < 8 && 8 * c + j < f; ++j) {
+        byte |= (cursor.draw(dropout_index(d.map, row, 8 * c + j, f)) >= d.threshold ? 1u : 0u) << j;
+      }
+      bits[row * bytes + c] = static_cast<uint8_t>(byte);
     }
   }
 }

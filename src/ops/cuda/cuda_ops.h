@@ -37,6 +37,10 @@ void cast(const Tensor& src, Tensor& dst);
 void add(const Tensor& a, const Tensor& b, Tensor& out);
 void swiglu(const Tensor& gate, const Tensor& up, Tensor& out);
 void swiglu_backward(const Tensor& dout, const Tensor& gate, const Tensor& up, Tensor& dgate, Tensor& dup);
+void swiglu_drawing_mask(const Tensor& gate, const Tensor& up, Tensor& out, const Dropout& mask);
+// Whether swiglu_drawing_mask takes its one-pass kernel for out (BF16 / F16, cols % 8 == 0, the identity map; gate
+// and up are checked per call, and like out are whole allocations or 16-byte aligned views in the model).
+bool swiglu_drawing_mask_in_one_pass(const Tensor& out, const Dropout& mask);
 void embedding(const Tensor& table, const Tensor& ids, Tensor& out);  // table on out's device, or mapped for it
 Tensor host_mapped_copy(const Tensor& t);
 void embedding_shard(const Tensor& table, const Tensor& ids, int64_t vocab_offset, Tensor& out);

@@ -13,6 +13,9 @@
 //    half i % 2 of word i / 2), so the mask equals the CPU's bit for bit; kept values are x * keep_scale, dropped
 //    x * 0 (NaN stays NaN, as the CPU kernel). With a non-identity DropoutMap (x seen as (n / cols, cols)) each
 //    element's draw is taken at dropout_index(map, ...) through a PhiloxCursor instead.
+//  - swiglu_keep_bits (ops::swiglu_drawing_mask): the swiglu's groups of 8 with the keep bits of out's dropout mask,
+//    group g's 8 draws being Philox block g (16-bit, 16-byte aligned, cols % 8 == 0, the identity map), one byte per
+//    group; otherwise the swiglu's map kernel, then one thread per keep-bits byte drawing through a PhiloxCursor.
 //  - copy_rows: 16-byte words by a kernel where every pointer, pitch and the run are multiples of 16 bytes, else
 //    cudaMemcpy2DAsync (whose own kernel took 14 us for a 0.5B step's 16,384 x 256-byte v block); bytes unchanged.
 #include <cuda_bf16.h>
@@ -226,6 +229,39 @@ __global__ void dropout_kernel(const T* x, T* out, int64_t n, uint64_t seed, uin
   }
 }
 
+// swiglu_drawing_mask's one pass (16-bit, 16-byte aligned, cols % 8 == 0, the identity map): group g = elements
+// 8g .. 8g + 7, one row's 8-aligned columns, whose draws are the 8 of Philox block g and whose keep bits are byte g of
+// the (rows, cols / 8) cache. The loads are issued before the rounds, which run while they are in flight.
+template <typename T>
+__global__ void swiglu_keep_bits_kernel(const T* gate, const T* up, T* out, int64_t groups, uint64_t seed,
+                                        uint32_t threshold, uint8_t* bits) {
+  for (int64_t g = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; g < groups; g += int64_t{gridDim.x} * blockDim.x) {
+    float x[8], u[8], y[8];
+    load_group<8>(gate, 8 * g, x);
+    load_group<8>(up, 8 * g, u);
+    bits[g] = static_cast<uint8_t>(dropout_keep_bits8(philox_block(seed, static_cast<uint64_t>(g)), threshold));
+#pragma unroll
+    for (int e = 0; e < 8; ++e) y[e] = swiglu_value(x[e], u[e]);
+    store_group<8>(out, 8 * g, y);
+  }
+}
+
+// The keep bits of a (rows, cols) operand under any map: byte (row, c) = the draws of columns 8c .. 8c + 7 (< cols)
+// at their dropout_index, bit j for column 8c + j; bits past cols are 0.
+__global__ void keep_bits_kernel(int64_t rows, int64_t cols, uint64_t seed, uint32_t threshold, DropoutMap map,
+                                 uint8_t* bits) {
+  const int64_t bytes = (cols + 7) / 8, total = rows * bytes;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t row = i / bytes, c0 = 8 * (i % bytes);
+    PhiloxCursor cursor(seed);
+    uint32_t byte = 0;
+    for (int j = 0; j < 8 && c0 + j < cols; ++j) {
+      byte |= (cursor.draw(dropout_index(map, row, c0 + j, cols)) >= threshold ? 1u : 0u) << j;
+    }
+    bits[i] = static_cast<uint8_t>(byte);
+  }
+}
+
 // rows x (run / 16) 16-byte words, each from src + r * src_pitch to dst + r * dst_pitch (bytes): a grid-stride
 // loop over the words, consecutive threads on consecutive words of a row.
 __global__ void copy_rows_kernel(const char* src, int64_t src_pitch, char* dst, int64_t dst_pitch, int64_t words,
@@ -245,6 +281,39 @@ cudaError_t launch_add(const void* a, const void* b, void* out, int dtype, int64
 
 cudaError_t launch_swiglu(const void* gate, const void* up, void* out, int dtype, int64_t n, cudaStream_t stream) {
   return launch_map(MapArgs<2, 1>{{gate, up}, {out}}, dtype, n, SwigluFn{}, stream);
+}
+
+bool swiglu_keep_bits_in_one_pass(const void* gate, const void* up, const void* out, int dtype, int64_t cols,
+                                   const DropoutMap& map) {
+  return (dtype == 1 || dtype == 2) && cols % 8 == 0 && dropout_map_identity(map, cols) && aligned(gate, 16) &&
+         aligned(up, 16) && aligned(out, 16);
+}
+
+cudaError_t launch_swiglu_keep_bits(const void* gate, const void* up, void* out, int dtype, int64_t rows, int64_t cols,
+                                    uint64_t seed, uint32_t threshold, const DropoutMap& map, uint8_t* bits,
+                                    cudaStream_t stream) {
+  const int64_t n = rows * cols;
+  if (n == 0) return cudaSuccess;
+  if (swiglu_keep_bits_in_one_pass(gate, up, out, dtype, cols, map)) {
+    const int64_t groups = n / 8;
+    const unsigned blocks = blocks_for(n, 8);
+    if (dtype == 1) {
+      swiglu_keep_bits_kernel<__nv_bfloat16><<<blocks, kThreads, 0, stream>>>(
+          static_cast<const __nv_bfloat16*>(gate), static_cast<const __nv_bfloat16*>(up),
+          static_cast<__nv_bfloat16*>(out), groups, seed, threshold, bits);
+    } else {
+      swiglu_keep_bits_kernel<__half><<<blocks, kThreads, 0, stream>>>(static_cast<const __half*>(gate),
+                                                                       static_cast<const __half*>(up),
+                                                                       static_cast<__half*>(out), groups, seed,
+                                                                       threshold, bits);
+    }
+    return cudaGetLastError();
+  }
+  const cudaError_t status = launch_swiglu(gate, up, out, dtype, n, stream);
+  if (status != cudaSuccess) return status;
+  keep_bits_kernel<<<blocks_for(rows * ((cols + 7) / 8), 1), kThreads, 0, stream>>>(rows, cols, seed, threshold, map,
+                                                                                   bits);
+  return cudaGetLastError();
 }
 
 cudaError_t launch_swiglu_backward(const void* dout, const void* gate, const void* up, void* dgate, void* dup,

@@ -59,6 +59,15 @@ void check_device_errors(int device_index);
 cudaError_t launch_add(const void* a, const void* b, void* out, int dtype, int64_t n, cudaStream_t stream);
 // out = gate / (1 + exp(-gate)) * up.                       gate, up, out: (n)
 cudaError_t launch_swiglu(const void* gate, const void* up, void* out, int dtype, int64_t n, cudaStream_t stream);
+// launch_swiglu over (rows, cols), and bits (rows, ceil(cols / 8)) the keep bits of out's dropout mask (seed,
+// threshold, map: ops/philox.h; bit j of byte (row, c) = column 8c + j kept, bits past cols 0). One pass where
+// swiglu_keep_bits_in_one_pass holds (16-bit, 16-byte aligned, cols % 8 == 0, the identity map), else swiglu and then
+// a pass over the bits.
+bool swiglu_keep_bits_in_one_pass(const void* gate, const void* up, const void* out, int dtype, int64_t cols,
+                                  const DropoutMap& map);
+cudaError_t launch_swiglu_keep_bits(const void* gate, const void* up, void* out, int dtype, int64_t rows, int64_t cols,
+                                    uint64_t seed, uint32_t threshold, const DropoutMap& map, uint8_t* bits,
+                                    cudaStream_t stream);
 // dup = dout * silu(gate); dgate = ((dout * up) * sig) * (1 + gate * (1 - sig)), every op rounded as torch.
 cudaError_t launch_swiglu_backward(const void* dout, const void* gate, const void* up, void* dgate, void* dup,
                                    int dtype, int64_t n, cudaStream_t stream);

@@ -44,6 +44,13 @@ int64_t lora_xa_splits(int64_t k);
 cudaError_t launch_lora_xa(const void* x, int x_dtype, const float* a, int64_t n, int64_t k, int r, uint64_t seed,
                            uint32_t threshold, float keep_scale, const DropoutMap& map, float* part, float* xa,
                            uint8_t* keep_bits, cudaStream_t stream, const LoraKernelConfig& config = {});
+// launch_lora_xa with the mask read from keep_bits (the (n, k / 8) cache of this very mask, already written:
+// swiglu_drawing_mask) where the tensor-core pass runs (its draws and its reads of the cache give the same bits);
+// elsewhere the mask is drawn again (the same mask) and keep_bits is left as it is.
+cudaError_t launch_lora_xa_from_bits(const void* x, int x_dtype, const float* a, int64_t n, int64_t k, int r,
+                                     uint64_t seed, uint32_t threshold, float keep_scale, const DropoutMap& map,
+                                     float* part, float* xa, const uint8_t* keep_bits, cudaStream_t stream,
+                                     const LoraKernelConfig& config = {});
 
 // Several LoRA linears reading the same x (a layer's q, k, v; gate, up): the xa / da passes of up to kLoraMaxXJobs
 // of them in one launch, each job's blocks next to the others' on the same rows and columns of x (the later reads hit

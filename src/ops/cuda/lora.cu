@@ -31,6 +31,8 @@
 //    bytes, bit j of byte (row, c) = element (row, 8c + j) kept); the dx term and da then read the bits instead of
 //    drawing the mask again (Philox4x32-10 costs ~8 instructions per element with 16-bit draws: each draw of the 7B
 //    step's masks took ~10 ms with 32-bit draws). The multipliers, and so every result, are the same either way.
+//    xa reads the bits too where a pass over x drew them first (launch_lora_xa_from_bits: down's mask from the
+//    swiglu's pass, ops::swiglu_drawing_mask).
 //  - Shapes of the work: blocks of 8 warps over 512 columns and a range of at most kMaxBlockRows rows (a multiple of
 //    32, sized for about kTargetBlocks blocks) for xa and y, with the factor's columns staged once per block in
 //    shared memory and reused by J rows at a time (LoraKernelConfig), each group's loads issued before its math; the
@@ -974,6 +976,25 @@ cudaError_t launch_lora_xa(const void* x, int x_dtype, const float* a, int64_t n
   if (status != cudaSuccess) return status;
   sum_splits_kernel<<<blocks_for(n * r, 256), 256, 0, stream>>>(part, splits, n * r, xa);
   return cudaGetLastError();
+}
+
+cudaError_t launch_lora_xa_from_bits(const void* x, int x_dtype, const float* a, int64_t n, int64_t k, int r,
+                                     uint64_t seed, uint32_t threshold, float keep_scale, const DropoutMap& map,
+                                     float* part, float* xa, const uint8_t* keep_bits, cudaStream_t stream,
+                                     const LoraKernelConfig& config) {
+  if (n <= 0) return cudaSuccess;
+  if (!lora_fast_shape(k, r) || !activation_code(x_dtype) || !grid_fits(n, k)) return cudaErrorInvalidValue;
+  if (threshold != 0 && keep_bits != nullptr && x_pass_on_tensor_cores(x_dtype, r, config, true, map, k) &&
+      config.xa_rows == 0) {
+    LoraXJob job;
+    job.f = a;
+    job.seed = seed;
+    job.keep_bits = const_cast<uint8_t*>(keep_bits);  // read only: the kernel's cache form
+    job.part = part;
+    job.out = xa;
+    return launch_x_mma_group<true, false>(x, n, k, threshold, keep_scale, map, &job, 1, 1.0f, stream);
+  }
+  return launch_lora_xa(x, x_dtype, a, n, k, r, seed, threshold, keep_scale, map, part, xa, nullptr, stream, config);
 }
 
 cudaError_t launch_lora_rank_update(void* y, int y_dtype, const float* g, const float* f, bool f_transposed, int64_t n,

@@ -333,6 +333,18 @@ void dropout(const Tensor& x, const Dropout& dropout, Tensor& out) {
                                          dropout.map, stream_of(x)));
 }
 
+void swiglu_drawing_mask(const Tensor& gate, const Tensor& up, Tensor& out, const Dropout& mask) {
+  check_launch("swiglu_drawing_mask",
+               launch_swiglu_keep_bits(gate.raw(), up.raw(), out.raw(), code(gate.dtype()), out.size(0), out.size(1),
+                                       mask.seed, dropout_threshold(mask.p), mask.map,
+                                       mask.keep_bits.data<uint8_t>(), stream_of(gate)));
+}
+
+bool swiglu_drawing_mask_in_one_pass(const Tensor& out, const Dropout& mask) {
+  return out.dim() == 2 && swiglu_keep_bits_in_one_pass(out.raw(), out.raw(), out.raw(), code(out.dtype()),
+                                                         out.size(1), mask.map);
+}
+
 void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config, int64_t step) {
   if (tensors.empty()) return;
   // Scalars in double as Python forms them, rounded to float where they meet fp32 tensors (as ops/cpu/optimizer.cpp).

@@ -432,9 +432,16 @@ void xa_pass(const char* op, const Tensor& x, const Tensor& a, const Dropout& dr
     const DropoutParams d = params_of(dropout);
     const int64_t splits = lora_xa_splits(k);
     Tensor part = splits > 1 ? workspace(splits * n * r, DType::F32, device) : Tensor();
-    check_launch(op, launch_lora_xa(x.raw(), code(act), a.data<float>(), n, k, static_cast<int>(r), d.seed, d.threshold,
-                                    d.keep_scale, d.map, part.defined() ? part.data<float>() : nullptr,
-                                    xa.data<float>(), keep_bits_of(dropout), stream(device), x_pass_config()));
+    float* part_data = part.defined() ? part.data<float>() : nullptr;
+    if (dropout.keep_bits_drawn && d.threshold != 0) {  // the mask is in the cache already (swiglu_drawing_mask)
+      check_launch(op, launch_lora_xa_from_bits(x.raw(), code(act), a.data<float>(), n, k, static_cast<int>(r), d.seed,
+                                                d.threshold, d.keep_scale, d.map, part_data, xa.data<float>(),
+                                                keep_bits_of(dropout), stream(device), x_pass_config()));
+    } else {
+      check_launch(op, launch_lora_xa(x.raw(), code(act), a.data<float>(), n, k, static_cast<int>(r), d.seed,
+                                      d.threshold, d.keep_scale, d.map, part_data, xa.data<float>(),
+                                      keep_bits_of(dropout), stream(device), x_pass_config()));
+    }
   } else if (act == DType::F32 && dropout.p == 0.0f) {
     xa_args.n = n;
     xa_args.a = x.raw();
