@@ -444,8 +444,9 @@ bool TrainableModel::swiglu_draws_down_mask(int64_t i, Activations& a, uint64_t 
   // SWIFT_SWIGLU_DRAWS_MASK=0: the swiglu alone, down's xa pass draws its mask (A/B measurements; the same bits).
   static const bool kOn = env_int("SWIFT_SWIGLU_DRAWS_MASK", 1) != 0;
   const LoraLinear* down = layers_[static_cast<size_t>(i)].linears[static_cast<size_t>(LinearKind::Down)].lora;
+  // BF16 only: there down's xa pass takes its tensor cores, which read the cache; F16's CUDA-core pass draws anyway.
   if (!kOn || a.rank_kept || down == nullptr || down->dora() || !training || lora_.dropout <= 0.0f ||
-      !device_.is_cuda()) {
+      !device_.is_cuda() || act_dtype_ != DType::BF16) {
     return false;
   }
   ops::Dropout mask = lora_dropout(i, LinearKind::Down, a.act, a, seed, training);

@@ -285,7 +285,7 @@ class TrainableModel {
                  uint64_t dropout_seed, bool training) const;
   // The swiglu of layer i's MLP (a.gate, a.up -> a.act) with down's dropout mask drawn in its pass into down's
   // keep bits (ops::swiglu_drawing_mask), where the backend runs that as one pass and down's xa pass will draw it
-  // otherwise (a plain LoRA down, training with dropout on a GPU, not a recompute); false: nothing done.
+  // otherwise (a plain LoRA down, training with dropout on a GPU in BF16, not a recompute); false: nothing done.
   bool swiglu_draws_down_mask(int64_t layer, Activations& a, uint64_t seed, bool training) const;
   // The MLP's intermediates from a.h2; with a.rank_kept (a recompute) gate's and up's kept xa are used again.
   void mlp_forward(int64_t layer, Activations& a, uint64_t dropout_seed, bool training) const;
