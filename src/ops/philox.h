@@ -135,4 +135,17 @@ struct PhiloxCursor {
   }
 };
 
+// The keep bits of columns c0 .. c0 + 7 (those < cols) of local row `row` of a block `cols` wide placed by `m`:
+// bit j = column c0 + j kept (its draw at dropout_index >= threshold), bits past cols 0. One byte of a keep-bits cache
+// (ops.h Dropout::keep_bits) under any map.
+SWIFT_HOST_DEVICE inline uint32_t dropout_keep_byte(uint64_t seed, const DropoutMap& m, int64_t row, int64_t c0,
+                                                    int64_t cols, uint32_t threshold) {
+  PhiloxCursor cursor(seed);
+  uint32_t byte = 0;
+  for (int j = 0; j < 8 && c0 + j < cols; ++j) {
+    byte |= (cursor.draw(dropout_index(m, row, c0 + j, cols)) >= threshold ? 1u : 0u) << j;
+  }
+  return byte;
+}
+
 }  // namespace swift::ops

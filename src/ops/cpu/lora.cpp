@@ -183,13 +183,8 @@ void swiglu_drawing_mask(const Tensor& gate, const Tensor& up, Tensor& out, cons
   uint8_t* bits = mask.keep_bits.data<uint8_t>();
 #pragma omp parallel for schedule(static) if (n * f >= kChunkFloats)
   for (int64_t row = 0; row < n; ++row) {
-    PhiloxCursor cursor(d.seed);
     for (int64_t c = 0; c < bytes; ++c) {
-      uint32_t byte = 0;
-      for (int64_t j = 0; j < 8 && 8 * c + j < f; ++j) {
-        byte |= (cursor.draw(dropout_index(d.map, row, 8 * c + j, f)) >= d.threshold ? 1u : 0u) << j;
-      }
-      bits[row * bytes + c] = static_cast<uint8_t>(byte);
+      bits[row * bytes + c] = static_cast<uint8_t>(dropout_keep_byte(d.seed, d.map, row, 8 * c, f, d.threshold));
     }
   }
 }

@@ -246,19 +246,12 @@ __global__ void swiglu_keep_bits_kernel(const T* gate, const T* up, T* out, int6
   }
 }
 
-// The keep bits of a (rows, cols) operand under any map: byte (row, c) = the draws of columns 8c .. 8c + 7 (< cols)
-// at their dropout_index, bit j for column 8c + j; bits past cols are 0.
+// The keep bits of a (rows, cols) operand under any map: byte (row, c) = dropout_keep_byte of columns 8c .. 8c + 7.
 __global__ void keep_bits_kernel(int64_t rows, int64_t cols, uint64_t seed, uint32_t threshold, DropoutMap map,
                                  uint8_t* bits) {
   const int64_t bytes = (cols + 7) / 8, total = rows * bytes;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t row = i / bytes, c0 = 8 * (i % bytes);
-    PhiloxCursor cursor(seed);
-    uint32_t byte = 0;
-    for (int j = 0; j < 8 && c0 + j < cols; ++j) {
-      byte |= (cursor.draw(dropout_index(map, row, c0 + j, cols)) >= threshold ? 1u : 0u) << j;
-    }
-    bits[i] = static_cast<uint8_t>(byte);
+    bits[i] = static_cast<uint8_t>(dropout_keep_byte(seed, map, i / bytes, 8 * (i % bytes), cols, threshold));
   }
 }
 
